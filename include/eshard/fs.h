@@ -1,0 +1,60 @@
+/*
+ * fs: the one way to touch files that another node may read.
+ *
+ * Contract after a crash at any point:
+ *  - es_fs_write_atomic(): the target holds either its old content or the whole new content;
+ *    a temporary ".<name>.<32hex>.tmp" may be left in the same folder, never a partial target.
+ *  - es_fs_publish_exclusive(): the target either does not exist or holds the whole content;
+ *    of several concurrent publishers exactly one wins (link() is atomic on NFSv3+).
+ *  - es_fs_create_exclusive(): O_CREAT|O_EXCL; the content is written and fsynced after the
+ *    create, so a reader may briefly see an empty or partial file (as in the reference's claim).
+ * Every function reports its own failure through es_error() with the path, and returns 0,
+ * a positive "lost the race" value where documented, or a negative ES_E* code.
+ */
+#ifndef ESHARD_FS_H
+#define ESHARD_FS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "eshard/buf.h"
+
+/* 32 lower-case hex characters from the kernel's CSPRNG (a uuid4-like token) + NUL. */
+int es_fs_token(char out[33]);
+
+/* Write data to <dir>/.<name>.<32hex>.tmp, fsync, rename over path, fsync the folder. */
+int es_fs_write_atomic(const char *path, const void *data, size_t len);
+/* Write a temporary as above, then link() it to path. Returns 0 when published, 1 when path
+ * already existed (someone else won), negative on error. The temporary is always removed. */
+int es_fs_publish_exclusive(const char *path, const void *data, size_t len);
+/* open(O_CREAT|O_EXCL|O_WRONLY, 0644), write, fsync. 0 created, 1 already existed. */
+int es_fs_create_exclusive(const char *path, const void *data, size_t len);
+/* rename(from, to) and fsync the folder(s) of to (and of from when it differs). */
+int es_fs_rename(const char *from, const char *to);
+/* fsync a folder so that a rename or create in it is durable. */
+int es_fs_fsync_dir(const char *dir);
+/* fsync the folder that holds path. */
+int es_fs_fsync_parent(const char *path);
+/* mkdir -p with mode; existing folders are fine. */
+int es_fs_mkdirs(const char *path, mode_t mode);
+/* rm -rf; a missing path is fine. Never follows symlinks. */
+int es_fs_remove_tree(const char *path);
+/* Read a whole file into out (replacing its content); fails past max bytes (0: 64 MiB). */
+int es_fs_read_file(const char *path, struct es_buf *out, size_t max);
+/* Like realpath(3), but a missing tail is allowed and normalized lexically: symlinks are
+ * resolved component by component and ".." is applied after resolution (Python's
+ * os.path.realpath(strict=False)). A relative path is taken against the CWD. */
+int es_fs_resolve(const char *path, struct es_buf *out);
+/* Expand a leading "~" or "~/" to $HOME. */
+int es_fs_expand_user(const char *path, struct es_buf *out);
+/* 1 if path exists (lstat), 0 if not, negative on another error. */
+int es_fs_exists(const char *path);
+/* Copy a file byte for byte with its mode and times (like cp -p); dst is fsynced. */
+int es_fs_copy_file(const char *src, const char *dst);
+/* Write all bytes to fd (retrying short writes and EINTR). */
+int es_fs_write_all(int fd, const void *data, size_t len, const char *what);
+/* Join a and b with one '/', into out (replacing its content). */
+int es_path_join(struct es_buf *out, const char *a, const char *b);
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * log: error codes and the one-line ERROR:/WARNING: messages on stderr.
+ *
+ * Contract: library functions never exit. They return 0 or a negative ES_E* code, and the
+ * function that knows what failed reports it once through es_error(), which prints
+ * "ERROR: <message>" (prefixed with "[rank R host H] " when a prefix is set) and keeps the
+ * message so that a caller can record it (for example in attempt.json). Inside an
+ * es_log_quiet_begin()/end() pair the message is kept but not printed.
+ */
+#ifndef ESHARD_LOG_H
+#define ESHARD_LOG_H
+
+#include <stddef.h>
+
+enum es_code {
+	ES_OK = 0,
+	ES_EUSAGE = -2,    /* bad option or argument given by the user */
+	ES_EINVAL = -3,    /* bad input data, recipe or job state */
+	ES_EIO = -4,       /* a system call failed */
+	ES_ENOMEM = -5,    /* out of memory or past a documented size cap */
+	ES_EEXIST = -6,    /* something that must not exist does */
+	ES_ENOENT = -7,    /* something that must exist does not */
+	ES_EINTR = -8,     /* stopped by a signal */
+	ES_EINTERNAL = -9, /* a broken invariant: a bug */
+};
+
+/* Report an error once: prints it (unless quiet) and keeps it; returns code. */
+int es_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Like es_error, but appends ": <strerror(errno)>" with the errno at the call. */
+int es_error_errno(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void es_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The text of the last es_error() of this thread, without the "ERROR: " prefix ("" if none). */
+const char *es_last_error(void);
+void es_clear_error(void);
+/* Nested: while the depth is > 0, es_error() keeps the message but does not print it. */
+void es_log_quiet_begin(void);
+void es_log_quiet_end(void);
+/* Prefix for every line, e.g. "[rank 1 node2] "; NULL or "" for none. */
+void es_log_set_prefix(const char *prefix);
+
+/* Exit status for a library result: 0 stays 0, any error becomes 2 (REFERENCE.md §1.1). */
+static inline int es_exit_code(int rc) { return rc == 0 ? 0 : 2; }
+
+#endif

@@ -1,0 +1,73 @@
+/*
+ * manifest: the job folder's manifest.json (REFERENCE.md §2.3, schema_version 2), read side.
+ *
+ * es_manifest_load() applies the reference's reader checks (schema_version 2, a non-empty
+ * shards list, execution.executor_type "ray" and a non-empty ray_address) and fills the
+ * fields every command needs. Read-only. Fields added by eshard-mpi (policy.heartbeat_secs,
+ * policy.lease_secs, processor) are optional, so a reference job folder loads too.
+ */
+#ifndef ESHARD_MANIFEST_H
+#define ESHARD_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct es_shard {
+	char *id;
+	int64_t index;
+	char *path;          /* relative to the job folder, "shards/<id>.jsonl" */
+	int64_t rows;
+	int64_t size_bytes;
+	char sha256[65];
+};
+
+/* How each shard is processed; chosen at prepare time so every worker runs the same. */
+enum es_processor_kind { ES_PROC_DATA_JUICER = 0, ES_PROC_COMMAND = 1 };
+
+struct es_processor {
+	enum es_processor_kind kind;
+	char *dj_process;    /* Data-Juicer: command (split on spaces) or NULL for "dj-process" */
+	char *dj_root;       /* Data-Juicer: a checkout folder (tools/process_data.py) or NULL */
+	char *python;        /* interpreter for --dj-root and the helpers; NULL: "python3" */
+	char *command;       /* ES_PROC_COMMAND: the template with {input} {output} ... */
+};
+
+struct es_policy {
+	int64_t lock_timeout_secs;
+	int64_t max_retries;
+	int64_t poll_interval_secs;
+	double heartbeat_secs;
+	double lease_secs;
+};
+
+#define ES_DEFAULT_LOCK_TIMEOUT_SECS 126000
+#define ES_DEFAULT_MAX_RETRIES 3
+#define ES_DEFAULT_POLL_INTERVAL_SECS 20
+#define ES_DEFAULT_HEARTBEAT_SECS 10.0
+#define ES_DEFAULT_LEASE_SECS 120.0
+
+struct es_manifest {
+	char *job_dir;       /* resolved absolute */
+	char *job_id;
+	char *dataset_path;
+	char *ray_address;
+	char *recipe_executor_type;
+	char *recipe_sha256;
+	char *dj_commit;
+	int64_t num_shards;
+	int64_t total_rows;
+	int64_t total_size_bytes;
+	struct es_policy policy;
+	struct es_processor processor;
+	struct es_shard *shards;
+	size_t n_shards;
+	void *doc;           /* the parsed document (cJSON), for callers inside libeshard */
+};
+
+int es_manifest_load(const char *job_dir, struct es_manifest *m);
+void es_manifest_free(struct es_manifest *m);
+/* Index of a shard id in manifest order, or -1. */
+long es_manifest_find(const struct es_manifest *m, const char *shard_id);
+void es_processor_free(struct es_processor *p);
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * prepare: validate the recipe and the input, cut the input into deterministic, contiguous,
+ * byte-balanced, non-empty shards, and publish the job folder (REFERENCE.md §3).
+ *
+ * Contract after a crash at any point: the job folder either does not exist or is complete
+ * (it appears by one rename of a fully written and fsynced stage folder). A crash can leave a
+ * stage folder "<parent>/.<name>.preparing.<32hex>" behind; nothing reads it, and a failure
+ * that the process sees removes it. Memory is bounded by the largest line (capped at
+ * ES_MAX_LINE_BYTES) plus a few MiB of buffers, whatever the input size.
+ */
+#ifndef ESHARD_PREPARE_H
+#define ESHARD_PREPARE_H
+
+#include <stdint.h>
+
+#include "eshard/manifest.h"
+
+#define ES_MAX_LINE_BYTES ((size_t)256 << 20)
+
+struct es_prepare_opts {
+	const char *config;         /* required: the Data-Juicer recipe */
+	const char *dataset_path;   /* optional: overrides the recipe's dataset_path */
+	const char *job_dir;        /* required: must not exist, or be this very job */
+	int64_t num_shards;         /* required, > 0 */
+	struct es_policy policy;    /* saved in the manifest; heartbeat and lease are extra fields */
+	const char *ray_address;    /* NULL: "local"; stripped; empty is an error */
+	struct es_processor processor; /* recorded in the manifest (extra field "processor") */
+	const char *helper;         /* scripts/dj_op_kinds.py, or NULL to find it beside the binary */
+	size_t max_line_bytes;      /* 0: ES_MAX_LINE_BYTES */
+	int quiet;                  /* do not print the summary line */
+};
+
+struct es_prepare_result {
+	int already_prepared;       /* 1: an unchanged job existed, nothing was written */
+	int64_t num_shards, rows, bytes;
+	char *job_dir;              /* resolved; caller frees */
+};
+
+/* Default options (policy defaults, ray_address "local"). */
+void es_prepare_opts_init(struct es_prepare_opts *o);
+int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *res);
+
+/* The split rule of REFERENCE.md §3.4: after appending a row, does shard k end here?
+ * w: bytes written so far (all shards), r: rows written so far, t/rows: totals, n: shards. */
+int es_prepare_split_after(uint64_t w, uint64_t r, uint64_t t, uint64_t rows, uint64_t n, uint64_t k);
+/* The shard id: "part-<index>-of-<n>", both zero-padded to max(5, digits of n). */
+int es_prepare_shard_id(uint64_t index, uint64_t n, char *out, size_t outsz);
+
+#endif

@@ -1,0 +1,127 @@
+#include "args.h"
+
+#include "eshard/log.h"
+#include "eshard/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *kind_metavar(const struct es_opt *o)
+{
+	if (o->metavar)
+		return o->metavar;
+	switch (o->kind) {
+	case ES_OPT_POS_INT:
+	case ES_OPT_NONNEG_INT: return "N";
+	case ES_OPT_POS_NUM: return "SECS";
+	default: return "VALUE";
+	}
+}
+
+void es_args_usage(const struct es_opt *opts, size_t n_opts, const struct es_cmd_help *help)
+{
+	printf("usage: eshard-mpi %s [options]\n\n%s\n\noptions:\n", help->command, help->summary);
+	for (size_t i = 0; i < n_opts; i++) {
+		char left[96];
+		if (opts[i].kind == ES_OPT_FLAG)
+			snprintf(left, sizeof(left), "--%s", opts[i].name);
+		else
+			snprintf(left, sizeof(left), "--%s %s", opts[i].name, kind_metavar(&opts[i]));
+		printf("  %-30s %s\n", left, opts[i].help);
+	}
+	printf("  %-30s %s\n", "--help", "show this help and exit");
+	if (help->details)
+		printf("\n%s\n", help->details);
+}
+
+static int set_value(const struct es_opt *o, const char *val, const char *cmd)
+{
+	int64_t i;
+	double d;
+	switch (o->kind) {
+	case ES_OPT_STR:
+		*(const char **)o->dest = val;
+		return 0;
+	case ES_OPT_STR_LIST: {
+		struct es_str_list *l = o->dest;
+		const char **v = realloc(l->v, (l->n + 1) * sizeof(*v));
+		if (!v)
+			return es_error(ES_ENOMEM, "out of memory parsing options");
+		v[l->n++] = val;
+		l->v = v;
+		return 0;
+	}
+	case ES_OPT_POS_INT:
+	case ES_OPT_NONNEG_INT:
+		if (es_parse_i64(val, &i) || (o->kind == ES_OPT_POS_INT ? i <= 0 : i < 0))
+			return es_error(ES_EUSAGE, "eshard-mpi %s: --%s needs a %s integer, got '%s'", cmd, o->name,
+					o->kind == ES_OPT_POS_INT ? "positive" : "non-negative", val);
+		*(int64_t *)o->dest = i;
+		return 0;
+	case ES_OPT_POS_NUM:
+		if (es_parse_double(val, &d) || d <= 0)
+			return es_error(ES_EUSAGE, "eshard-mpi %s: --%s needs a positive number, got '%s'", cmd, o->name, val);
+		*(double *)o->dest = d;
+		return 0;
+	case ES_OPT_FLAG:
+		break;
+	}
+	return es_error(ES_EINTERNAL, "bad option table entry --%s", o->name);
+}
+
+int es_args_parse(int argc, char **argv, const struct es_opt *opts, size_t n_opts,
+		  const struct es_cmd_help *help)
+{
+	const char *cmd = help->command;
+	for (int a = 1; a < argc; a++) {
+		const char *arg = argv[a];
+		if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+			es_args_usage(opts, n_opts, help);
+			return 1;
+		}
+		if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+			es_error(ES_EUSAGE, "eshard-mpi %s: unexpected argument '%s' (see eshard-mpi %s --help)", cmd, arg, cmd);
+			return ES_EUSAGE;
+		}
+		const char *name = arg + 2, *eq = strchr(name, '=');
+		size_t len = eq ? (size_t)(eq - name) : strlen(name);
+		const struct es_opt *o = NULL;
+		for (size_t i = 0; i < n_opts; i++)
+			if (strlen(opts[i].name) == len && !strncmp(opts[i].name, name, len))
+				o = &opts[i];
+		if (!o) {
+			es_error(ES_EUSAGE, "eshard-mpi %s: unknown option '--%.*s' (see eshard-mpi %s --help)", cmd, (int)len, name, cmd);
+			return ES_EUSAGE;
+		}
+		if (o->seen)
+			*o->seen = 1;
+		if (o->kind == ES_OPT_FLAG) {
+			if (eq) {
+				es_error(ES_EUSAGE, "eshard-mpi %s: --%s takes no value", cmd, o->name);
+				return ES_EUSAGE;
+			}
+			*(int *)o->dest = 1;
+			continue;
+		}
+		const char *val = eq ? eq + 1 : NULL;
+		if (!val) {
+			if (a + 1 >= argc) {
+				es_error(ES_EUSAGE, "eshard-mpi %s: --%s needs a value", cmd, o->name);
+				return ES_EUSAGE;
+			}
+			val = argv[++a];
+		}
+		int rc = set_value(o, val, cmd);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void es_str_list_free(struct es_str_list *l)
+{
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}

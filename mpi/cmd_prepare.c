@@ -1,0 +1,83 @@
+#include "commands.h"
+
+#include "eshard/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void prepare_cli_init(struct prepare_cli *c)
+{
+	memset(c, 0, sizeof(*c));
+	es_prepare_opts_init(&c->o);
+}
+
+size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts)
+{
+	struct es_prepare_opts *o = &c->o;
+	struct es_opt t[] = {
+		{ "config", ES_OPT_STR, &o->config, NULL, "PATH", "Data-Juicer YAML recipe (required)" },
+		{ "dataset-path", ES_OPT_STR, &o->dataset_path, NULL, "PATH", "JSONL file or folder; overrides the recipe's dataset_path" },
+		{ "job-dir", ES_OPT_STR, &o->job_dir, NULL, "DIR", "new job folder on the shared file system (required)" },
+		{ "num-shards", ES_OPT_POS_INT, &o->num_shards, NULL, NULL, "exact number of non-empty shards (required)" },
+		{ "lock-timeout-secs", ES_OPT_POS_INT, &o->policy.lock_timeout_secs, NULL, NULL, "a lock older than this is stale (default 126000)" },
+		{ "max-retries", ES_OPT_NONNEG_INT, &o->policy.max_retries, NULL, NULL, "failed or stale attempts allowed after the first (default 3)" },
+		{ "poll-interval-secs", ES_OPT_POS_INT, &o->policy.poll_interval_secs, NULL, NULL, "idle worker poll interval (default 20)" },
+		{ "heartbeat-secs", ES_OPT_POS_NUM, &o->policy.heartbeat_secs, NULL, NULL, "lease refresh interval of a running shard (default 10)" },
+		{ "lease-secs", ES_OPT_POS_NUM, &o->policy.lease_secs, NULL, NULL, "a lock unchanged this long is stale (default 120)" },
+		{ "ray-address", ES_OPT_STR, &o->ray_address, NULL, "ADDR", "Ray address given to every shard (default local)" },
+		{ "python", ES_OPT_STR, &c->python, NULL, "PATH", "Python that can import Data-Juicer (default python3)" },
+		{ "dj-process", ES_OPT_STR, &c->dj_process, NULL, "CMD", "Data-Juicer process command (default dj-process on PATH)" },
+		{ "dj-root", ES_OPT_STR, &c->dj_root, NULL, "DIR", "run tools/process_data.py of this Data-Juicer checkout" },
+		{ "process-cmd", ES_OPT_STR, &c->process_cmd, NULL, "TEMPLATE", "any JSONL-to-JSONL command instead of Data-Juicer, e.g. 'prog --in {input} --out {output}'" },
+		{ "max-line-bytes", ES_OPT_POS_INT, &c->max_line_bytes, NULL, NULL, "longest input line accepted (default 268435456)" },
+	};
+	memcpy(opts, t, sizeof(t));
+	return sizeof(t) / sizeof(t[0]);
+}
+
+int prepare_cli_finish(struct prepare_cli *c, const char *cmd)
+{
+	struct es_prepare_opts *o = &c->o;
+	if (!o->config)
+		return es_error(ES_EUSAGE, "eshard-mpi %s: --config is required", cmd);
+	if (!o->job_dir)
+		return es_error(ES_EUSAGE, "eshard-mpi %s: --job-dir is required", cmd);
+	if (!o->num_shards)
+		return es_error(ES_EUSAGE, "eshard-mpi %s: --num-shards is required", cmd);
+	if ((c->dj_process != NULL) + (c->dj_root != NULL) + (c->process_cmd != NULL) > 1)
+		return es_error(ES_EUSAGE, "eshard-mpi %s: give at most one of --dj-process, --dj-root and --process-cmd", cmd);
+	if (c->process_cmd && !*c->process_cmd)
+		return es_error(ES_EUSAGE, "eshard-mpi %s: --process-cmd must not be empty", cmd);
+	o->processor.kind = c->process_cmd ? ES_PROC_COMMAND : ES_PROC_DATA_JUICER;
+	o->processor.command = (char *)c->process_cmd;
+	o->processor.dj_process = (char *)c->dj_process;
+	o->processor.dj_root = (char *)c->dj_root;
+	o->processor.python = (char *)c->python;
+	o->max_line_bytes = (size_t)c->max_line_bytes;
+	return 0;
+}
+
+int cmd_prepare(int argc, char **argv)
+{
+	struct prepare_cli c;
+	struct es_opt opts[ES_PREPARE_MAX_OPTS];
+	prepare_cli_init(&c);
+	size_t n = prepare_cli_options(&c, opts);
+	static const struct es_cmd_help help = {
+		"prepare",
+		"Validate the recipe and the input, cut the input into deterministic shards and publish the job folder.",
+		"An existing job folder is accepted only when it was prepared from the very same request\n"
+		"(same dataset, recipe bytes, shard count, Ray address and processor, input files re-hashed);\n"
+		"then nothing is written and the exit code is 0. Exit codes: 0 prepared or unchanged, 2 error.",
+	};
+	int rc = es_args_parse(argc, argv, opts, n, &help);
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	if ((rc = prepare_cli_finish(&c, "prepare")))
+		return 2;
+	struct es_prepare_result res;
+	rc = es_prepare_run(&c.o, &res);
+	free(res.job_dir);
+	return es_exit_code(rc);
+}

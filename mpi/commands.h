@@ -1,0 +1,24 @@
+/*
+ * The subcommands of eshard-mpi. Each returns the process exit code. Only "run" uses MPI.
+ */
+#ifndef ESHARD_COMMANDS_H
+#define ESHARD_COMMANDS_H
+
+#include "args.h"
+#include "eshard/prepare.h"
+
+int cmd_prepare(int argc, char **argv);
+
+/* The options of prepare, shared with run: fills opts[] and returns how many. */
+#define ES_PREPARE_MAX_OPTS 20
+struct prepare_cli {
+	struct es_prepare_opts o;
+	const char *python, *dj_process, *dj_root, *process_cmd;
+	int64_t max_line_bytes;
+};
+void prepare_cli_init(struct prepare_cli *c);
+size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts);
+/* Checks what the table cannot (required options, exclusive processors) and fills c->o. */
+int prepare_cli_finish(struct prepare_cli *c, const char *cmd);
+
+#endif

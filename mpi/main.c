@@ -1,0 +1,57 @@
+/*
+ * eshard-mpi: the command table. Only "run" initializes MPI; every other subcommand is a
+ * plain single process that works without mpirun.
+ */
+#include "commands.h"
+
+#include "eshard/log.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct command commands[] = {
+	{ "prepare", cmd_prepare, "validate recipe and input, cut shards, publish the job folder" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: eshard-mpi <command> [options]\n\n"
+		   "Process a large JSONL dataset on many nodes: deterministic shards on a shared file\n"
+		   "system, claimed through lock files, each run through Data-Juicer on a node-local Ray.\n\n"
+		   "commands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\n'eshard-mpi <command> --help' shows the options of a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+	/* A closed pipe on stdout must be an error we report, not a silent death. */
+	signal(SIGPIPE, SIG_IGN);
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(argv[1], commands[i].name)) {
+			int rc = commands[i].fn(argc - 1, argv + 1);
+			if (fflush(stdout) != 0 && rc == 0) {
+				es_error(ES_EIO, "cannot write to standard output");
+				rc = 2;
+			}
+			return rc;
+		}
+	es_error(ES_EUSAGE, "unknown command '%s' (see eshard-mpi --help)", argv[1]);
+	return 2;
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install the Debian packages eshard-mpi needs to build and test, when they are missing.
+# Idempotent: a machine that has them all is left alone (no apt-get update, no network).
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libcjson-dev libyaml-dev
+          libssl-dev python3 python3-venv time util-linux procps)
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

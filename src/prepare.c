@@ -1,0 +1,932 @@
+/*
+ * prepare: two passes over the input.
+ *
+ * Pass 1 streams every input file once: each line is validated and normalized, the raw bytes
+ * and the normalized bytes are hashed, and the normalized stream is written to one temporary
+ * file inside the stage folder. Hashing and writing run on a second thread so that the parser
+ * never waits for SHA-256. Pass 2 knows the total size, applies the split rule to the
+ * temporary file (no second parse) and copies each shard's byte range into its shard file,
+ * two shards at a time, punching the copied range out of the temporary so that the job needs
+ * little more than one copy of the data on disk at any moment.
+ */
+#include "eshard/prepare.h"
+#include "eshard/fs.h"
+#include "eshard/jsonl.h"
+#include "eshard/log.h"
+#include "eshard/recipe.h"
+#include "eshard/scan.h"
+#include "eshard/sha.h"
+#include "eshard/util.h"
+#include "json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CHUNK ((size_t)1 << 20)
+#define QUEUE_LEN 16
+
+void es_prepare_opts_init(struct es_prepare_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->policy.lock_timeout_secs = ES_DEFAULT_LOCK_TIMEOUT_SECS;
+	o->policy.max_retries = ES_DEFAULT_MAX_RETRIES;
+	o->policy.poll_interval_secs = ES_DEFAULT_POLL_INTERVAL_SECS;
+	o->policy.heartbeat_secs = ES_DEFAULT_HEARTBEAT_SECS;
+	o->policy.lease_secs = ES_DEFAULT_LEASE_SECS;
+	o->ray_address = "local";
+}
+
+int es_prepare_split_after(uint64_t w, uint64_t r, uint64_t t, uint64_t rows, uint64_t n, uint64_t k)
+{
+	if (k + 1 >= n)
+		return 0;
+	/* 128-bit products: w*n and t*(k+1) overflow 64 bits for inputs past 2^64/n bytes. */
+	if ((unsigned __int128)w * n >= (unsigned __int128)t * (k + 1))
+		return 1;
+	return rows - r == n - k - 1;
+}
+
+int es_prepare_shard_id(uint64_t index, uint64_t n, char *out, size_t outsz)
+{
+	int width = snprintf(NULL, 0, "%llu", (unsigned long long)n);
+	if (width < 5)
+		width = 5;
+	int len = snprintf(out, outsz, "part-%0*llu-of-%0*llu", width, (unsigned long long)index,
+			   width, (unsigned long long)n);
+	return len < 0 || (size_t)len >= outsz ? ES_EINTERNAL : 0;
+}
+
+/* ---------------- input file facts ---------------- */
+
+struct in_file {
+	uint64_t rows;
+	uint64_t size;
+	int64_t mtime_ns;
+	char sha[65];
+};
+
+static int64_t mtime_ns_of(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+}
+
+/* ---------------- the hashing and writing thread of pass 1 ---------------- */
+
+enum { JOB_RAW, JOB_NORM, JOB_END_FILE };
+
+struct hjob {
+	int kind;
+	size_t file;
+	char *data;
+	size_t len;
+};
+
+struct hasher {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct hjob q[QUEUE_LEN];
+	size_t head, count;
+	int stop;
+	int err;              /* first error, set by the thread */
+	struct es_sha raw, norm;
+	int raw_open;
+	int fd;               /* the normalized temporary */
+	const char *tmp_path;
+	struct in_file *files;
+};
+
+static void *hasher_main(void *arg)
+{
+	struct hasher *h = arg;
+	for (;;) {
+		pthread_mutex_lock(&h->mu);
+		while (!h->count && !h->stop)
+			pthread_cond_wait(&h->cv, &h->mu);
+		if (!h->count) {
+			pthread_mutex_unlock(&h->mu);
+			break;
+		}
+		struct hjob j = h->q[h->head];
+		pthread_mutex_unlock(&h->mu);
+
+		int rc = 0;
+		if (j.kind == JOB_RAW) {
+			if (!h->raw_open && !(rc = es_sha_init(&h->raw)))
+				h->raw_open = 1;
+			if (!rc)
+				es_sha_update(&h->raw, j.data, j.len);
+		} else if (j.kind == JOB_NORM) {
+			es_sha_update(&h->norm, j.data, j.len);
+			if (!h->err)
+				rc = es_fs_write_all(h->fd, j.data, j.len, h->tmp_path);
+		} else {
+			if (!h->raw_open && !(rc = es_sha_init(&h->raw)))
+				h->raw_open = 1;
+			if (!rc)
+				rc = es_sha_final(&h->raw, h->files[j.file].sha);
+			h->raw_open = 0;
+		}
+		free(j.data);
+
+		pthread_mutex_lock(&h->mu);
+		if (rc && !h->err)
+			h->err = rc;
+		h->head = (h->head + 1) % QUEUE_LEN;
+		h->count--;
+		pthread_cond_broadcast(&h->cv);
+		pthread_mutex_unlock(&h->mu);
+	}
+	return NULL;
+}
+
+static int hasher_push(struct hasher *h, int kind, size_t file, char *data, size_t len)
+{
+	pthread_mutex_lock(&h->mu);
+	while (h->count == QUEUE_LEN)
+		pthread_cond_wait(&h->cv, &h->mu);
+	h->q[(h->head + h->count) % QUEUE_LEN] = (struct hjob){ kind, file, data, len };
+	h->count++;
+	int err = h->err;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	return err;
+}
+
+/* Wait until the queue is drained; returns the thread's first error. */
+static int hasher_drain(struct hasher *h)
+{
+	pthread_mutex_lock(&h->mu);
+	while (h->count)
+		pthread_cond_wait(&h->cv, &h->mu);
+	int err = h->err;
+	pthread_mutex_unlock(&h->mu);
+	return err;
+}
+
+struct raw_cb_arg {
+	struct hasher *h;
+	size_t file;
+	int err;
+	uint64_t bytes;
+};
+
+static void raw_cb(void *arg, const void *p, size_t n)
+{
+	struct raw_cb_arg *a = arg;
+	a->bytes += n;
+	if (a->err || !n)
+		return;
+	char *copy = malloc(n);
+	if (!copy) {
+		a->err = es_error(ES_ENOMEM, "out of memory hashing input");
+		return;
+	}
+	memcpy(copy, p, n);
+	int rc = hasher_push(a->h, JOB_RAW, a->file, copy, n);
+	if (rc)
+		a->err = rc;
+}
+
+/* ---------------- pass 1 ---------------- */
+
+struct pass1 {
+	uint64_t rows, bytes;
+	char norm_sha[65];
+};
+
+static int flush_norm(struct hasher *h, struct es_buf *out)
+{
+	if (!out->len)
+		return 0;
+	size_t len;
+	char *data = es_buf_detach(out, &len);
+	return hasher_push(h, JOB_NORM, 0, data, len);
+}
+
+static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max_line,
+		     const char *tmp_path, struct in_file *files, struct pass1 *res)
+{
+	struct hasher h;
+	memset(&h, 0, sizeof(h));
+	memset(res, 0, sizeof(*res));
+	h.tmp_path = tmp_path;
+	h.files = files;
+	h.fd = open(tmp_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (h.fd < 0)
+		return es_error_errno(ES_EIO, "cannot create '%s'", tmp_path);
+	int rc = es_sha_init(&h.norm);
+	if (rc) {
+		close(h.fd);
+		return rc;
+	}
+	pthread_mutex_init(&h.mu, NULL);
+	pthread_cond_init(&h.cv, NULL);
+	if (pthread_create(&h.th, NULL, hasher_main, &h) != 0) {
+		es_sha_abort(&h.norm);
+		close(h.fd);
+		return es_error(ES_EIO, "cannot start the hashing thread");
+	}
+
+	struct es_buf out = ES_BUF_INIT;
+	uint64_t global = 0;
+	for (size_t i = 0; !rc && i < scan->n_files; i++) {
+		const char *path = scan->files[i].path;
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			rc = es_error_errno(ES_EIO, "cannot open input file '%s'", path);
+			break;
+		}
+		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		struct es_line_reader *r = es_line_reader_new(fd, max_line, path);
+		struct raw_cb_arg arg = { &h, i, 0, 0 };
+		if (!r) {
+			close(fd);
+			rc = es_error(ES_ENOMEM, "out of memory reading '%s'", path);
+			break;
+		}
+		es_line_reader_set_raw_cb(r, raw_cb, &arg);
+		const char *line;
+		size_t len;
+		int has_nl, got;
+		uint64_t rows = 0;
+		while ((got = es_line_reader_next(r, &line, &len, &has_nl)) == 1) {
+			rows++;
+			rc = es_jsonl_normalize(jl, line, len, global, path, es_line_reader_lineno(r), &out);
+			if (rc)
+				break;
+			global++;
+			if (out.len >= CHUNK && (rc = flush_norm(&h, &out)) != 0)
+				break;
+		}
+		if (!rc && got < 0)
+			rc = got;
+		if (!rc && arg.err)
+			rc = arg.err;
+		es_line_reader_free(r);
+		struct stat st;
+		if (!rc && fstat(fd, &st) != 0)
+			rc = es_error_errno(ES_EIO, "cannot stat input file '%s'", path);
+		close(fd);
+		if (rc)
+			break;
+		if ((uint64_t)st.st_size != arg.bytes) {
+			rc = es_error(ES_EINVAL, "Input changed while it was read: %s", path);
+			break;
+		}
+		files[i].rows = rows;
+		files[i].size = (uint64_t)st.st_size;
+		files[i].mtime_ns = mtime_ns_of(&st);
+		rc = hasher_push(&h, JOB_END_FILE, i, NULL, 0);
+		res->rows += rows;
+	}
+	if (!rc)
+		rc = flush_norm(&h, &out);
+	es_buf_free(&out);
+	int herr = hasher_drain(&h);
+	pthread_mutex_lock(&h.mu);
+	h.stop = 1;
+	pthread_cond_broadcast(&h.cv);
+	pthread_mutex_unlock(&h.mu);
+	pthread_join(h.th, NULL);
+	if (!rc)
+		rc = herr;
+	if (h.raw_open)
+		es_sha_abort(&h.raw);
+	struct stat st;
+	if (!rc && fsync(h.fd) != 0)
+		rc = es_error_errno(ES_EIO, "cannot fsync '%s'", tmp_path);
+	if (!rc && fstat(h.fd, &st) != 0)
+		rc = es_error_errno(ES_EIO, "cannot stat '%s'", tmp_path);
+	if (!rc)
+		res->bytes = (uint64_t)st.st_size;
+	if (!rc)
+		rc = es_sha_final(&h.norm, res->norm_sha);
+	else
+		es_sha_abort(&h.norm);
+	close(h.fd);
+	pthread_mutex_destroy(&h.mu);
+	pthread_cond_destroy(&h.cv);
+	return rc;
+}
+
+/* ---------------- pass 2 ---------------- */
+
+struct shard_out {
+	uint64_t start, len, rows;
+	char sha[65];
+};
+
+struct pass2 {
+	int fd;                 /* the normalized temporary */
+	const char *tmp_path;
+	const char *shard_dir;
+	uint64_t n;
+	struct shard_out *shards;
+	atomic_ulong next;
+	atomic_int err;
+	pthread_mutex_t mu;     /* serializes error reporting only */
+};
+
+static int copy_shard(struct pass2 *p, uint64_t k, char *buf)
+{
+	char id[64];
+	struct es_buf path = ES_BUF_INIT;
+	struct shard_out *s = &p->shards[k];
+	int rc = es_prepare_shard_id(k, p->n, id, sizeof(id));
+	if (!rc)
+		rc = es_buf_printf(&path, "%s/%s.jsonl", p->shard_dir, id);
+	if (rc)
+		return rc;
+	int fd = open(path.data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = es_error_errno(ES_EIO, "cannot create shard file '%s'", path.data);
+		es_buf_free(&path);
+		return rc;
+	}
+	struct es_sha sha;
+	rc = es_sha_init(&sha);
+	uint64_t off = s->start, left = s->len;
+	while (!rc && left) {
+		size_t want = left < CHUNK ? (size_t)left : CHUNK;
+		ssize_t n = pread(p->fd, buf, want, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = es_error_errno(ES_EIO, "cannot read '%s'", p->tmp_path);
+			break;
+		}
+		es_sha_update(&sha, buf, (size_t)n);
+		rc = es_fs_write_all(fd, buf, (size_t)n, path.data);
+		off += (uint64_t)n;
+		left -= (uint64_t)n;
+	}
+	if (!rc && fsync(fd) != 0)
+		rc = es_error_errno(ES_EIO, "cannot fsync shard file '%s'", path.data);
+	if (close(fd) != 0 && !rc)
+		rc = es_error_errno(ES_EIO, "cannot close shard file '%s'", path.data);
+	if (!rc)
+		rc = es_sha_final(&sha, s->sha);
+	else
+		es_sha_abort(&sha);
+	/* The range is in its shard now: give its disk space back (best effort). */
+	if (!rc)
+		fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)s->start, (off_t)s->len);
+	es_buf_free(&path);
+	return rc;
+}
+
+static void *pass2_main(void *arg)
+{
+	struct pass2 *p = arg;
+	char *buf = malloc(CHUNK);
+	if (!buf) {
+		atomic_store(&p->err, es_error(ES_ENOMEM, "out of memory writing shards"));
+		return NULL;
+	}
+	for (;;) {
+		if (atomic_load(&p->err))
+			break;
+		uint64_t k = atomic_fetch_add(&p->next, 1);
+		if (k >= p->n)
+			break;
+		int rc = copy_shard(p, k, buf);
+		if (rc) {
+			int zero = 0;
+			atomic_compare_exchange_strong(&p->err, &zero, rc);
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+/* Find the shard ranges by the split rule, reading only newline positions. */
+static int plan_shards(int fd, const char *tmp_path, uint64_t total, uint64_t rows, uint64_t n,
+		       struct shard_out *shards)
+{
+	char *buf = malloc(CHUNK);
+	if (!buf)
+		return es_error(ES_ENOMEM, "out of memory planning shards");
+	uint64_t k = 0, w = 0, r = 0, off = 0, start = 0, shard_rows = 0;
+	int rc = 0;
+	while (off < total) {
+		ssize_t got = pread(fd, buf, CHUNK, (off_t)off);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			rc = es_error_errno(ES_EIO, "cannot read '%s'", tmp_path);
+			break;
+		}
+		const char *p = buf, *end = buf + got;
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			if (!nl)
+				break;
+			uint64_t row_end = off + (uint64_t)(nl - buf) + 1;
+			w = row_end;
+			r++;
+			shard_rows++;
+			if (es_prepare_split_after(w, r, total, rows, n, k)) {
+				shards[k] = (struct shard_out){ start, row_end - start, shard_rows, "" };
+				k++;
+				start = row_end;
+				shard_rows = 0;
+			}
+			p = nl + 1;
+		}
+		off += (uint64_t)got;
+	}
+	free(buf);
+	if (rc)
+		return rc;
+	if (k < n)
+		shards[k++] = (struct shard_out){ start, total - start, shard_rows, "" };
+	if (r != rows || w != total)
+		return es_error(ES_EINVAL, "Input changed between the scan and write passes: "
+				"%llu rows and %llu bytes written, %llu and %llu scanned",
+				(unsigned long long)r, (unsigned long long)w,
+				(unsigned long long)rows, (unsigned long long)total);
+	for (uint64_t i = 0; i < n; i++)
+		if (i >= k || shards[i].rows == 0)
+			return es_error(ES_EINTERNAL, "Internal partitioning error: shard %llu of %llu is empty",
+					(unsigned long long)i, (unsigned long long)n);
+	return 0;
+}
+
+static int run_pass2(const char *tmp_path, const char *shard_dir, uint64_t total, uint64_t rows,
+		     uint64_t n, struct shard_out *shards)
+{
+	struct pass2 p;
+	memset(&p, 0, sizeof(p));
+	p.fd = open(tmp_path, O_RDWR | O_CLOEXEC);
+	if (p.fd < 0)
+		return es_error_errno(ES_EIO, "cannot open '%s'", tmp_path);
+	p.tmp_path = tmp_path;
+	p.shard_dir = shard_dir;
+	p.n = n;
+	p.shards = shards;
+	int rc = plan_shards(p.fd, tmp_path, total, rows, n, shards);
+	if (!rc) {
+		pthread_t th;
+		int started = pthread_create(&th, NULL, pass2_main, &p) == 0;
+		pass2_main(&p);
+		if (started)
+			pthread_join(th, NULL);
+		rc = atomic_load(&p.err);
+	}
+	close(p.fd);
+	return rc;
+}
+
+/* ---------------- the manifest ---------------- */
+
+static cJSON *str_array(char **v, size_t n)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (size_t i = 0; a && i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateString(v[i]));
+	return a;
+}
+
+static cJSON *number_node(double v)
+{
+	/* Whole seconds are written as integers, like the reference's int policy fields. */
+	if (v == (double)(int64_t)v)
+		return es_json_new_int((int64_t)v);
+	return cJSON_CreateNumber(v);
+}
+
+static cJSON *processor_json(const struct es_processor *p)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (p->kind == ES_PROC_COMMAND) {
+		es_json_set_str(o, "type", "command");
+		es_json_set_str(o, "command", p->command);
+	} else {
+		es_json_set_str(o, "type", "data-juicer");
+		es_json_set(o, "dj_process", p->dj_process ? cJSON_CreateString(p->dj_process) : cJSON_CreateNull());
+		es_json_set(o, "dj_root", p->dj_root ? cJSON_CreateString(p->dj_root) : cJSON_CreateNull());
+	}
+	if (p->python)
+		es_json_set_str(o, "python", p->python);
+	return o;
+}
+
+struct job_facts {
+	const char *job_dir, *job_id, *config, *recipe_sha, *ray_address;
+	const struct es_recipe *recipe;
+	const struct es_scan *scan;
+	const struct in_file *files;
+	const struct pass1 *p1;
+	const struct shard_out *shards;
+	uint64_t n;
+	char **warnings;
+	size_t n_warnings;
+};
+
+static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_facts *f)
+{
+	char now[40], id[64];
+	es_time_now_iso(now);
+	cJSON *m = cJSON_CreateObject();
+	es_json_set_str(m, "created_at", now);
+	cJSON *dj = cJSON_CreateObject();
+	const char *commit = f->recipe->dj_commit ? f->recipe->dj_commit
+			   : f->recipe->dj_version ? f->recipe->dj_version : "unknown";
+	es_json_set_str(dj, "commit", commit);
+	es_json_set_null(dj, "dirty");
+	es_json_set(m, "data_juicer", dj);
+	es_json_set_str(m, "dataset_path", f->scan->dataset_path);
+	cJSON *ex = cJSON_CreateObject();
+	es_json_set_str(ex, "executor_type", "ray");
+	es_json_set_str(ex, "ray_address", f->ray_address);
+	es_json_set_str(ex, "recipe_executor_type", f->recipe->executor_type);
+	es_json_set(m, "execution", ex);
+	es_json_set(m, "index_keys", str_array(f->recipe->index_keys, f->recipe->n_index));
+	cJSON *files = cJSON_CreateArray();
+	for (size_t i = 0; i < f->scan->n_files; i++) {
+		cJSON *e = cJSON_CreateObject();
+		es_json_set_int(e, "mtime_ns", f->files[i].mtime_ns);
+		es_json_set_str(e, "path", f->scan->files[i].path);
+		es_json_set_str(e, "relative_path", f->scan->files[i].relative_path);
+		es_json_set_int(e, "rows", (int64_t)f->files[i].rows);
+		es_json_set_str(e, "sha256", f->files[i].sha);
+		es_json_set_int(e, "size_bytes", (int64_t)f->files[i].size);
+		cJSON_AddItemToArray(files, e);
+	}
+	es_json_set(m, "input_files", files);
+	es_json_set_str(m, "job_id", f->job_id);
+	es_json_set(m, "media_keys", str_array(f->recipe->media_keys, f->recipe->n_media));
+	es_json_set_str(m, "media_root", f->scan->media_root);
+	es_json_set_str(m, "normalized_sha256", f->p1->norm_sha);
+	es_json_set_int(m, "num_shards", (int64_t)f->n);
+	cJSON *pol = cJSON_CreateObject();
+	es_json_set_int(pol, "lock_timeout_secs", o->policy.lock_timeout_secs);
+	es_json_set_int(pol, "max_retries", o->policy.max_retries);
+	es_json_set_int(pol, "poll_interval_secs", o->policy.poll_interval_secs);
+	es_json_set(pol, "heartbeat_secs", number_node(o->policy.heartbeat_secs));
+	es_json_set(pol, "lease_secs", number_node(o->policy.lease_secs));
+	es_json_set(m, "policy", pol);
+	es_json_set(m, "processor", processor_json(&o->processor));
+	cJSON *rec = cJSON_CreateObject();
+	es_json_set_str(rec, "sha256", f->recipe_sha);
+	es_json_set_str(rec, "snapshot_path", "recipe.yaml");
+	es_json_set_str(rec, "source_path", f->config);
+	es_json_set(m, "recipe", rec);
+	es_json_set_int(m, "schema_version", 2);
+	cJSON *shards = cJSON_CreateArray();
+	for (uint64_t k = 0; k < f->n; k++) {
+		es_prepare_shard_id(k, f->n, id, sizeof(id));
+		char path[96];
+		snprintf(path, sizeof(path), "shards/%s.jsonl", id);
+		cJSON *s = cJSON_CreateObject();
+		es_json_set_str(s, "id", id);
+		es_json_set_int(s, "index", (int64_t)k);
+		es_json_set_str(s, "path", path);
+		es_json_set_int(s, "rows", (int64_t)f->shards[k].rows);
+		es_json_set_str(s, "sha256", f->shards[k].sha);
+		es_json_set_int(s, "size_bytes", (int64_t)f->shards[k].len);
+		cJSON_AddItemToArray(shards, s);
+	}
+	es_json_set(m, "shards", shards);
+	es_json_set_int(m, "total_rows", (int64_t)f->p1->rows);
+	es_json_set_int(m, "total_size_bytes", (int64_t)f->p1->bytes);
+	es_json_set(m, "warnings", str_array(f->warnings, f->n_warnings));
+	return m;
+}
+
+/* ---------------- idempotency ---------------- */
+
+static int same_processor(const struct es_processor *a, const struct es_processor *b)
+{
+#define SAME(x) ((!a->x && !b->x) || (a->x && b->x && !strcmp(a->x, b->x)))
+	return a->kind == b->kind && SAME(command) && SAME(dj_process) && SAME(dj_root);
+#undef SAME
+}
+
+/* 1: the existing job is this very request; 0: it is not; negative: error. */
+static int existing_job_matches(const char *job_dir, const struct es_prepare_opts *o,
+				const char *dataset_path, const char *recipe_sha,
+				const char *ray_address, const struct es_scan *scan)
+{
+	struct es_buf mp = ES_BUF_INIT;
+	es_path_join(&mp, job_dir, "manifest.json");
+	int exists = es_fs_exists(mp.data);
+	es_buf_free(&mp);
+	if (exists <= 0)
+		return exists;
+	struct es_manifest m;
+	int rc = es_manifest_load(job_dir, &m);
+	if (rc)
+		return rc;
+	const cJSON *doc = m.doc;
+	int same = m.dataset_path && !strcmp(m.dataset_path, dataset_path) &&
+		   m.recipe_sha256 && !strcmp(m.recipe_sha256, recipe_sha) &&
+		   m.num_shards == o->num_shards && !strcmp(m.ray_address, ray_address) &&
+		   same_processor(&m.processor, &o->processor);
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(doc, "input_files");
+	if (same && (!cJSON_IsArray(files) || (size_t)cJSON_GetArraySize(files) != scan->n_files))
+		same = 0;
+	for (size_t i = 0; same && i < scan->n_files; i++) {
+		const cJSON *e = cJSON_GetArrayItem(files, (int)i);
+		const char *p = es_json_get_str(e, "path"), *sha = es_json_get_str(e, "sha256");
+		int64_t size, mt;
+		struct stat st;
+		char hex[65];
+		if (!p || !sha || strcmp(p, scan->files[i].path) || es_json_get_i64(e, "size_bytes", &size) ||
+		    es_json_get_i64(e, "mtime_ns", &mt) || stat(p, &st) != 0 ||
+		    size != (int64_t)st.st_size || mt != mtime_ns_of(&st)) {
+			same = 0;
+			break;
+		}
+		/* Size and mtime alone are not trusted: an edit can keep both. */
+		if ((rc = es_sha_file(p, hex, NULL)) != 0)
+			break;
+		same = !strcmp(hex, sha);
+	}
+	es_manifest_free(&m);
+	return rc ? rc : same;
+}
+
+/* ---------------- the whole step ---------------- */
+
+static char *strip_dup(const char *s)
+{
+	while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == '\v' || *s == '\f')
+		s++;
+	size_t n = strlen(s);
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r' ||
+		     s[n - 1] == '\v' || s[n - 1] == '\f'))
+		n--;
+	return strndup(s, n);
+}
+
+static const char *default_helper(void)
+{
+	const char *env = getenv("ESHARD_DJ_HELPER");
+	if (env && *env)
+		return env;
+#ifdef ESHARD_SOURCE_DIR
+	return ESHARD_SOURCE_DIR "/scripts/dj_op_kinds.py";
+#else
+	return NULL;
+#endif
+}
+
+static int report_existing(const char *job_dir, const struct es_prepare_opts *o,
+			   struct es_prepare_result *res, int match)
+{
+	if (match < 0)
+		return match;
+	if (!match)
+		return es_error(ES_EINVAL, "Job directory already exists and does not match this request: %s. "
+				"Choose a new --job-dir.", job_dir);
+	res->already_prepared = 1;
+	if (!o->quiet)
+		printf("Job is already prepared and unchanged: %s\n", job_dir);
+	fflush(stdout);
+	return 0;
+}
+
+int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	struct es_buf config = ES_BUF_INIT, tmp = ES_BUF_INIT, dataset = ES_BUF_INIT,
+		      job_dir = ES_BUF_INIT, stage = ES_BUF_INIT, path = ES_BUF_INIT, parent = ES_BUF_INIT;
+	struct es_recipe recipe;
+	struct es_scan scan;
+	struct es_jsonl *jl = NULL;
+	struct in_file *files = NULL;
+	struct shard_out *shards = NULL;
+	char **warnings = NULL;
+	size_t n_warnings = 0;
+	char *ray_address = NULL;
+	int rc = 0, have_recipe = 0, have_scan = 0, have_stage = 0;
+	memset(&recipe, 0, sizeof(recipe));
+	memset(&scan, 0, sizeof(scan));
+
+	/* Step 1: options. */
+	if (!o->config || !*o->config || !o->job_dir || !*o->job_dir) {
+		rc = es_error(ES_EUSAGE, "prepare needs --config and --job-dir");
+		goto out;
+	}
+	if (o->num_shards <= 0) {
+		rc = es_error(ES_EUSAGE, "--num-shards must be a positive integer, got %lld", (long long)o->num_shards);
+		goto out;
+	}
+	ray_address = strip_dup(o->ray_address ? o->ray_address : "local");
+	if (!ray_address || !*ray_address) {
+		rc = es_error(ES_EUSAGE, "--ray-address must not be empty");
+		goto out;
+	}
+	if ((rc = es_fs_expand_user(o->config, &tmp)) || (rc = es_fs_resolve(tmp.data, &config)))
+		goto out;
+	struct stat st;
+	if (stat(config.data, &st) != 0 || !S_ISREG(st.st_mode)) {
+		rc = es_error(ES_ENOENT, "Config file not found or not a regular file: %s", o->config);
+		goto out;
+	}
+
+	/* Steps 2-3: the recipe. */
+	struct es_recipe_opts ro = { o->processor.python, o->helper ? o->helper : default_helper(), NULL };
+	if ((rc = es_recipe_load(config.data, &ro, &recipe)))
+		goto out;
+	have_recipe = 1;
+	warnings = calloc(recipe.n_warnings + 1, sizeof(*warnings));
+	if (!warnings) {
+		rc = es_error(ES_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < recipe.n_warnings; i++)
+		warnings[n_warnings++] = strdup(recipe.warnings[i]);
+	if (recipe.has_ray_address && strcmp(recipe.ray_address_str, ray_address)) {
+		struct es_buf w = ES_BUF_INIT;
+		es_buf_printf(&w, "recipe ray_address=%s will be overridden with '%s'", recipe.ray_address_repr, ray_address);
+		warnings[n_warnings++] = es_buf_detach(&w, NULL);
+	}
+
+	/* Step 4: the dataset path. */
+	const char *ds = o->dataset_path ? o->dataset_path : recipe.dataset_path;
+	if (!ds) {
+		rc = es_error(ES_EINVAL, "Recipe %s has no dataset_path; pass --dataset-path", config.data);
+		goto out;
+	}
+	if ((rc = es_fs_expand_user(ds, &tmp)) || (rc = es_fs_resolve(tmp.data, &dataset)))
+		goto out;
+
+	/* Step 5: the input files. */
+	if ((rc = es_scan_dataset(dataset.data, &scan)))
+		goto out;
+	have_scan = 1;
+
+	/* Step 6: the job folder and the recipe hash. */
+	char recipe_sha[65];
+	if ((rc = es_fs_expand_user(o->job_dir, &tmp)) || (rc = es_fs_resolve(tmp.data, &job_dir)) ||
+	    (rc = es_sha_file(config.data, recipe_sha, NULL)))
+		goto out;
+	res->job_dir = strdup(job_dir.data);
+
+	/* Step 7: an existing job folder is either this very job or an error. */
+	if ((rc = es_fs_exists(job_dir.data)) != 0) {
+		if (rc > 0)
+			rc = report_existing(job_dir.data, o,
+					     res, existing_job_matches(job_dir.data, o, dataset.data, recipe_sha, ray_address, &scan));
+		goto out;
+	}
+
+	/* The stage folder, beside the job folder. */
+	const char *slash = strrchr(job_dir.data, '/');
+	es_buf_reset(&parent);
+	es_buf_add(&parent, job_dir.data, slash == job_dir.data ? 1 : (size_t)(slash - job_dir.data));
+	char tok[33];
+	if ((rc = es_fs_mkdirs(parent.data, 0755)) || (rc = es_fs_token(tok)))
+		goto out;
+	es_buf_printf(&stage, "%s/.%s.preparing.%s", parent.data, slash + 1, tok);
+	if (mkdir(stage.data, 0755) != 0) {
+		rc = es_error_errno(ES_EIO, "cannot create stage folder '%s'", stage.data);
+		goto out;
+	}
+	have_stage = 1;
+
+	/* Step 8: pass 1. */
+	const char *const *mk = (const char *const *)recipe.media_keys;
+	const char *const *ik = (const char *const *)recipe.index_keys;
+	struct es_jsonl_opts jo = { mk, recipe.n_media, scan.media_root, ik, recipe.n_index };
+	jl = es_jsonl_new(&jo);
+	files = calloc(scan.n_files, sizeof(*files));
+	if (!jl || !files) {
+		rc = es_error(ES_ENOMEM, "out of memory");
+		goto out;
+	}
+	struct pass1 p1;
+	es_path_join(&tmp, stage.data, ".normalized.jsonl.tmp");
+	size_t max_line = o->max_line_bytes ? o->max_line_bytes : ES_MAX_LINE_BYTES;
+	if ((rc = run_pass1(&scan, jl, max_line, tmp.data, files, &p1)))
+		goto out;
+	if (p1.rows == 0) {
+		rc = es_error(ES_EINVAL, "Input dataset contains no records");
+		goto out;
+	}
+	if ((uint64_t)o->num_shards > p1.rows) {
+		rc = es_error(ES_EINVAL, "--num-shards (%lld) exceeds input records (%llu)",
+			      (long long)o->num_shards, (unsigned long long)p1.rows);
+		goto out;
+	}
+	es_crash_point("prepare-after-scan");
+#ifdef ESHARD_TEST_HOOKS
+	const char *hook = getenv("ESHARD_TEST_HOOK_AFTER_SCAN");
+	if (hook && *hook && system(hook) != 0)
+		es_warning("test hook '%s' failed", hook);
+#endif
+
+	/* Steps 9-10: the recipe snapshot and the shards. */
+	es_path_join(&path, stage.data, "recipe.yaml");
+	if ((rc = es_fs_copy_file(config.data, path.data)))
+		goto out;
+	es_path_join(&path, stage.data, "shards");
+	if (mkdir(path.data, 0755) != 0) {
+		rc = es_error_errno(ES_EIO, "cannot create '%s'", path.data);
+		goto out;
+	}
+	uint64_t n = (uint64_t)o->num_shards;
+	shards = calloc(n, sizeof(*shards));
+	if (!shards) {
+		rc = es_error(ES_ENOMEM, "out of memory for %llu shards", (unsigned long long)n);
+		goto out;
+	}
+	if ((rc = run_pass2(tmp.data, path.data, p1.bytes, p1.rows, n, shards)))
+		goto out;
+	if (unlink(tmp.data) != 0) {
+		rc = es_error_errno(ES_EIO, "cannot remove '%s'", tmp.data);
+		goto out;
+	}
+	/* The input must still be what pass 1 read: the manifest records its size, time and hash. */
+	for (size_t i = 0; i < scan.n_files; i++) {
+		if (stat(scan.files[i].path, &st) != 0 || (uint64_t)st.st_size != files[i].size ||
+		    mtime_ns_of(&st) != files[i].mtime_ns) {
+			rc = es_error(ES_EINVAL, "Input changed between the scan and write passes: %s", scan.files[i].path);
+			goto out;
+		}
+	}
+
+	/* Step 11: state folders, manifest, publish. */
+	static const char *const dirs[] = { "attempts", "state", "state/locks", "state/done", "state/failed",
+					    "state/stale_locks", "state/history", "state/history/failed",
+					    "state/history/attempts", "state/events" };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		es_path_join(&path, stage.data, dirs[i]);
+		if (mkdir(path.data, 0755) != 0) {
+			rc = es_error_errno(ES_EIO, "cannot create '%s'", path.data);
+			goto out;
+		}
+	}
+	struct job_facts facts = { job_dir.data, slash + 1, config.data, recipe_sha, ray_address, &recipe,
+				   &scan, files, &p1, shards, n, warnings, n_warnings };
+	cJSON *man = build_manifest(o, &facts);
+	es_path_join(&path, stage.data, "manifest.json");
+	rc = man ? es_json_write_atomic(path.data, man) : es_error(ES_ENOMEM, "out of memory");
+	cJSON_Delete(man);
+	if (rc || (rc = es_fs_fsync_dir(stage.data)))
+		goto out;
+	es_crash_point("prepare-before-rename");
+	if (rename(stage.data, job_dir.data) != 0) {
+		if (errno == EEXIST || errno == ENOTEMPTY) {
+			/* Another prepare of the same request won the race: that is success. */
+			es_fs_remove_tree(stage.data);
+			have_stage = 0;
+			rc = report_existing(job_dir.data, o, res,
+					     existing_job_matches(job_dir.data, o, dataset.data, recipe_sha, ray_address, &scan));
+			goto out;
+		}
+		rc = es_error_errno(ES_EIO, "cannot rename '%s' to '%s'", stage.data, job_dir.data);
+		goto out;
+	}
+	have_stage = 0;
+	if ((rc = es_fs_fsync_dir(parent.data)))
+		goto out;
+
+	/* Step 12. */
+	res->num_shards = (int64_t)n;
+	res->rows = (int64_t)p1.rows;
+	res->bytes = (int64_t)p1.bytes;
+	if (!o->quiet) {
+		printf("Prepared %llu shards from %llu records (%llu normalized bytes) in %s\n",
+		       (unsigned long long)n, (unsigned long long)p1.rows, (unsigned long long)p1.bytes, job_dir.data);
+		fflush(stdout);
+	}
+	for (size_t i = 0; i < n_warnings; i++)
+		es_warning("%s", warnings[i]);
+out:
+	if (have_stage) {
+		es_log_quiet_begin();
+		es_fs_remove_tree(stage.data);
+		es_log_quiet_end();
+	}
+	es_jsonl_free(jl);
+	if (have_scan)
+		es_scan_free(&scan);
+	if (have_recipe)
+		es_recipe_free(&recipe);
+	for (size_t i = 0; i < n_warnings; i++)
+		free(warnings[i]);
+	free(warnings);
+	free(files);
+	free(shards);
+	free(ray_address);
+	es_buf_free(&config);
+	es_buf_free(&tmp);
+	es_buf_free(&dataset);
+	es_buf_free(&job_dir);
+	es_buf_free(&stage);
+	es_buf_free(&path);
+	es_buf_free(&parent);
+	return rc;
+}

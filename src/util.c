@@ -1,0 +1,99 @@
+#include "eshard/util.h"
+#include "eshard/log.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void es_time_iso(const struct timespec *ts, char out[40])
+{
+	struct tm tm;
+	time_t t = ts->tv_sec;
+	gmtime_r(&t, &tm);
+	long us = ts->tv_nsec / 1000;
+	size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (us)
+		snprintf(out + n, 40 - n, ".%06ld+00:00", us);
+	else
+		snprintf(out + n, 40 - n, "+00:00");
+}
+
+void es_time_now_iso(char out[40])
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	es_time_iso(&ts, out);
+}
+
+double es_time_epoch(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+double es_time_mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void es_sleep(double secs)
+{
+	if (secs <= 0)
+		return;
+	struct timespec ts = { (time_t)secs, (long)((secs - floor(secs)) * 1e9) };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+const char *es_hostname(void)
+{
+	static char host[256];
+	if (!host[0] && gethostname(host, sizeof(host) - 1) != 0)
+		snprintf(host, sizeof(host), "unknown-host");
+	return host;
+}
+
+int es_parse_i64(const char *s, int64_t *out)
+{
+	if (!s || !*s)
+		return ES_EUSAGE;
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || *end || end == s)
+		return ES_EUSAGE;
+	*out = v;
+	return 0;
+}
+
+int es_parse_double(const char *s, double *out)
+{
+	if (!s || !*s)
+		return ES_EUSAGE;
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || *end || end == s || !isfinite(v))
+		return ES_EUSAGE;
+	*out = v;
+	return 0;
+}
+
+void es_crash_point(const char *name)
+{
+#ifdef ESHARD_TEST_HOOKS
+	const char *at = getenv("ESHARD_TEST_CRASH_AT");
+	if (at && strcmp(at, name) == 0) {
+		fprintf(stderr, "eshard test crash point '%s' reached\n", name);
+		_exit(99);
+	}
+#else
+	(void)name;
+#endif
+}
