@@ -1,0 +1,50 @@
+# Shared helpers for the end-to-end tests. Source it; it sets -euo pipefail.
+set -euo pipefail
+
+: "${ESHARD_BIN:?ESHARD_BIN must point at the eshard-mpi binary (run through ctest)}"
+: "${ESHARD_SOURCE_DIR:?}"
+BIN=$ESHARD_BIN
+SRC=$ESHARD_SOURCE_DIR
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Keep Open MPI quiet and local: no interface probing warnings on a machine without a network.
+export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl=self,tcp
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/eshard-test.XXXXXX")
+cleanup_t() { if [ -z "${KEEP_TMP:-}" ]; then rm -rf "$T"; else echo "kept $T" >&2; fi; }
+trap cleanup_t EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok: $*"; }
+
+# run_expect CODE CMD...: run, capture stdout/stderr into $T/out and $T/err, check the exit code.
+run_expect() {
+  local want=$1; shift
+  local got=0
+  "$@" >"$T/out" 2>"$T/err" || got=$?
+  if [ "$got" != "$want" ]; then
+    echo "--- stdout"; cat "$T/out"; echo "--- stderr"; cat "$T/err"
+    fail "expected exit $want, got $got: $*"
+  fi
+}
+# expect_err TEXT: the last run's stderr contains TEXT (fixed string).
+expect_err() { grep -qF -- "$1" "$T/err" || { cat "$T/err"; fail "stderr lacks: $1"; }; }
+expect_out() { grep -qF -- "$1" "$T/out" || { cat "$T/out"; fail "stdout lacks: $1"; }; }
+# no_stage DIR: neither the job folder nor any stage folder exists beside it.
+no_job_left() {
+  local job=$1 parent name
+  parent=$(dirname "$job"); name=$(basename "$job")
+  [ ! -e "$job" ] || fail "job folder $job was left behind"
+  if compgen -G "$parent/.$name.preparing.*" >/dev/null; then fail "stage folder left behind in $parent"; fi
+}
+# A minimal recipe accepted without Data-Juicer (naming convention) and with it.
+write_recipe() {
+  cat >"$1" <<'YAML'
+executor_type: ray
+ray_address: local
+process:
+  - whitespace_normalization_mapper:
+      index_key: global_index
+YAML
+}
+json_get() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d"+sys.argv[2]))' "$@"; }

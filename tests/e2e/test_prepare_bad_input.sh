@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Every bad input of the prepare issue: exit 2, one clear message, no job or stage folder left.
+. "$(dirname "$0")/lib.sh"
+
+write_recipe "$T/recipe.yaml"
+n=0
+# bad_line NAME EXPECTED-MESSAGE: prepare over $T/in-NAME/x.jsonl (already written) must fail.
+check() {
+  local name=$1 msg=$2; shift 2
+  local job=$T/jobs/$name
+  run_expect 2 "$BIN" prepare --config "${RECIPE:-$T/recipe.yaml}" --dataset-path "${DS:-$T/in-$name}" --job-dir "$job" --num-shards "${SHARDS:-1}" "$@"
+  expect_err "$msg"
+  [ "$(wc -l <"$T/err")" -le 3 ] || { cat "$T/err"; fail "$name: more than a few stderr lines"; }
+  no_job_left "$job"
+  n=$((n + 1))
+}
+input() { mkdir -p "$T/in-$1"; printf "$2" >"$T/in-$1/x.jsonl"; }
+
+input blank '{"a":1}\n\n{"a":2}\n';             check blank "Blank JSONL record at $T/in-blank/x.jsonl:2"
+input spaces '{"a":1}\n \t\v\f\r\n';             check spaces "Blank JSONL record at $T/in-spaces/x.jsonl:2"
+input bom '\xef\xbb\xbf{"a":1}\n';               check bom "BOM"
+input badutf8 '{"a":"\xff"}\n';                  check badutf8 "Invalid UTF-8 at $T/in-badutf8/x.jsonl:1"
+input overlong '{"a":"\xc0\xaf"}\n';             check overlong "Invalid UTF-8 at $T/in-overlong/x.jsonl:1"
+input encsurr '{"a":"\xed\xa0\x80"}\n';          check encsurr "Invalid UTF-8 at $T/in-encsurr/x.jsonl:1"
+input notobj '{"a":1}\n[1,2]\n';                 check notobj "JSONL record must be an object at $T/in-notobj/x.jsonl:2"
+input trailing '{"a":1} x\n';                    check trailing "Invalid JSON at $T/in-trailing/x.jsonl:1"
+input ctrl '{"a":"x\x01y"}\n';                   check ctrl "Invalid JSON at $T/in-ctrl/x.jsonl:1"
+input lone '{"a":"\\\\ud800"}\n';                check lone "surrogate"
+input medianotlist '{"images":"a.jpg"}\n';       check medianotlist "Media field 'images' must be a list or null at $T/in-medianotlist/x.jsonl:1"
+input medianonstr '{"images":["a.jpg",3]}\n';    check medianonstr "Every item in media field 'images' must be a string"
+input zero '{"a":1}\n{"a":2}\n';                 SHARDS=0 check zero "--num-shards"
+input toomany '{"a":1}\n{"a":2}\n';              SHARDS=3 check toomany "--num-shards (3) exceeds input records (2)"
+input norows '';                                 check norows "Input dataset contains no records"
+DS=$T/does-not-exist                             check missing "does not exist"
+mkdir -p "$T/in-nojsonl"; echo '{}' >"$T/in-nojsonl/x.json"; echo '{}' >"$T/in-nojsonl/y.jsonl.gz"
+DS=$T/in-nojsonl                                 check nojsonl "No .jsonl files found under $T/in-nojsonl"
+input longline '{"a":"0123456789012345678901234567890123456789"}\n'
+check longline "longer than" --max-line-bytes 16
+
+# Recipes.
+input ok '{"a":1}\n{"a":2}\n'
+printf -- '- a\n- b\n' >"$T/list.yaml";                         RECIPE=$T/list.yaml DS=$T/in-ok check recipelist "must be a YAML mapping"
+printf 'process: [\n' >"$T/broken.yaml";                        RECIPE=$T/broken.yaml DS=$T/in-ok check recipeyaml "Invalid YAML"
+python3 - "$T/bomb.yaml" <<'PY'
+import sys
+lines = ['a0: &a0 ["x","x","x","x","x","x","x","x","x"]']
+for i in range(1, 12):
+    lines.append('a%d: &a%d [%s]' % (i, i, ",".join(["*a%d" % (i - 1)] * 9)))
+lines.append("process: *a11")
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PY
+start=$(date +%s%N)
+RECIPE=$T/bomb.yaml DS=$T/in-ok check bomb "alias"
+[ $(( ($(date +%s%N) - start) / 1000000 )) -lt 5000 ] || fail "alias bomb took over 5 s"
+printf 'process:\n  - no_such_operator_xyz:\n' >"$T/unknown.yaml";  RECIPE=$T/unknown.yaml DS=$T/in-ok check unknownop "Unknown operator 'no_such_operator_xyz'"
+printf 'process:\n  - document_deduplicator:\n' >"$T/dedup.yaml"; RECIPE=$T/dedup.yaml DS=$T/in-ok check wholeop "Operator 'document_deduplicator' requires or may require whole-dataset semantics"
+printf 'process:\n  - text_length_filter:\n      stats_export_path: /tmp/x\n' >"$T/stats.yaml"; RECIPE=$T/stats.yaml DS=$T/in-ok check statsexport "stats_export_path"
+
+# An unreadable file (as an unprivileged user: root reads everything).
+mkdir -p "$T/in-unreadable" && chmod 755 "$T" "$T/in-unreadable" && mkdir -p "$T/jobs" && chmod 777 "$T/jobs"
+echo '{"a":1}' >"$T/in-unreadable/x.jsonl"; chmod 000 "$T/in-unreadable/x.jsonl"; chmod 644 "$T/recipe.yaml"
+job=$T/jobs/unreadable
+run_expect 2 setpriv --reuid=nobody --regid=nogroup --clear-groups "$BIN" prepare --config "$T/recipe.yaml" \
+  --dataset-path "$T/in-unreadable" --job-dir "$job" --num-shards 1
+expect_err "cannot open input file '$T/in-unreadable/x.jsonl'"
+no_job_left "$job"; n=$((n + 1))
+
+# The input changes between the two passes (a test hook appends a row after pass 1).
+input changed '{"a":1}\n{"a":2}\n'
+ESHARD_TEST_HOOK_AFTER_SCAN="printf '{\"a\":3}\\n' >>$T/in-changed/x.jsonl" check changed "Input changed between the scan and write passes"
+
+# Usage errors.
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --job-dir "$T/jobs/u1"; expect_err "--num-shards is required"
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --job-dir "$T/jobs/u1" --num-shards x; expect_err "positive integer"
+run_expect 2 "$BIN" prepare --bogus; expect_err "unknown option '--bogus'"
+run_expect 0 "$BIN" prepare --help; expect_out "usage: eshard-mpi prepare"
+pass "$n bad inputs rejected with exit 2 and nothing left behind"
