@@ -42,6 +42,7 @@ int es_manifest_load(const char *job_dir, struct es_manifest *m)
 	memset(m, 0, sizeof(*m));
 	struct es_buf jd = ES_BUF_INIT, path = ES_BUF_INIT;
 	cJSON *doc = NULL;
+	size_t n = 0, i = 0;
 	int rc = es_fs_resolve(job_dir, &jd);
 	if (!rc)
 		rc = es_path_join(&path, jd.data, "manifest.json");
@@ -99,7 +100,7 @@ int es_manifest_load(const char *job_dir, struct es_manifest *m)
 	m->processor.dj_process = dup_or_null(es_json_get_str(proc, "dj_process"));
 	m->processor.dj_root = dup_or_null(es_json_get_str(proc, "dj_root"));
 	m->processor.python = dup_or_null(es_json_get_str(proc, "python"));
-	size_t n = (size_t)cJSON_GetArraySize(shards), i = 0;
+	n = (size_t)cJSON_GetArraySize(shards);
 	m->shards = calloc(n, sizeof(*m->shards));
 	if (!m->shards || !m->job_dir || !m->job_id || !m->ray_address) {
 		rc = es_error(ES_ENOMEM, "out of memory loading %s", path.data);
