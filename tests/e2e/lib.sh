@@ -10,7 +10,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl=self,tcp
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/eshard-test.XXXXXX")
+# A short fixed prefix: the reference fixture (test_prepare_fixture) needs a 22-byte input path.
+T=$(mktemp -d /tmp/es.XXXXXX)
 cleanup_t() { if [ -z "${KEEP_TMP:-}" ]; then rm -rf "$T"; else echo "kept $T" >&2; fi; }
 trap cleanup_t EXIT
 

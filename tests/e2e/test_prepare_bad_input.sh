@@ -25,7 +25,7 @@ input encsurr '{"a":"\xed\xa0\x80"}\n';          check encsurr "Invalid UTF-8 at
 input notobj '{"a":1}\n[1,2]\n';                 check notobj "JSONL record must be an object at $T/in-notobj/x.jsonl:2"
 input trailing '{"a":1} x\n';                    check trailing "Invalid JSON at $T/in-trailing/x.jsonl:1"
 input ctrl '{"a":"x\x01y"}\n';                   check ctrl "Invalid JSON at $T/in-ctrl/x.jsonl:1"
-input lone '{"a":"\\\\ud800"}\n';                check lone "surrogate"
+input lone '{"a":"\\ud800"}\n';                check lone "surrogate"
 input medianotlist '{"images":"a.jpg"}\n';       check medianotlist "Media field 'images' must be a list or null at $T/in-medianotlist/x.jsonl:1"
 input medianonstr '{"images":["a.jpg",3]}\n';    check medianonstr "Every item in media field 'images' must be a string"
 input zero '{"a":1}\n{"a":2}\n';                 SHARDS=0 check zero "--num-shards"

@@ -3,14 +3,17 @@
 # edit that keeps size and mtime detected by the hash.
 . "$(dirname "$0")/lib.sh"
 
-mkdir -p "$T/input/nested" "$T/input/media"
+# The worked example's sizes (85,116,37,76,77,37 bytes) hold for a 22-byte input folder path.
+IN=$T/fixture
+[ "${#IN}" = 22 ] || fail "fixture path '$IN' is not 22 bytes long"
+mkdir -p "$IN/nested" "$IN/media"
 b80=$(printf 'b%.0s' $(seq 80)); d40=$(printf 'd%.0s' $(seq 40))
-cat >"$T/input/a.jsonl" <<EOF2
+cat >"$IN/a.jsonl" <<EOF2
 {"id": 0, "text": "a", "images": ["media/a.jpg"]}
 {"id": 1, "text": "$b80"}
 {"id": 2, "text": "c"}
 EOF2
-cat >"$T/input/nested/b.jsonl" <<EOF2
+cat >"$IN/nested/b.jsonl" <<EOF2
 {"id": 3, "text": "$d40"}
 {"id": 4, "text": "e", "images": ["https://example.test/e.jpg"]}
 {"id": 5, "text": "f"}
@@ -18,10 +21,10 @@ EOF2
 write_recipe "$T/recipe.yaml"
 job=$T/jobs/job1
 
-run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/input" --job-dir "$job" --num-shards 3
+run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$IN" --job-dir "$job" --num-shards 3
 expect_out "Prepared 3 shards from 6 records (428 normalized bytes) in $job"
 
-in=$(cd "$T/input" && pwd -P)
+in=$(cd "$IN" && pwd -P)
 cat "$job"/shards/*.jsonl >"$T/all.jsonl"
 cat >"$T/expected.jsonl" <<EOF2
 {"id":0,"text":"a","images":["$in/media/a.jpg"],"global_index":0}
@@ -37,7 +40,7 @@ cmp "$T/all.jsonl" "$T/expected.jsonl" || fail "normalized rows differ"
 [ "$(wc -c <"$job/shards/part-00002-of-00003.jsonl")" = 114 ] || fail "shard 2 size"
 pass "rows, media paths, global_index and 201/113/114 split"
 
-python3 - "$job" "$T/input" "$T/recipe.yaml" <<'PY'
+python3 - "$job" "$IN" "$T/recipe.yaml" <<'PY'
 import hashlib, json, os, sys
 job, inp, recipe = sys.argv[1:]
 m = json.load(open(os.path.join(job, "manifest.json")))
@@ -77,19 +80,19 @@ pass "manifest fields and formatting"
 
 # Idempotent re-run: nothing written, exit 0.
 before=$(stat -c %Y.%i "$job/manifest.json")
-run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/input" --job-dir "$job" --num-shards 3
+run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$IN" --job-dir "$job" --num-shards 3
 expect_out "Job is already prepared and unchanged: $job"
 [ "$before" = "$(stat -c %Y.%i "$job/manifest.json")" ] || fail "re-run rewrote the manifest"
 pass "idempotent re-run"
 
 # Another shard count is another job.
-run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/input" --job-dir "$job" --num-shards 2
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$IN" --job-dir "$job" --num-shards 2
 expect_err "Job directory already exists and does not match this request: $job. Choose a new --job-dir."
 
 # Same size and mtime, other content: the hash tells.
-mt=$(stat -c %y "$T/input/a.jsonl")
-sed -i 's/"c"/"C"/' "$T/input/a.jsonl"
-touch -d "$mt" "$T/input/a.jsonl"
-run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/input" --job-dir "$job" --num-shards 3
+mt=$(stat -c %y "$IN/a.jsonl")
+sed -i 's/"c"/"C"/' "$IN/a.jsonl"
+touch -d "$mt" "$IN/a.jsonl"
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$IN" --job-dir "$job" --num-shards 3
 expect_err "does not match this request"
 pass "edit with the same size and mtime detected"
