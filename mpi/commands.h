@@ -8,6 +8,18 @@
 #include "eshard/prepare.h"
 
 int cmd_prepare(int argc, char **argv);
+int cmd_worker(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+#include <signal.h>
+#include "eshard/worker.h"
+/* SIGTERM/SIGINT set a flag instead of killing the process (shared by worker and run). */
+void install_stop_handlers(void);
+volatile sig_atomic_t *stop_flag(void);
+/* The path of this binary, for the child supervisor. */
+const char *self_exe(void);
+/* The worker's override options, shared with run: fills opts[] and returns how many (<= 12). */
+size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts);
 
 /* The options of prepare, shared with run: fills opts[] and returns how many. */
 #define ES_PREPARE_MAX_OPTS 20

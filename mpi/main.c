@@ -3,6 +3,9 @@
  * plain single process that works without mpirun.
  */
 #include "commands.h"
+#include "commands_jobs.h"
+
+#include "eshard/attempt.h"
 
 #include "eshard/log.h"
 
@@ -17,7 +20,13 @@ struct command {
 };
 
 static const struct command commands[] = {
+	{ "run", cmd_run, "the whole job under MPI: prepare, work on every rank, verify and merge" },
 	{ "prepare", cmd_prepare, "validate recipe and input, cut shards, publish the job folder" },
+	{ "worker", cmd_worker, "claim and process shards until the job is terminal" },
+	{ "status", cmd_status, "show the state of every shard (read-only)" },
+	{ "retry", cmd_retry, "requeue failed shards" },
+	{ "merge", cmd_merge, "verify every result and merge them in manifest order" },
+	{ "verify", cmd_verify, "check owners and completeness, then merge and re-check the output" },
 };
 
 static void usage(FILE *f)
@@ -43,6 +52,9 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	/* The child supervisor of a shard attempt (started by the worker, not by users). */
+	if (!strcmp(argv[1], "__supervise"))
+		return es_attempt_supervise_main(argc - 1, argv + 1);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (!strcmp(argv[1], commands[i].name)) {
 			int rc = commands[i].fn(argc - 1, argv + 1);

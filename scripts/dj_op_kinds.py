@@ -238,6 +238,9 @@ def main(argv):
             if code == 0:
                 result = {
                     "data_juicer_version": str(getattr(dj, "__version__", "unknown")),
+                    # The same identity as --version, so that prepare and the worker's
+                    # version check compare like with like.
+                    "commit": git_commit(os.path.dirname(dj.__file__)),
                     "ops": classify(names, OPERATORS.modules, Mapper, Filter),
                 }
     if code != 0:

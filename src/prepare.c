@@ -669,18 +669,6 @@ static char *strip_dup(const char *s)
 	return strndup(s, n);
 }
 
-static const char *default_helper(void)
-{
-	const char *env = getenv("ESHARD_DJ_HELPER");
-	if (env && *env)
-		return env;
-#ifdef ESHARD_SOURCE_DIR
-	return ESHARD_SOURCE_DIR "/scripts/dj_op_kinds.py";
-#else
-	return NULL;
-#endif
-}
-
 static int report_existing(const char *job_dir, const struct es_prepare_opts *o,
 			   struct es_prepare_result *res, int match)
 {
@@ -736,7 +724,7 @@ int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *re
 	}
 
 	/* Steps 2-3: the recipe. */
-	struct es_recipe_opts ro = { o->processor.python, o->helper ? o->helper : default_helper(), NULL };
+	struct es_recipe_opts ro = { o->processor.python, o->helper ? o->helper : es_recipe_default_helper(), NULL };
 	if ((rc = es_recipe_load(config.data, &ro, &recipe)))
 		goto out;
 	have_recipe = 1;

@@ -2037,3 +2037,41 @@ void es_recipe_free(struct es_recipe *r)
 	free(r->dj_commit);
 	memset(r, 0, sizeof(*r));
 }
+
+char *es_recipe_dj_identity(const char *python, const char *helper)
+{
+	if (!helper)
+		return NULL;
+	char *argv[] = { (char *)(python && *python ? python : "python3"), (char *)helper, (char *)"--version", NULL };
+	struct capture c;
+	memset(&c, 0, sizeof(c));
+	es_buf_init(&c.out, 0);
+	es_buf_init(&c.err, 0);
+	char *id = NULL;
+	if (!run_capture(argv, &c) && !c.spawn_errno && !c.timed_out && WIFEXITED(c.status) &&
+	    WEXITSTATUS(c.status) == 0) {
+		cJSON *j = parse_answer_json(&c.out);
+		const cJSON *commit = cJSON_GetObjectItemCaseSensitive(j, "commit");
+		const cJSON *version = cJSON_GetObjectItemCaseSensitive(j, "data_juicer_version");
+		if (cJSON_IsString(commit) && *commit->valuestring)
+			id = strdup(commit->valuestring);
+		else if (cJSON_IsString(version) && *version->valuestring)
+			id = strdup(version->valuestring);
+		cJSON_Delete(j);
+	}
+	es_buf_free(&c.out);
+	es_buf_free(&c.err);
+	return id;
+}
+
+const char *es_recipe_default_helper(void)
+{
+	const char *env = getenv("ESHARD_DJ_HELPER");
+	if (env && *env)
+		return env;
+#ifdef ESHARD_SOURCE_DIR
+	return ESHARD_SOURCE_DIR "/scripts/dj_op_kinds.py";
+#else
+	return NULL;
+#endif
+}

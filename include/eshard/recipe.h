@@ -51,6 +51,12 @@ struct es_recipe {
 
 /* Read, parse and validate the recipe at path. opts may be NULL (all defaults). */
 int es_recipe_load(const char *path, const struct es_recipe_opts *opts, struct es_recipe *out);
+/* The identity of the Data-Juicer that `python` imports, as prepare records it in the manifest
+ * (data_juicer.commit): the git revision of a checkout, else the package version; NULL when
+ * it cannot be told (no helper, no Data-Juicer). The caller frees it. */
+char *es_recipe_dj_identity(const char *python, const char *helper);
+/* The registry helper beside the sources or named by ESHARD_DJ_HELPER, or NULL. */
+const char *es_recipe_default_helper(void);
 /* Free everything es_recipe_load() filled in and zero *r; safe on a zeroed struct. */
 void es_recipe_free(struct es_recipe *r);
 

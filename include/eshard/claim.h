@@ -1,0 +1,79 @@
+/*
+ * claim: lock files, leases and heartbeats, stale takeover, token checks (REFERENCE.md §5.3,
+ * §5.5, §5.6, with the leases of DESIGN.md "Beyond the reference").
+ *
+ * Who processes a shard is decided by O_CREAT|O_EXCL on state/locks/<id>.lock; whether a result
+ * counts is decided by the token check done under flock() at publish time, so a worker whose
+ * lock was taken over can neither release the new lock nor publish. Done and failed markers
+ * are published with link(), so exactly one of several publishers wins.
+ *
+ * Leases: the owner rewrites its lock in place (same inode) every heartbeat with a growing
+ * "heartbeat" counter, keeping every reference field. An observer calls a lock stale when its
+ * mtime is older than lock_timeout_secs (the reference rule, so reference workers agree) or
+ * when neither its mtime nor its content changed for lease_secs measured on the observer's own
+ * monotonic clock (immune to clock skew between nodes and the file server).
+ *
+ * After a crash at any point: a lock may be left (taken over after one lease); an attempt folder
+ * without attempt.json may be left (it counts toward the attempt number only, as in the
+ * reference); a done or failed marker is either absent or complete.
+ */
+#ifndef ESHARD_CLAIM_H
+#define ESHARD_CLAIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eshard/manifest.h"
+
+struct es_lease_obs; /* what this process has seen of each lock, for the lease rule */
+
+struct es_claimer {
+	const struct es_manifest *m;
+	struct es_policy policy;     /* effective policy */
+	const char *run_id;          /* recorded in done records when set */
+	struct es_lease_obs *obs;    /* one per manifest shard */
+	/* Filled by es_claim_try on success: */
+	char token[33];
+	int attempt_number;
+	char attempt_rel[512];       /* attempts/<id>/<NNNN>-<token> */
+	char claimed_at[40];
+	double claimed_at_epoch;
+	int64_t heartbeat;
+	/* Set by es_claim_try when it took over a stale lock on its way. */
+	int took_over;
+	char took_over_token[33];
+};
+
+enum es_claim_result { ES_CLAIM_NONE = 0, ES_CLAIM_OK = 1, ES_CLAIM_FAILED_LIMIT = 2 };
+
+int es_claimer_init(struct es_claimer *c, const struct es_manifest *m, const struct es_policy *p);
+void es_claimer_free(struct es_claimer *c);
+
+/* Try to claim shard index i. Returns ES_CLAIM_OK (c->token etc. set, lock and attempt.json
+ * written), ES_CLAIM_NONE, ES_CLAIM_FAILED_LIMIT (the retry limit was reached: the failed
+ * record is published), or a negative error. */
+int es_claim_try(struct es_claimer *c, size_t i);
+
+/* Refresh the lease: rewrite the lock in place with heartbeat+1. Returns 0, 1 when the lock is
+ * no longer ours (taken over: stop working on it), or negative on an I/O error. */
+int es_claim_heartbeat(struct es_claimer *c, size_t i);
+
+/* Token-checked release: 0 released, 1 not the owner any more, negative on error. */
+int es_claim_release(struct es_claimer *c, size_t i, const char *token);
+
+/* Owner-checked publication of a marker (done or failed) plus release of the lock, in one
+ * critical section under flock. kind "done": published only if no failed marker exists;
+ * "failed": only if no done marker exists. *published is set to whether the link succeeded.
+ * Returns 0 when we were the owner, 1 when not the owner, negative on error. */
+int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const char *kind,
+		     const char *record, size_t record_len, int *published);
+
+/* Count the attempts of a shard whose attempt.json says failed or stale (REFERENCE §5.3 step 4),
+ * and the number of attempt sub-folders. */
+int es_claim_count_failures(const char *job_dir, const char *shard_id, int *failures, int *folders);
+
+/* Helpers shared with status and the worker. */
+int es_claim_lock_path(const struct es_manifest *m, const char *shard_id, char *out, size_t n);
+int es_claim_marker_exists(const struct es_manifest *m, const char *kind, const char *shard_id);
+
+#endif

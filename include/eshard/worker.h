@@ -1,0 +1,52 @@
+/*
+ * worker: the main loop of REFERENCE.md §5.2 with leases, supervised children and an event
+ * log. It claims shards in manifest order, runs each through the manifest's processor, and
+ * publishes a done or failed record; it ends when the job is terminal, when --max-shards
+ * claims were handled, or when it is told to stop (SIGTERM/SIGINT through stop_flag).
+ *
+ * Contract after a crash of the worker at any point: its child processes die with it (their
+ * supervisor sees the worker's end); its lock stays until another worker takes it over after
+ * one lease; no result of the interrupted attempt can be published.
+ */
+#ifndef ESHARD_WORKER_H
+#define ESHARD_WORKER_H
+
+#include <signal.h>
+#include <stdint.h>
+
+struct es_worker_opts {
+	const char *job_dir;
+	int64_t max_shards;          /* 0: no limit */
+	/* Overrides of the manifest policy for this process; 0 (or -1 for max_retries): keep. */
+	int64_t lock_timeout_secs;
+	int64_t max_retries;
+	int64_t poll_interval_secs;
+	double heartbeat_secs;
+	double lease_secs;
+	double attempt_timeout_secs; /* 0: none */
+	double poll_interval_override; /* > 0: poll this often (fractions allowed; used by tests and run) */
+	const char *ray_address;     /* NULL: the manifest's */
+	int allow_version_mismatch;
+	const char *run_id;          /* recorded in events and done records when set */
+	const char *supervisor_exe;  /* the eshard-mpi binary, for the child supervisor */
+	volatile sig_atomic_t *stop_flag; /* set by the caller's signal handler */
+	/* Asked about once a second while working or waiting; nonzero stops the worker as if a
+	 * SIGTERM had arrived (the MPI run uses it when another rank was stopped). */
+	int (*should_stop)(void *arg);
+	void *should_stop_arg;
+	int wait_for_terminal;       /* after --max-shards, keep waiting until the job is terminal */
+	int quiet_idle;              /* print the idle line only once per change of counts */
+};
+
+struct es_worker_result {
+	int exit_code;               /* 0, 2, or 128+signal when stopped */
+	int64_t processed, failed;
+	double first_claim_epoch;    /* 0 when nothing was claimed */
+	int stopped_by_signal;
+};
+
+void es_worker_opts_init(struct es_worker_opts *o);
+/* Returns 0 with res->exit_code set, or a negative error (bad job folder, I/O). */
+int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res);
+
+#endif

@@ -1,0 +1,96 @@
+#include "commands.h"
+
+#include "eshard/log.h"
+#include "eshard/worker.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig)
+{
+	stop_signal = sig;
+}
+
+void install_stop_handlers(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	/* No SA_RESTART: a blocking call returns EINTR and the loop sees the flag. */
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+}
+
+volatile sig_atomic_t *stop_flag(void)
+{
+	return &stop_signal;
+}
+
+const char *self_exe(void)
+{
+	static char path[PATH_MAX];
+	if (!path[0]) {
+		ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+		if (n <= 0)
+			snprintf(path, sizeof(path), "eshard-mpi");
+		else
+			path[n] = '\0';
+	}
+	return path;
+}
+
+size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts)
+{
+	struct es_opt t[] = {
+		{ "max-shards", ES_OPT_POS_INT, &o->max_shards, NULL, NULL, "most claims (attempts) this process handles" },
+		{ "lock-timeout-secs", ES_OPT_POS_INT, &o->lock_timeout_secs, NULL, NULL, "override the manifest: a lock older than this is stale" },
+		{ "max-retries", ES_OPT_NONNEG_INT, &o->max_retries, NULL, NULL, "override the manifest's retry limit" },
+		{ "poll-interval-secs", ES_OPT_POS_INT, &o->poll_interval_secs, NULL, NULL, "override the manifest's idle poll interval" },
+		{ "heartbeat-secs", ES_OPT_POS_NUM, &o->heartbeat_secs, NULL, NULL, "override the lease refresh interval" },
+		{ "lease-secs", ES_OPT_POS_NUM, &o->lease_secs, NULL, NULL, "override the lease: a lock unchanged this long is stale" },
+		{ "attempt-timeout-secs", ES_OPT_POS_NUM, &o->attempt_timeout_secs, NULL, NULL, "kill an attempt that runs longer (counted as failed)" },
+		{ "ray-address", ES_OPT_STR, &o->ray_address, NULL, "ADDR", "override the manifest's Ray address for this process" },
+		{ "allow-version-mismatch", ES_OPT_FLAG, &o->allow_version_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" },
+		{ "run-id", ES_OPT_STR, &o->run_id, NULL, "ID", "submission id recorded in events and done records" },
+	};
+	memcpy(opts, t, sizeof(t));
+	return sizeof(t) / sizeof(t[0]);
+}
+
+int cmd_worker(int argc, char **argv)
+{
+	struct es_worker_opts o;
+	es_worker_opts_init(&o);
+	struct es_opt opts[16];
+	opts[0] = (struct es_opt){ "job-dir", ES_OPT_STR, &o.job_dir, NULL, "DIR", "the prepared job folder (required)" };
+	size_t n = 1 + worker_cli_options(&o, opts + 1);
+	static const struct es_cmd_help help = {
+		"worker",
+		"Claim shards of a prepared job one at a time, run each through the job's processor and publish the result.",
+		"The worker runs until every shard is done or failed, until --max-shards claims were handled,\n"
+		"or until SIGTERM/SIGINT: then it stops its child, releases its lock at once (the attempt is\n"
+		"recorded as preempted and does not count toward the retry limit) and exits 128+signal.\n"
+		"Exit codes: 0 all shards done (or --max-shards reached without a failure of its own),\n"
+		"2 the job finished with failed shards, one of its own attempts failed under --max-shards,\n"
+		"or an error.",
+	};
+	int rc = es_args_parse(argc, argv, opts, n, &help);
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	if (!o.job_dir) {
+		es_error(ES_EUSAGE, "eshard-mpi worker: --job-dir is required");
+		return 2;
+	}
+	install_stop_handlers();
+	o.stop_flag = stop_flag();
+	o.supervisor_exe = self_exe();
+	struct es_worker_result res;
+	rc = es_worker_run(&o, &res);
+	return rc ? 2 : res.exit_code;
+}

@@ -1,0 +1,73 @@
+#include "eshard/events.h"
+#include "eshard/fs.h"
+#include "eshard/log.h"
+#include "eshard/util.h"
+#include "json.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int es_events_open(struct es_events *e, const char *job_dir, const char *run_id)
+{
+	char tok[33];
+	memset(e, 0, sizeof(*e));
+	e->fd = -1;
+	e->run_id = run_id;
+	if (es_fs_token(tok))
+		return 0;
+	snprintf(e->path, sizeof(e->path), "%s/state/events", job_dir);
+	/* Job folders of the reference have no events folder: make it. */
+	es_log_quiet_begin();
+	int rc = es_fs_mkdirs(e->path, 0755);
+	es_log_quiet_end();
+	snprintf(e->path, sizeof(e->path), "%s/state/events/%s.%d.%.8s.jsonl", job_dir, es_hostname(), (int)getpid(), tok);
+	if (!rc)
+		e->fd = open(e->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (e->fd < 0)
+		es_warning("cannot open event log '%s'; events of this worker are not recorded", e->path);
+	return 0;
+}
+
+void es_events_write(struct es_events *e, const struct es_event *ev)
+{
+	if (e->fd < 0)
+		return;
+	char iso[40];
+	es_time_now_iso(iso);
+	cJSON *o = cJSON_CreateObject();
+	es_json_set_str(o, "event", ev->event);
+	es_json_set_str(o, "host", es_hostname());
+	es_json_set_int(o, "pid", (int64_t)getpid());
+	es_json_set_float(o, "time", es_time_epoch());
+	es_json_set_str(o, "at", iso);
+	if (ev->shard)
+		es_json_set_str(o, "shard", ev->shard);
+	if (ev->attempt > 0)
+		es_json_set_int(o, "attempt", ev->attempt);
+	if (ev->token)
+		es_json_set_str(o, "token", ev->token);
+	if (ev->rows >= 0)
+		es_json_set_int(o, "rows", ev->rows);
+	if (ev->bytes >= 0)
+		es_json_set_int(o, "bytes", ev->bytes);
+	if (ev->duration >= 0)
+		es_json_set_float(o, "duration", ev->duration);
+	if (ev->detail)
+		es_json_set_str(o, "detail", ev->detail);
+	if (e->run_id)
+		es_json_set_str(o, "run_id", e->run_id);
+	struct es_buf line = ES_BUF_INIT;
+	if (!es_json_dump(o, 0, &line) && write(e->fd, line.data, line.len) != (ssize_t)line.len)
+		es_warning("cannot append to event log '%s'", e->path);
+	es_buf_free(&line);
+	cJSON_Delete(o);
+}
+
+void es_events_close(struct es_events *e)
+{
+	if (e->fd >= 0)
+		close(e->fd);
+	e->fd = -1;
+}

@@ -1,0 +1,488 @@
+#include "eshard/worker.h"
+#include "eshard/attempt.h"
+#include "eshard/claim.h"
+#include "eshard/events.h"
+#include "eshard/fs.h"
+#include "eshard/log.h"
+#include "eshard/manifest.h"
+#include "eshard/recipe.h"
+#include "eshard/sha.h"
+#include "eshard/status.h"
+#include "eshard/util.h"
+#include "json.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void es_worker_opts_init(struct es_worker_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->max_retries = -1;
+}
+
+struct worker {
+	const struct es_worker_opts *o;
+	struct es_manifest m;
+	struct es_claimer c;
+	struct es_events ev;
+	const char *ray_address;
+	char *dj_commit;
+};
+
+/* ---------------- attempt.json updates ---------------- */
+
+static int attempt_path(const struct worker *w, struct es_buf *out)
+{
+	es_buf_reset(out);
+	return es_buf_printf(out, "%s/%s/attempt.json", w->m.job_dir, w->c.attempt_rel);
+}
+
+static cJSON *load_attempt(const struct worker *w)
+{
+	struct es_buf p = ES_BUF_INIT;
+	cJSON *a = NULL;
+	attempt_path(w, &p);
+	es_log_quiet_begin();
+	es_json_load(p.data, &a);
+	es_log_quiet_end();
+	es_buf_free(&p);
+	if (!cJSON_IsObject(a)) {
+		cJSON_Delete(a);
+		a = cJSON_CreateObject();
+	}
+	return a;
+}
+
+static int save_attempt(const struct worker *w, cJSON *a)
+{
+	struct es_buf p = ES_BUF_INIT;
+	attempt_path(w, &p);
+	int rc = es_json_write_atomic(p.data, a);
+	es_buf_free(&p);
+	return rc;
+}
+
+/* ---------------- heartbeat tick, called while the child runs ---------------- */
+
+struct tick_arg {
+	struct worker *w;
+	size_t i;
+	int lost;
+	double last_beat;
+};
+
+static int stopped(const struct es_worker_opts *o)
+{
+	if (o->stop_flag && *o->stop_flag)
+		return 1;
+	if (o->should_stop && o->should_stop(o->should_stop_arg)) {
+		if (o->stop_flag)
+			*o->stop_flag = SIGTERM;
+		return 1;
+	}
+	return 0;
+}
+
+/* Called about once a second while the child runs: refresh the lease when one is due, and
+ * notice a stop asked for by the caller (the attempt sees *stop_flag at once). */
+static int tick(void *arg)
+{
+	struct tick_arg *t = arg;
+	stopped(t->w->o);
+	double now = es_time_mono();
+	if (now - t->last_beat < t->w->c.policy.heartbeat_secs)
+		return 0;
+	t->last_beat = now;
+	int rc = es_claim_heartbeat(&t->w->c, t->i);
+	if (rc == 1) {
+		t->lost = 1;
+		es_warning("lost the lease on %s (taken over by another worker); stopping its attempt", t->w->m.shards[t->i].id);
+		return 1;
+	}
+	/* An I/O error on one refresh is not fatal: the next one may work, and the lease is long. */
+	return 0;
+}
+
+/* ---------------- one shard ---------------- */
+
+static void event(struct worker *w, const char *name, size_t i, int64_t rows, int64_t bytes, double dur, const char *detail)
+{
+	struct es_event e = { name, w->m.shards[i].id, w->c.attempt_number, w->c.token, rows, bytes, dur, detail };
+	es_events_write(&w->ev, &e);
+}
+
+static cJSON *files_json(const struct es_materialized *mat)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (size_t k = 0; k < mat->n_files; k++) {
+		cJSON *f = cJSON_CreateObject();
+		es_json_set_str(f, "path", mat->files[k].path);
+		es_json_set_int(f, "rows", mat->files[k].rows);
+		es_json_set_str(f, "sha256", mat->files[k].sha256);
+		es_json_set_int(f, "size_bytes", mat->files[k].size_bytes);
+		cJSON_AddItemToArray(a, f);
+	}
+	return a;
+}
+
+static cJSON *result_json(const struct es_materialized *mat)
+{
+	cJSON *r = cJSON_CreateObject();
+	es_json_set(r, "ray_output_files", files_json(mat));
+	es_json_set_int(r, "rows", mat->rows);
+	es_json_set_str(r, "sha256", mat->sha256);
+	es_json_set_int(r, "size_bytes", mat->size_bytes);
+	return r;
+}
+
+/* Finish an attempt that failed: REFERENCE §5.6. Returns "failed" or "lost". */
+static const char *finish_failure(struct worker *w, size_t i, cJSON *a, const char *error)
+{
+	const char *id = w->m.shards[i].id;
+	es_json_set_str(a, "status", "failed");
+	es_json_set_str(a, "error", error);
+	save_attempt(w, a);
+	int failures = 0, folders = 0;
+	es_claim_count_failures(w->m.job_dir, id, &failures, &folders);
+	int rc;
+	if (failures > w->c.policy.max_retries) {
+		char now[40];
+		es_time_now_iso(now);
+		cJSON *f = cJSON_CreateObject();
+		es_json_set_str(f, "failed_at", now);
+		es_json_set_int(f, "failures", failures);
+		es_json_set_int(f, "last_attempt", w->c.attempt_number);
+		es_json_set_str(f, "last_error", error);
+		struct es_buf log = ES_BUF_INIT, rec = ES_BUF_INIT;
+		es_buf_printf(&log, "%s/process.log", w->c.attempt_rel);
+		es_json_set_str(f, "last_log", log.data);
+		es_json_set_str(f, "shard_id", id);
+		es_json_set_str(f, "status", "failed");
+		if (w->o->run_id)
+			es_json_set_str(f, "run_id", w->o->run_id);
+		int published = 0;
+		rc = es_json_dump(f, 1, &rec);
+		if (!rc)
+			rc = es_claim_publish(&w->c, i, w->c.token, "failed", rec.data, rec.len, &published);
+		es_buf_free(&log);
+		es_buf_free(&rec);
+		cJSON_Delete(f);
+	} else {
+		rc = es_claim_release(&w->c, i, w->c.token);
+	}
+	event(w, rc == 1 ? "lost" : "failed", i, -1, -1, -1, error);
+	return rc == 1 ? "lost" : "failed";
+}
+
+/* Not the owner any more: REFERENCE §5.5, "stale" if a reclaimer marked it, else "lost". */
+static const char *finish_lost(struct worker *w, size_t i)
+{
+	cJSON *a = load_attempt(w);
+	const char *st = es_json_get_str(a, "status");
+	if (!st || strcmp(st, "stale")) {
+		es_json_set_str(a, "status", "lost");
+		save_attempt(w, a);
+	}
+	cJSON_Delete(a);
+	event(w, "lost", i, -1, -1, -1, NULL);
+	return "lost";
+}
+
+static const char *process_shard(struct worker *w, size_t i)
+{
+	const struct es_shard *sh = &w->m.shards[i];
+	struct es_buf input = ES_BUF_INIT, adir = ES_BUF_INIT, tmp = ES_BUF_INIT;
+	es_buf_printf(&input, "%s/%s", w->m.job_dir, sh->path);
+	es_buf_printf(&adir, "%s/%s", w->m.job_dir, w->c.attempt_rel);
+	struct es_attempt_spec spec;
+	memset(&spec, 0, sizeof(spec));
+	spec.job_dir = w->m.job_dir;
+	spec.job_id = w->m.job_id;
+	spec.shard_id = sh->id;
+	spec.input_path = input.data;
+	spec.attempt_dir = adir.data;
+	spec.token = w->c.token;
+	spec.proc = &w->m.processor;
+	spec.ray_address = w->ray_address;
+	spec.supervisor_exe = w->o->supervisor_exe;
+	spec.timeout_secs = w->o->attempt_timeout_secs;
+	spec.tick_secs = w->c.policy.heartbeat_secs < 1.0 ? w->c.policy.heartbeat_secs : 1.0;
+	struct tick_arg ta = { w, i, 0, es_time_mono() };
+	spec.tick = tick;
+	spec.tick_arg = &ta;
+	spec.stop_flag = w->o->stop_flag;
+	spec.grace_secs = 10;
+
+	const char *result = "failed";
+	cJSON *a = load_attempt(w);
+	char **argv = NULL;
+	size_t argc = 0;
+	int rc = es_attempt_argv(&spec, &argv, &argc, NULL);
+	if (rc) {
+		result = finish_failure(w, i, a, es_last_error());
+		goto out;
+	}
+	cJSON *cmd = cJSON_CreateArray();
+	for (size_t k = 0; k < argc; k++)
+		cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[k]));
+	es_json_set(a, "command", cmd);
+	es_buf_printf(&tmp, "%s/ray-output.jsonl", w->c.attempt_rel);
+	es_json_set_str(a, "ray_export_path", tmp.data);
+	save_attempt(w, a);
+	es_argv_free(argv);
+	event(w, "start", i, sh->rows, sh->size_bytes, -1, NULL);
+
+	struct es_attempt_outcome oc;
+	rc = es_attempt_run(&spec, &oc);
+	char now[40];
+	es_time_now_iso(now);
+	cJSON_Delete(a);
+	a = load_attempt(w); /* a reclaimer may have marked it stale meanwhile */
+	es_json_set_str(a, "finished_at", now);
+	es_json_set_float(a, "duration_secs", oc.duration_secs);
+	es_json_set_int(a, "return_code", oc.return_code);
+	es_buf_reset(&tmp);
+	es_buf_printf(&tmp, "%s/processed.jsonl", w->c.attempt_rel);
+	es_json_set_str(a, "output_path", tmp.data);
+	if (rc) {
+		result = finish_failure(w, i, a, es_last_error());
+		goto out;
+	}
+	if (oc.preempted) {
+		/* Stopped by SIGTERM/SIGINT: not the shard's fault, so it does not count toward the
+		 * retry limit; the lock is released at once so a resubmitted job resumes now. */
+		es_json_set_str(a, "status", "preempted");
+		save_attempt(w, a);
+		es_claim_release(&w->c, i, w->c.token);
+		event(w, "preempted", i, -1, -1, oc.duration_secs, NULL);
+		result = "preempted";
+		goto out;
+	}
+	if (oc.aborted || ta.lost) {
+		result = finish_lost(w, i);
+		goto out;
+	}
+	if (oc.timed_out) {
+		es_buf_reset(&tmp);
+		es_buf_printf(&tmp, "Attempt timed out after %g s (--attempt-timeout-secs)", w->o->attempt_timeout_secs);
+		result = finish_failure(w, i, a, tmp.data);
+		goto out;
+	}
+	const char *what = w->m.processor.kind == ES_PROC_COMMAND ? "Processor" : "Data-Juicer";
+	if (!oc.started || oc.return_code != 0) {
+		es_buf_reset(&tmp);
+		es_buf_printf(&tmp, "%s returned exit code %d", what, oc.return_code);
+		result = finish_failure(w, i, a, tmp.data);
+		goto out;
+	}
+	struct es_materialized mat;
+	es_log_quiet_begin();
+	rc = es_attempt_materialize(w->m.job_dir, adir.data, 0, &mat);
+	es_log_quiet_end();
+	if (rc) {
+		result = finish_failure(w, i, a, es_last_error());
+		goto out;
+	}
+	/* The done record (REFERENCE §2.6). */
+	cJSON *d = cJSON_CreateObject();
+	es_json_set_int(d, "attempt_number", w->c.attempt_number);
+	es_json_set_str(d, "completed_at", now);
+	es_json_set_str(d, "data_juicer_commit", w->dj_commit ? w->dj_commit : "unknown");
+	es_json_set_str(d, "executor_type", "ray");
+	es_json_set_str(d, "hostname", es_hostname());
+	es_json_set_str(d, "output_path", tmp.data);
+	es_json_set_int(d, "pid", (int64_t)getpid());
+	es_json_set_str(d, "ray_address", w->ray_address);
+	es_json_set(d, "ray_output_files", files_json(&mat));
+	es_json_set_int(d, "rows", mat.rows);
+	es_json_set_str(d, "sha256", mat.sha256);
+	es_json_set_str(d, "shard_id", sh->id);
+	es_json_set_int(d, "size_bytes", mat.size_bytes);
+	es_json_set_str(d, "status", "done");
+	es_json_set_str(d, "token", w->c.token);
+	if (w->o->run_id)
+		es_json_set_str(d, "run_id", w->o->run_id);
+	struct es_buf rec = ES_BUF_INIT;
+	int published = 0;
+	rc = es_json_dump(d, 1, &rec);
+	if (!rc)
+		rc = es_claim_publish(&w->c, i, w->c.token, "done", rec.data, rec.len, &published);
+	es_buf_free(&rec);
+	cJSON_Delete(d);
+	if (rc < 0) {
+		result = finish_failure(w, i, a, es_last_error());
+	} else if (rc == 1) {
+		es_json_set(a, "result", result_json(&mat));
+		save_attempt(w, a);
+		result = finish_lost(w, i);
+	} else {
+		es_json_set_str(a, "status", published ? "done" : "superseded");
+		es_json_set(a, "result", result_json(&mat));
+		save_attempt(w, a);
+		result = published ? "done" : "superseded";
+		event(w, result, i, mat.rows, mat.size_bytes, oc.duration_secs, NULL);
+	}
+	es_materialized_free(&mat);
+out:
+	cJSON_Delete(a);
+	es_buf_free(&input);
+	es_buf_free(&adir);
+	es_buf_free(&tmp);
+	return result;
+}
+
+/* ---------------- start-up checks ---------------- */
+
+static int check_recipe_snapshot(const struct es_manifest *m)
+{
+	struct es_buf p = ES_BUF_INIT;
+	char hex[65];
+	es_buf_printf(&p, "%s/recipe.yaml", m->job_dir);
+	int rc = es_sha_file(p.data, hex, NULL);
+	es_buf_free(&p);
+	if (rc)
+		return rc;
+	if (!m->recipe_sha256 || strcmp(hex, m->recipe_sha256))
+		return es_error(ES_EINVAL, "Recipe snapshot hash does not match manifest: %s/recipe.yaml", m->job_dir);
+	return 0;
+}
+
+static int check_version(struct worker *w)
+{
+	if (w->m.processor.kind != ES_PROC_DATA_JUICER)
+		return 0;
+	w->dj_commit = es_recipe_dj_identity(w->m.processor.python, es_recipe_default_helper());
+	const char *job = w->m.dj_commit ? w->m.dj_commit : "unknown";
+	const char *mine = w->dj_commit ? w->dj_commit : "unknown";
+	if (!strcmp(job, "unknown") || !strcmp(mine, "unknown") || !strcmp(job, mine))
+		return 0;
+	if (w->o->allow_version_mismatch) {
+		es_warning("Data-Juicer commit mismatch: job=%s, worker=%s (allowed by --allow-version-mismatch)", job, mine);
+		return 0;
+	}
+	return es_error(ES_EINVAL, "Data-Juicer commit mismatch: job=%s, worker=%s; use --allow-version-mismatch only if this is intentional", job, mine);
+}
+
+/* ---------------- the loop ---------------- */
+
+int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
+{
+	struct worker w;
+	memset(&w, 0, sizeof(w));
+	memset(res, 0, sizeof(*res));
+	w.o = o;
+	int rc = es_manifest_load(o->job_dir, &w.m);
+	if (rc)
+		return rc;
+	struct es_policy p = w.m.policy;
+	if (o->lock_timeout_secs > 0) p.lock_timeout_secs = o->lock_timeout_secs;
+	if (o->max_retries >= 0) p.max_retries = o->max_retries;
+	if (o->poll_interval_secs > 0) p.poll_interval_secs = o->poll_interval_secs;
+	if (o->heartbeat_secs > 0) p.heartbeat_secs = o->heartbeat_secs;
+	if (o->lease_secs > 0) p.lease_secs = o->lease_secs;
+	w.ray_address = o->ray_address ? o->ray_address : w.m.ray_address;
+	if (!*w.ray_address) {
+		rc = es_error(ES_EUSAGE, "--ray-address must not be empty");
+		goto out;
+	}
+	if ((rc = check_version(&w)) || (rc = check_recipe_snapshot(&w.m)))
+		goto out;
+	if ((rc = es_claimer_init(&w.c, &w.m, &p)))
+		goto out;
+	w.c.run_id = o->run_id;
+	es_events_open(&w.ev, w.m.job_dir, o->run_id);
+	double poll = o->poll_interval_override > 0 ? o->poll_interval_override : (double)p.poll_interval_secs;
+	printf("Worker %s:%d started for %s\n", es_hostname(), (int)getpid(), w.m.job_id);
+	fflush(stdout);
+	char last_idle[256] = "";
+	int capped = 0;
+	for (;;) {
+		if (stopped(o))
+			break;
+		if (!capped && o->max_shards > 0 && res->processed >= o->max_shards) {
+			printf("Reached --max-shards=%lld\n", (long long)o->max_shards);
+			fflush(stdout);
+			if (!o->wait_for_terminal) {
+				res->exit_code = res->failed ? 2 : 0;
+				goto out;
+			}
+			capped = 1;
+		}
+		int claimed = 0;
+		size_t i = 0;
+		for (; !capped && i < w.m.n_shards && !stopped(o); i++) {
+			rc = es_claim_try(&w.c, i);
+			if (rc < 0)
+				goto out;
+			if (w.c.took_over) {
+				struct es_event e = { "stale_takeover", w.m.shards[i].id, 0, w.c.took_over_token, -1, -1, -1, NULL };
+				es_events_write(&w.ev, &e);
+			}
+			if (rc == ES_CLAIM_OK) {
+				claimed = 1;
+				break;
+			}
+		}
+		rc = 0;
+		if (claimed) {
+			if (!res->first_claim_epoch)
+				res->first_claim_epoch = w.c.claimed_at_epoch;
+			printf("Claimed %s (attempt %d)\n", w.m.shards[i].id, w.c.attempt_number);
+			fflush(stdout);
+			event(&w, "claim", i, -1, -1, -1, NULL);
+			const char *r = process_shard(&w, i);
+			printf("Finished %s: %s\n", w.m.shards[i].id, r);
+			fflush(stdout);
+			if (!strcmp(r, "preempted"))
+				break;
+			res->processed++;
+			if (!strcmp(r, "failed"))
+				res->failed++;
+			continue;
+		}
+		if (stopped(o))
+			break;
+		struct es_status_counts st;
+		if ((rc = es_status_count(&w.m, (double)p.lock_timeout_secs, &st)))
+			goto out;
+		long long total = st.total, done = st.done, failed = st.failed;
+		long long pending = st.pending, running = st.running, stale = st.stale;
+		if (done == total) {
+			printf("All %lld shards completed\n", total);
+			fflush(stdout);
+			res->exit_code = capped && res->failed ? 2 : 0;
+			goto out;
+		}
+		if (done + failed == total) {
+			fprintf(stderr, "Job finished with failures: done=%lld failed=%lld\n", done, failed);
+			res->exit_code = 2;
+			goto out;
+		}
+		char line[256];
+		snprintf(line, sizeof(line), "No shard claim available; pending=%lld running=%lld stale=%lld. Waiting %gs...",
+			 pending, running, stale, poll);
+		if (!o->quiet_idle || strcmp(line, last_idle)) {
+			printf("%s\n", line);
+			fflush(stdout);
+			snprintf(last_idle, sizeof(last_idle), "%s", line);
+		}
+		/* Sleep in short steps so that SIGTERM is acted on at once. */
+		for (double slept = 0; slept < poll && !stopped(o); slept += 0.1)
+			es_sleep(poll - slept < 0.1 ? poll - slept : 0.1);
+	}
+	/* Stopped by a signal. */
+	res->stopped_by_signal = 1;
+	res->exit_code = 128 + (int)*o->stop_flag;
+	fprintf(stderr, "%sWorker %s:%d stopped by signal %d; its claims were released for other workers\n",
+		"", es_hostname(), (int)getpid(), (int)*o->stop_flag);
+out:
+	es_events_close(&w.ev);
+	es_claimer_free(&w.c);
+	es_manifest_free(&w.m);
+	free(w.dj_commit);
+	return rc;
+}
