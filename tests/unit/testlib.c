@@ -1,0 +1,135 @@
+#include "testlib.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int n_checks, n_failed;
+static char **tmpdirs;
+static size_t n_tmpdirs;
+
+int test_check(int ok, const char *file, int line, const char *expr)
+{
+	n_checks++;
+	if (!ok) {
+		n_failed++;
+		fprintf(stderr, "%s:%d: CHECK failed: %s\n", file, line, expr);
+	}
+	return ok;
+}
+
+int test_check_str(const char *a, const char *b, const char *ea, const char *eb, const char *file,
+		   int line)
+{
+	int ok = (a == NULL || b == NULL) ? a == b : strcmp(a, b) == 0;
+	n_checks++;
+	if (!ok) {
+		n_failed++;
+		fprintf(stderr, "%s:%d: CHECK_STR_EQ(%s, %s) failed:\n  got:  %s%s%s\n  want: %s%s%s\n",
+			file, line, ea, eb, a ? "\"" : "", a ? a : "NULL", a ? "\"" : "", b ? "\"" : "",
+			b ? b : "NULL", b ? "\"" : "");
+	}
+	return ok;
+}
+
+int test_check_int(long long a, long long b, const char *ea, const char *eb, const char *file,
+		   int line)
+{
+	n_checks++;
+	if (a != b) {
+		n_failed++;
+		fprintf(stderr, "%s:%d: CHECK_INT_EQ(%s, %s) failed: %lld != %lld\n", file, line, ea, eb,
+			a, b);
+	}
+	return a == b;
+}
+
+/* Printable form of bytes: C escapes for anything that is not plain ASCII. */
+static void put_escaped(const unsigned char *p, size_t n)
+{
+	fputc('"', stderr);
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] == '\\' || p[i] == '"')
+			fprintf(stderr, "\\%c", p[i]);
+		else if (p[i] >= 0x20 && p[i] < 0x7f)
+			fputc(p[i], stderr);
+		else
+			fprintf(stderr, "\\x%02x", p[i]);
+	}
+	fputc('"', stderr);
+}
+
+int test_check_mem(const void *a, size_t alen, const void *b, size_t blen, const char *ea,
+		   const char *eb, const char *file, int line)
+{
+	int ok = alen == blen && (alen == 0 || memcmp(a, b, alen) == 0);
+	n_checks++;
+	if (!ok) {
+		n_failed++;
+		fprintf(stderr, "%s:%d: CHECK_MEM_EQ(%s, %s) failed:\n  got:  ", file, line, ea, eb);
+		put_escaped(a, alen);
+		fprintf(stderr, " (%zu bytes)\n  want: ", alen);
+		put_escaped(b, blen);
+		fprintf(stderr, " (%zu bytes)\n", blen);
+	}
+	return ok;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+int test_done(void)
+{
+	for (size_t i = 0; i < n_tmpdirs; i++) {
+		if (n_failed)
+			fprintf(stderr, "kept %s\n", tmpdirs[i]);
+		else
+			nftw(tmpdirs[i], rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		free(tmpdirs[i]);
+	}
+	free(tmpdirs);
+	tmpdirs = NULL;
+	n_tmpdirs = 0;
+	fprintf(stderr, "%d checks, %d failed\n", n_checks, n_failed);
+	return n_failed ? 1 : 0;
+}
+
+char *test_tmpdir(void)
+{
+	const char *base = getenv("TMPDIR");
+	if (!base || !*base)
+		base = "/tmp";
+	size_t n = strlen(base) + 32;
+	char *p = malloc(n);
+	char **list = realloc(tmpdirs, (n_tmpdirs + 1) * sizeof(*tmpdirs));
+	if (!p || !list) {
+		fprintf(stderr, "test_tmpdir: out of memory\n");
+		exit(1);
+	}
+	tmpdirs = list;
+	snprintf(p, n, "%s/eshard-test-XXXXXX", base);
+	if (!mkdtemp(p)) {
+		perror("test_tmpdir: mkdtemp");
+		exit(1);
+	}
+	tmpdirs[n_tmpdirs++] = p;
+	return p;
+}
+
+const char *test_data_dir(void)
+{
+	const char *d = getenv("ESHARD_TEST_DATA");
+	if (!d || !*d) {
+		test_check(0, __FILE__, __LINE__, "ESHARD_TEST_DATA is set");
+		return NULL;
+	}
+	return d;
+}

@@ -1,0 +1,41 @@
+/*
+ * testlib: the few helpers every unit test shares.
+ *
+ * A failed check prints "file:line: ..." with both values and is counted; the test goes on,
+ * so one run shows every failure. Each CHECK* is an expression that is 1 when it passed, so
+ * a test can guard what follows: if (CHECK(p != NULL)) use(p);
+ * main() ends with "return test_done();", which prints a summary, removes the folders made
+ * by test_tmpdir() when everything passed (they are kept for a look when something failed)
+ * and returns the exit code.
+ */
+#ifndef ESHARD_TESTLIB_H
+#define ESHARD_TESTLIB_H
+
+#include <stddef.h>
+
+int test_check(int ok, const char *file, int line, const char *expr);
+int test_check_str(const char *a, const char *b, const char *ea, const char *eb, const char *file,
+		   int line);
+int test_check_int(long long a, long long b, const char *ea, const char *eb, const char *file,
+		   int line);
+int test_check_mem(const void *a, size_t alen, const void *b, size_t blen, const char *ea,
+		   const char *eb, const char *file, int line);
+
+#define CHECK(cond) test_check(!!(cond), __FILE__, __LINE__, #cond)
+/* Either side may be NULL (equal only to NULL). */
+#define CHECK_STR_EQ(a, b) test_check_str((a), (b), #a, #b, __FILE__, __LINE__)
+#define CHECK_INT_EQ(a, b) test_check_int((long long)(a), (long long)(b), #a, #b, __FILE__, __LINE__)
+/* Byte strings that may hold NULs; shown escaped when they differ. */
+#define CHECK_MEM_EQ(a, alen, b, blen) \
+	test_check_mem((a), (alen), (b), (blen), #a, #b, __FILE__, __LINE__)
+
+/* Summary line on stderr; 0 when every check passed, else 1. */
+int test_done(void);
+
+/* A fresh, empty folder (mkdtemp under $TMPDIR or /tmp); exits the test if it cannot. */
+char *test_tmpdir(void);
+
+/* $ESHARD_TEST_DATA (set by CTest to <repo>/tests/data), or NULL with a failed check. */
+const char *test_data_dir(void);
+
+#endif
