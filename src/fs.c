@@ -326,10 +326,11 @@ static void pop_component(struct es_buf *p)
 int es_fs_resolve(const char *path, struct es_buf *out)
 {
 	/* Walk the components like Python's posixpath._joinrealpath: each existing symlink is
-	 * replaced by its target, ".." is applied to what was resolved so far, and once a
-	 * component does not exist the rest is joined lexically. */
+	 * replaced by its target and ".." is applied to what was resolved so far. A component
+	 * that does not exist is simply "not a link": the later ones are still checked, since a
+	 * ".." can lead back into existing folders and to a symlink. */
 	struct es_buf todo = ES_BUF_INIT, link = ES_BUF_INIT;
-	int rc = 0, links = 0, missing = 0;
+	int rc = 0, links = 0;
 	es_buf_reset(out);
 	if (path[0] != '/') {
 		char cwd[PATH_MAX];
@@ -363,13 +364,11 @@ int es_fs_resolve(const char *path, struct es_buf *out)
 			rc = es_buf_addc(out, '/');
 		if (!rc)
 			rc = es_buf_add(out, comp, n);
-		if (rc || missing)
+		if (rc)
 			continue;
 		struct stat st;
 		if (lstat(out->data, &st) != 0) {
-			if (errno == ENOENT || errno == ENOTDIR)
-				missing = 1;
-			else
+			if (errno != ENOENT && errno != ENOTDIR)
 				rc = es_error_errno(ES_EIO, "cannot stat '%s'", out->data);
 			continue;
 		}

@@ -1,0 +1,80 @@
+/* fs: path resolution against Python's os.path.realpath, atomic and exclusive writes. */
+#include "testlib.h"
+
+#include "eshard/fs.h"
+#include "eshard/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void check_against_python(const char *root, const char *const *items, size_t n)
+{
+	/* One python3 call for every item: realpath(root/item) with strict=False. */
+	char list[4096], cmd[8192];
+	snprintf(list, sizeof(list), "%s/items.txt", root);
+	FILE *f = fopen(list, "w");
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%s\n", items[i]);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "python3 -c 'import os,sys\nfor l in open(sys.argv[1]).read().splitlines(): print(os.path.realpath(os.path.join(sys.argv[2], l)))' %s %s", list, root);
+	FILE *p = popen(cmd, "r");
+	CHECK(p != NULL);
+	char line[4096];
+	for (size_t i = 0; i < n && fgets(line, sizeof(line), p); i++) {
+		line[strcspn(line, "\n")] = '\0';
+		struct es_buf in = ES_BUF_INIT, out = ES_BUF_INIT;
+		es_buf_printf(&in, "%s/%s", root, items[i]);
+		CHECK_INT_EQ(es_fs_resolve(in.data, &out), 0);
+		if (!CHECK_STR_EQ(out.data, line))
+			fprintf(stderr, "  item: %s\n", items[i]);
+		es_buf_free(&in);
+		es_buf_free(&out);
+	}
+	CHECK_INT_EQ(pclose(p), 0);
+}
+
+int main(void)
+{
+	char *t = test_tmpdir();
+	char p[4096], q[4096];
+	snprintf(p, sizeof(p), "%s/real/sub", t);
+	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/real", t);
+	snprintf(q, sizeof(q), "%s/s_abs", t);
+	CHECK_INT_EQ(symlink(p, q), 0);
+	snprintf(q, sizeof(q), "%s/s_rel", t);
+	CHECK_INT_EQ(symlink("real/sub", q), 0);
+	snprintf(q, sizeof(q), "%s/loop", t);
+	CHECK_INT_EQ(symlink("loop", q), 0);
+	static const char *const items[] = {
+		"a.jpg", "real/sub/x.jpg", "s_abs/sub/x.jpg", "s_rel/../y.jpg", "x.jpg/../s_abs",
+		"missing/../s_rel/z", "./real//sub/./a", "../outside.jpg", "s_abs/../../up", "missing/deeper/../s_abs",
+		"s_rel/../../s_abs/sub",
+	};
+	check_against_python(t, items, sizeof(items) / sizeof(items[0]));
+
+	/* Atomic replace and exclusive publish. */
+	snprintf(p, sizeof(p), "%s/meta.json", t);
+	CHECK_INT_EQ(es_fs_write_atomic(p, "one\n", 4), 0);
+	CHECK_INT_EQ(es_fs_write_atomic(p, "two\n", 4), 0);
+	struct es_buf b = ES_BUF_INIT;
+	CHECK_INT_EQ(es_fs_read_file(p, &b, 0), 0);
+	CHECK_STR_EQ(b.data, "two\n");
+	snprintf(p, sizeof(p), "%s/done.json", t);
+	CHECK_INT_EQ(es_fs_publish_exclusive(p, "first\n", 6), 0);
+	CHECK_INT_EQ(es_fs_publish_exclusive(p, "second\n", 7), 1);
+	CHECK_INT_EQ(es_fs_read_file(p, &b, 0), 0);
+	CHECK_STR_EQ(b.data, "first\n");
+	snprintf(p, sizeof(p), "%s/x.lock", t);
+	CHECK_INT_EQ(es_fs_create_exclusive(p, "l\n", 2), 0);
+	CHECK_INT_EQ(es_fs_create_exclusive(p, "l\n", 2), 1);
+	/* No temporaries are left. */
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A %s | grep '\\.tmp$')\"", t);
+	CHECK_INT_EQ(system(cmd), 0);
+	es_buf_free(&b);
+	return test_done();
+}
