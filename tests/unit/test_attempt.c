@@ -1,0 +1,1175 @@
+/*
+ * Unit tests of attempt: the processor argv (Data-Juicer in its three forms, command
+ * templates), the environment a real child sees, start failures, output materialization
+ * with the reference's quirks, and supervision with real processes: a SIGKILLed worker, a
+ * stop flag, a timeout, ticks and an abort through tick().
+ *
+ * This binary is its own supervisor: run as "test_attempt __supervise ...", it calls
+ * es_attempt_supervise_main() like eshard-mpi does. ESHARD_BIN, when set, is used instead,
+ * which tests the real binary's wiring.
+ */
+#include "testlib.h"
+
+#include "eshard/attempt.h"
+#include "eshard/buf.h"
+#include "eshard/fs.h"
+#include "eshard/log.h"
+#include "eshard/sha.h"
+#include "eshard/util.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char RT[PATH_MAX];      /* the test folder, symlinks resolved */
+static char J[PATH_MAX];       /* the job folder */
+static char INPUT[PATH_MAX];   /* J/shards/<id>.jsonl */
+static char SUP[PATH_MAX];     /* the supervisor executable */
+static const char *SHARD = "part-00000-of-00001";
+static int attempt_no;
+
+static const char *INPUT_TEXT = "{\"text\":\"a\"}\n{\"text\":\"b\",\"n\":2}\n";
+
+/* snprintf that may truncate (every buffer here is far larger than the test's paths). */
+static void sfmt(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void sfmt(char *out, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(out, n, fmt, ap);
+	va_end(ap);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		exit(1);
+	}
+	fputs(text, f);
+	fclose(f);
+}
+
+static void write_bytes(const char *path, const char *data, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(data, 1, n, f) != n) {
+		perror(path);
+		exit(1);
+	}
+	fclose(f);
+}
+
+/* The whole file as a malloc'd string ("" when missing). */
+static char *slurp(const char *path)
+{
+	struct es_buf b = ES_BUF_INIT;
+	es_log_quiet_begin();
+	es_fs_read_file(path, &b, 0);
+	es_log_quiet_end();
+	char *s = strdup(b.data);
+	es_buf_free(&b);
+	return s;
+}
+
+static void mkdirs(const char *path)
+{
+	if (es_fs_mkdirs(path, 0755) != 0)
+		exit(1);
+}
+
+static const char *pathf(char *out, const char *fmt, const char *a, const char *b)
+{
+	sfmt(out, PATH_MAX, fmt, a, b);
+	return out;
+}
+
+/* A fresh attempt folder A with its token. */
+static void new_attempt(char A[PATH_MAX], char tok[33])
+{
+	es_fs_token(tok);
+	sfmt(A, PATH_MAX, "%s/attempts/%s/%04d-%s", J, SHARD, ++attempt_no, tok);
+	mkdirs(A);
+}
+
+static void spec_init(struct es_attempt_spec *s, struct es_processor *p, const char *A, const char *tok)
+{
+	memset(s, 0, sizeof(*s));
+	s->job_dir = J;
+	s->job_id = "job";
+	s->shard_id = SHARD;
+	s->input_path = INPUT;
+	s->attempt_dir = A;
+	s->token = tok;
+	s->proc = p;
+	s->ray_address = "local";
+	s->supervisor_exe = SUP;
+	s->grace_secs = 1;
+	s->tick_secs = 0.1;
+}
+
+static char *join_lines(char **v)
+{
+	struct es_buf b = ES_BUF_INIT;
+	for (; *v; v++) {
+		es_buf_adds(&b, *v);
+		es_buf_addc(&b, '\n');
+	}
+	return es_buf_detach(&b, NULL);
+}
+
+/* The reference's option list after the program words, as one line per word. */
+static char *dj_options(const char *A, const char *tok, const char *addr)
+{
+	struct es_buf b = ES_BUF_INIT;
+	es_buf_printf(&b,
+		      "--config\n%s/recipe.yaml\n--dataset_path\n%s\n--export_path\n%s/ray-output.jsonl\n"
+		      "--executor_type\nray\n--ray_address\n%s\n--work_dir\n%s/work\n--job_id\njob_%s_%.12s\n"
+		      "--event_log_dir\n%s/logs\n--checkpoint_dir\n%s/checkpoints\n--partition_dir\n%s/partitions\n",
+		      J, INPUT, A, addr, A, SHARD, tok, A, A, A);
+	return es_buf_detach(&b, NULL);
+}
+
+static int has_line(const char *text, const char *line)
+{
+	size_t n = strlen(line);
+	for (const char *p = text; (p = strstr(p, line)) != NULL; p++)
+		if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
+static int has_key(const char *env, const char *key)
+{
+	char k[256];
+	sfmt(k, sizeof(k), "%s=", key);
+	size_t n = strlen(k);
+	for (const char *p = env; p && *p;) {
+		if (!strncmp(p, k, n))
+			return 1;
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return 0;
+}
+
+static int has_prefix_key(const char *env, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	for (const char *p = env; p && *p;) {
+		if (!strncmp(p, prefix, n))
+			return 1;
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return 0;
+}
+
+/* ---- processes ---- */
+
+/* 1 while pid exists and is not a zombie. */
+static int pid_alive(long pid)
+{
+	char path[64], buf[512];
+	sfmt(path, sizeof(path), "/proc/%ld/stat", pid);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+/* Live processes in process group pgid. */
+static int group_alive(long pgid)
+{
+	int count = 0;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL) {
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		char path[300], buf[512];
+		sfmt(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		int fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		char *rp = strrchr(buf, ')');
+		char state;
+		long ppid, pgrp;
+		if (rp && sscanf(rp + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
+		    state != 'Z' && state != 'X')
+			count++;
+	}
+	if (d)
+		closedir(d);
+	return count;
+}
+
+static long read_pid(const char *path)
+{
+	char *s = slurp(path);
+	long v = strtol(s, NULL, 10);
+	free(s);
+	return v;
+}
+
+static int wait_for_file(const char *path, double secs)
+{
+	double end = es_time_mono() + secs;
+	while (es_time_mono() < end) {
+		struct stat st;
+		if (stat(path, &st) == 0 && st.st_size > 0)
+			return 1;
+		es_sleep(0.02);
+	}
+	return 0;
+}
+
+/* ---- argv ---- */
+
+static void test_argv_dj(void)
+{
+	char A[PATH_MAX], tok[33], **argv, *cwd, *got, *opts, want[8192];
+	size_t argc;
+	struct es_processor p = { .kind = ES_PROC_DATA_JUICER };
+	struct es_attempt_spec s;
+	new_attempt(A, tok);
+	spec_init(&s, &p, A, tok);
+
+	/* Default: dj-process from PATH. */
+	opts = dj_options(A, tok, "local");
+	CHECK_INT_EQ(es_attempt_argv(&s, &argv, &argc, &cwd), 0);
+	got = join_lines(argv);
+	sfmt(want, sizeof(want), "dj-process\n%s", opts);
+	CHECK_STR_EQ(got, want);
+	CHECK_INT_EQ((int)argc, 21);
+	CHECK(cwd == NULL);
+	free(got);
+	es_argv_free(argv);
+	free(opts);
+
+	/* --dj-process: split on blanks; the effective address goes in. */
+	p.dj_process = "python  -m\tdata_juicer.tools.process_data ";
+	s.ray_address = "ray://head:10001";
+	opts = dj_options(A, tok, "ray://head:10001");
+	CHECK_INT_EQ(es_attempt_argv(&s, &argv, &argc, &cwd), 0);
+	got = join_lines(argv);
+	sfmt(want, sizeof(want), "python\n-m\ndata_juicer.tools.process_data\n%s", opts);
+	CHECK_STR_EQ(got, want);
+	CHECK(cwd == NULL);
+	free(got);
+	es_argv_free(argv);
+	free(opts);
+
+	p.dj_process = "   ";
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_attempt_argv(&s, &argv, &argc, &cwd), ES_EINVAL);
+	es_log_quiet_end();
+	p.dj_process = NULL;
+
+	/* --dj-root: <python> DIR/tools/process_data.py, cwd DIR (resolved). */
+	char root[PATH_MAX], rel[PATH_MAX];
+	pathf(root, "%s/%s", RT, "djroot");
+	p.dj_root = root;
+	p.python = "/usr/bin/python3.11";
+	s.ray_address = "local";
+	opts = dj_options(A, tok, "local");
+	CHECK_INT_EQ(es_attempt_argv(&s, &argv, &argc, &cwd), 0);
+	got = join_lines(argv);
+	sfmt(want, sizeof(want), "/usr/bin/python3.11\n%s/tools/process_data.py\n%s", root, opts);
+	CHECK_STR_EQ(got, want);
+	CHECK_STR_EQ(cwd, root);
+	free(got);
+	free(cwd);
+	es_argv_free(argv);
+	/* A relative root with a ".." is made absolute, and python defaults to python3. */
+	pathf(rel, "%s/%s", RT, "djroot/tools/../../djroot");
+	p.dj_root = rel;
+	p.python = NULL;
+	CHECK_INT_EQ(es_attempt_argv(&s, &argv, &argc, &cwd), 0);
+	CHECK_STR_EQ(argv[0], "python3");
+	CHECK_STR_EQ(cwd, root);
+	free(cwd);
+	es_argv_free(argv);
+	free(opts);
+}
+
+static void test_argv_command(void)
+{
+	char A[PATH_MAX], tok[33], **argv, *cwd, *got, want[8192];
+	size_t argc;
+	struct es_processor p = { .kind = ES_PROC_COMMAND };
+	struct es_attempt_spec s;
+	new_attempt(A, tok);
+	spec_init(&s, &p, A, tok);
+
+	p.command = "my-prog --in {input} --out \"{output}\" 'a b' \"x\\\"y\\\\z\\n\" c\\ d '' "
+		    "{{lit}} pre{shard_id}post {job_dir}/x {attempt_dir} 'it''s' \"\" 'k\\q'";
+	CHECK_INT_EQ(es_command_template_check(p.command), 0);
+	CHECK_INT_EQ(es_attempt_argv(&s, &argv, &argc, &cwd), 0);
+	got = join_lines(argv);
+	sfmt(want, sizeof(want),
+		 "my-prog\n--in\n%s\n--out\n%s/ray-output.jsonl\na b\nx\"y\\z\\n\nc d\n\n{lit}\npre%spost\n"
+		 "%s/x\n%s\nits\n\nk\\q\n",
+		 INPUT, A, SHARD, J, A);
+	CHECK_STR_EQ(got, want);
+	CHECK_INT_EQ((int)argc, 16);
+	CHECK(cwd == NULL);
+	free(got);
+	es_argv_free(argv);
+
+	/* A value with blanks stays one word: the split happens before the substitution. */
+	char spaced[PATH_MAX];
+	pathf(spaced, "%s/%s", J, "shards/with space.jsonl");
+	s.input_path = spaced;
+	p.command = "cat {input}";
+	CHECK_INT_EQ(es_attempt_argv(&s, &argv, &argc, &cwd), 0);
+	CHECK_INT_EQ((int)argc, 2);
+	CHECK_STR_EQ(argv[1], spaced);
+	es_argv_free(argv);
+	s.input_path = INPUT;
+
+	/* Bad templates: each with the reason in the message. */
+	static const struct {
+		const char *tmpl, *why;
+	} bad[] = {
+		{ "", "no program" },
+		{ "  \t ", "no program" },
+		{ "prog {input} {output} 'open", "unmatched single quote" },
+		{ "prog {input} {output} \"open", "unmatched double quote" },
+		{ "prog {input} {output} \\", "lone backslash" },
+		{ "prog {input}", "must use both {input} and {output}" },
+		{ "prog {output}", "must use both {input} and {output}" },
+		{ "prog {{input}} {output}", "must use both {input} and {output}" },
+		{ "prog {input} {output} {bogus}", "unknown placeholder '{bogus}'" },
+		{ "prog {input} {output} {Input}", "unknown placeholder '{Input}'" },
+		{ "prog {input} {output} a}b", "a single '}'" },
+		{ "prog {input} {output} a{b", "an unmatched '{'" },
+		{ "awk '{print}' {input} {output}", "unknown placeholder '{print}'" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		es_clear_error();
+		es_log_quiet_begin();
+		int rc = es_command_template_check(bad[i].tmpl);
+		es_log_quiet_end();
+		CHECK_INT_EQ(rc, ES_EUSAGE);
+		if (!strstr(es_last_error(), bad[i].why))
+			fprintf(stderr, "template '%s': got '%s', want '%s'\n", bad[i].tmpl, es_last_error(),
+				bad[i].why);
+		CHECK(strstr(es_last_error(), bad[i].why) != NULL);
+	}
+	CHECK_INT_EQ(es_command_template_check("awk '{{print}}' {input} > {output}"), 0);
+	CHECK_INT_EQ(es_command_template_check("{input}{output}"), 0);
+
+	/* At run time a bad template is bad job state, not a usage error. */
+	p.command = "prog {nope}";
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_attempt_argv(&s, &argv, &argc, &cwd), ES_EINVAL);
+	es_log_quiet_end();
+}
+
+/* ---- the child's environment and start-up, with real processes ---- */
+
+static const char *FAKE_DJ =
+	"A=$(dirname \"$DJ_PRODUCED_DATA_DIR\")\n"
+	"env > \"$A/env.txt\"\n"
+	"pwd > \"$A/pwd.txt\"\n"
+	"for a in \"$@\"; do printf '%s\\n' \"$a\"; done > \"$A/args.txt\"\n"
+	"for f in 3 4 5 6 7 8 9; do [ -e /proc/$$/fd/$f ] && echo $f; done > \"$A/fds.txt\"\n"
+	"echo 'hello stdout'\n"
+	"echo 'hello stderr' >&2\n"
+	"exit ${FAKE_EXIT:-0}\n";
+
+static void set_launcher_env(void)
+{
+	static const char *vars[] = {
+		"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", "PMIX_RANK=1", "PMI_RANK=1",
+		"SLURM_PROCID=3", "SLURM_NTASKS=4", "SLURM_JOB_ID=42", "SLURM_LOCALID=0",
+		"SLURMD_NODENAME=n1", "WORLD_SIZE=4", "RANK=1", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1",
+		"MASTER_ADDR=10.0.0.1", "MASTER_PORT=29500", "DJ_ELASTIC_RUN_ID=r1",
+		"DJ_ELASTIC_SHARD_CHILD=0", "PAI_JOB_ID=p1", "DLC_JOB_ID=d1", "JOB_ID=j1",
+		"RAY_ADDRESS=ray://stale:1", "KEEP_ME=yes", "OMPI=not-a-prefix-match",
+		"RANKING=kept", "PYTHONPATH=/old/pp",
+	};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		char k[64];
+		const char *eq = strchr(vars[i], '=');
+		sfmt(k, sizeof(k), "%.*s", (int)(eq - vars[i]), vars[i]);
+		setenv(k, eq + 1, 1);
+	}
+	unsetenv("XDG_CACHE_HOME");
+	unsetenv("HF_HOME");
+}
+
+static void check_clean_env(const char *env)
+{
+	static const char *gone_prefixes[] = { "OMPI_", "PMIX_", "PMI_", "SLURM_", "SLURMD_", "MASTER_" };
+	for (size_t i = 0; i < sizeof(gone_prefixes) / sizeof(gone_prefixes[0]); i++)
+		CHECK(!has_prefix_key(env, gone_prefixes[i]));
+	static const char *gone[] = { "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+				      "DJ_ELASTIC_RUN_ID", "PAI_JOB_ID", "DLC_JOB_ID", "JOB_ID" };
+	for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++)
+		CHECK(!has_key(env, gone[i]));
+	CHECK(has_line(env, "DJ_ELASTIC_SHARD_CHILD=1"));
+	CHECK(!has_line(env, "DJ_ELASTIC_SHARD_CHILD=0"));
+	CHECK(has_line(env, "KEEP_ME=yes"));
+	CHECK(has_line(env, "OMPI=not-a-prefix-match"));
+	CHECK(has_line(env, "RANKING=kept"));
+}
+
+static void test_env_dj_process(void)
+{
+	char A[PATH_MAX], tok[33], fake[PATH_MAX], cmd[PATH_MAX + 8], buf[PATH_MAX * 2];
+	struct es_processor p = { .kind = ES_PROC_DATA_JUICER };
+	struct es_attempt_spec s;
+	struct es_attempt_outcome o;
+	pathf(fake, "%s/%s", RT, "fake_dj.sh");
+	write_file(fake, FAKE_DJ);
+	sfmt(cmd, sizeof(cmd), "sh %s", fake);
+	p.dj_process = cmd;
+	set_launcher_env();
+
+	/* A descriptor the worker leaked (not close-on-exec, as an MPI library may leave one)
+	 * must not reach the child. */
+	int leak = open("/dev/null", O_RDONLY);
+	CHECK(leak >= 0 && dup2(leak, 7) == 7);
+	close(leak);
+
+	/* "local": no RAY_ADDRESS at all; caches under J/cache; PYTHONPATH untouched. */
+	new_attempt(A, tok);
+	spec_init(&s, &p, A, tok);
+	write_file(pathf(buf, "%s/%s", A, "process.log"), "old content that must be truncated\n");
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.started, 1);
+	CHECK_INT_EQ(o.return_code, 0);
+	CHECK_INT_EQ(o.timed_out + o.preempted + o.aborted, 0);
+	CHECK(o.duration_secs > 0 && o.duration_secs < 10);
+	char *env = slurp(pathf(buf, "%s/%s", A, "env.txt"));
+	check_clean_env(env);
+	CHECK(!has_key(env, "RAY_ADDRESS"));
+	CHECK(has_line(env, pathf(buf, "DJ_PRODUCED_DATA_DIR=%s/%s", A, "produced")));
+	CHECK(has_line(env, pathf(buf, "XDG_CACHE_HOME=%s/%s", J, "cache")));
+	CHECK(has_line(env, pathf(buf, "HF_HOME=%s/%s", J, "cache/huggingface")));
+	CHECK(has_line(env, "PYTHONPATH=/old/pp"));
+	CHECK(!has_key(env, "ESHARD_SHARD_ID"));
+	free(env);
+	/* What the child got is exactly the recorded argv, after "sh <script>". */
+	char *args = slurp(pathf(buf, "%s/%s", A, "args.txt"));
+	char *opts = dj_options(A, tok, "local");
+	CHECK_STR_EQ(args, opts);
+	free(args);
+	free(opts);
+	char *log = slurp(pathf(buf, "%s/%s", A, "process.log"));
+	CHECK_STR_EQ(log, "hello stdout\nhello stderr\n");
+	free(log);
+	char *fds = slurp(pathf(buf, "%s/%s", A, "fds.txt"));
+	CHECK_STR_EQ(fds, "");
+	free(fds);
+	close(7);
+	struct stat st;
+	sfmt(buf, sizeof(buf), "%s/work/job_%s_%.12s", A, SHARD, tok);
+	CHECK(stat(buf, &st) == 0 && S_ISDIR(st.st_mode));
+	char here[PATH_MAX];
+	CHECK(getcwd(here, sizeof(here)) != NULL);
+	char *pwd = slurp(pathf(buf, "%s/%s", A, "pwd.txt"));
+	sfmt(buf, sizeof(buf), "%s\n", here);
+	CHECK_STR_EQ(pwd, buf);
+	free(pwd);
+
+	/* Another address is passed on; a set XDG_CACHE_HOME is kept and HF_HOME follows it;
+	 * an already set HF_HOME is kept as it is. */
+	setenv("XDG_CACHE_HOME", "/x/cache", 1);
+	new_attempt(A, tok);
+	spec_init(&s, &p, A, tok);
+	s.ray_address = "ray://head:10001";
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.return_code, 0);
+	env = slurp(pathf(buf, "%s/%s", A, "env.txt"));
+	CHECK(has_line(env, "RAY_ADDRESS=ray://head:10001"));
+	CHECK(has_line(env, "XDG_CACHE_HOME=/x/cache"));
+	CHECK(has_line(env, "HF_HOME=/x/cache/huggingface"));
+	free(env);
+	setenv("HF_HOME", "/hf", 1);
+	setenv("XDG_CACHE_HOME", "", 1);
+	char **ev;
+	CHECK_INT_EQ(es_attempt_env(&s, NULL, &ev), 0);
+	env = join_lines(ev);
+	CHECK(has_line(env, "HF_HOME=/hf"));
+	CHECK(has_line(env, "XDG_CACHE_HOME="));   /* set but empty counts as set, like setdefault */
+	free(env);
+	es_argv_free(ev);
+	unsetenv("XDG_CACHE_HOME");
+	unsetenv("HF_HOME");
+
+	/* Exit codes and signals come back like Python's returncode. */
+	setenv("FAKE_EXIT", "3", 1);
+	new_attempt(A, tok);
+	spec_init(&s, &p, A, tok);
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.started, 1);
+	CHECK_INT_EQ(o.return_code, 3);
+	unsetenv("FAKE_EXIT");
+	sfmt(cmd, sizeof(cmd), "sh -c kill${IFS}-TERM${IFS}$$");
+	new_attempt(A, tok);
+	spec_init(&s, &p, A, tok);
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.return_code, -SIGTERM);
+}
+
+static void test_env_dj_root(void)
+{
+	char A[PATH_MAX], tok[33], root[PATH_MAX], buf[PATH_MAX * 2];
+	struct es_processor p = { .kind = ES_PROC_DATA_JUICER, .python = "/bin/sh" };
+	struct es_attempt_spec s;
+	struct es_attempt_outcome o;
+	pathf(root, "%s/%s", RT, "djroot");
+	mkdirs(pathf(buf, "%s/%s", root, "tools"));
+	write_file(pathf(buf, "%s/%s", root, "tools/process_data.py"), FAKE_DJ);
+	p.dj_root = root;
+	set_launcher_env();
+
+	new_attempt(A, tok);
+	spec_init(&s, &p, A, tok);
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.return_code, 0);
+	char *env = slurp(pathf(buf, "%s/%s", A, "env.txt"));
+	check_clean_env(env);
+	CHECK(has_line(env, pathf(buf, "PYTHONPATH=%s:%s", root, "/old/pp")));
+	free(env);
+	char *pwd = slurp(pathf(buf, "%s/%s", A, "pwd.txt"));
+	sfmt(buf, sizeof(buf), "%s\n", root);
+	CHECK_STR_EQ(pwd, buf);
+	free(pwd);
+
+	/* An empty PYTHONPATH gives just the root. */
+	setenv("PYTHONPATH", "", 1);
+	new_attempt(A, tok);
+	spec_init(&s, &p, A, tok);
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	env = slurp(pathf(buf, "%s/%s", A, "env.txt"));
+	CHECK(has_line(env, pathf(buf, "PYTHONPATH=%s%s", root, "")));
+	free(env);
+	unsetenv("PYTHONPATH");
+	new_attempt(A, tok);
+	spec_init(&s, &p, A, tok);
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	env = slurp(pathf(buf, "%s/%s", A, "env.txt"));
+	CHECK(has_line(env, pathf(buf, "PYTHONPATH=%s%s", root, "")));
+	free(env);
+	setenv("PYTHONPATH", "/old/pp", 1);
+}
+
+static void test_command_processor(void)
+{
+	char A[PATH_MAX], tok[33], script[PATH_MAX], tmpl[PATH_MAX * 2], buf[PATH_MAX * 2];
+	struct es_processor p = { .kind = ES_PROC_COMMAND };
+	struct es_attempt_spec s;
+	struct es_attempt_outcome o;
+	pathf(script, "%s/%s", RT, "copy.sh");
+	write_file(script, "env > \"$ESHARD_ATTEMPT_DIR/env.txt\"\ncp \"$1\" \"$2\"\necho copied\n");
+	sfmt(tmpl, sizeof(tmpl), "sh '%s' {input} {output}", script);
+	CHECK_INT_EQ(es_command_template_check(tmpl), 0);
+	p.command = tmpl;
+	set_launcher_env();
+
+	new_attempt(A, tok);
+	spec_init(&s, &p, A, tok);
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.started, 1);
+	CHECK_INT_EQ(o.return_code, 0);
+	char *env = slurp(pathf(buf, "%s/%s", A, "env.txt"));
+	check_clean_env(env);
+	CHECK(has_line(env, pathf(buf, "ESHARD_SHARD_ID=%s%s", SHARD, "")));
+	CHECK(has_line(env, pathf(buf, "ESHARD_ATTEMPT_DIR=%s%s", A, "")));
+	free(env);
+	/* The copy is a file export: it materializes to the input's bytes. */
+	struct es_materialized m;
+	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), 0);
+	char *out = slurp(pathf(buf, "%s/%s", A, "processed.jsonl"));
+	CHECK_STR_EQ(out, INPUT_TEXT);
+	free(out);
+	CHECK_INT_EQ((int)m.n_files, 1);
+	sfmt(buf, sizeof(buf), "attempts/%s/%04d-%s/ray-output.jsonl", SHARD, attempt_no, tok);
+	CHECK_STR_EQ(m.files[0].path, buf);
+	CHECK_INT_EQ((int)m.rows, 2);
+	es_materialized_free(&m);
+}
+
+static void test_start_failures(void)
+{
+	char A[PATH_MAX], tok[33], buf[PATH_MAX * 2], want[PATH_MAX * 2];
+	struct es_processor p = { .kind = ES_PROC_DATA_JUICER, .dj_process = "/nonexistent/dj-process" };
+	struct es_attempt_spec s;
+	struct es_attempt_outcome o;
+
+	new_attempt(A, tok);
+	spec_init(&s, &p, A, tok);
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.started, 0);
+	CHECK_INT_EQ(o.return_code, -1);
+	CHECK_STR_EQ(o.start_error, "[Errno 2] No such file or directory: '/nonexistent/dj-process'");
+	char *log = slurp(pathf(buf, "%s/%s", A, "process.log"));
+	CHECK_STR_EQ(log, "\nUnable to start Data-Juicer: [Errno 2] No such file or directory: "
+			  "'/nonexistent/dj-process'\n");
+	free(log);
+	/* The work folder is made before the start, even when the start fails. */
+	struct stat st;
+	sfmt(buf, sizeof(buf), "%s/work/job_%s_%.12s", A, SHARD, tok);
+	CHECK(stat(buf, &st) == 0 && S_ISDIR(st.st_mode));
+
+	/* A missing --dj-root fails in chdir, and Python names the folder. */
+	char root[PATH_MAX];
+	pathf(root, "%s/%s", RT, "no-such-root");
+	struct es_processor r = { .kind = ES_PROC_DATA_JUICER, .dj_root = root, .python = "/bin/sh" };
+	new_attempt(A, tok);
+	spec_init(&s, &r, A, tok);
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.started, 0);
+	sfmt(want, sizeof(want), "[Errno 2] No such file or directory: '%s'", root);
+	CHECK_STR_EQ(o.start_error, want);
+
+	/* A command processor says "processor". */
+	struct es_processor c = { .kind = ES_PROC_COMMAND, .command = "/nonexistent/prog {input} {output}" };
+	new_attempt(A, tok);
+	spec_init(&s, &c, A, tok);
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.return_code, -1);
+	log = slurp(pathf(buf, "%s/%s", A, "process.log"));
+	CHECK_STR_EQ(log, "\nUnable to start processor: [Errno 2] No such file or directory: "
+			  "'/nonexistent/prog'\n");
+	free(log);
+
+	/* No supervisor: the same kind of failure, naming the supervisor. */
+	new_attempt(A, tok);
+	spec_init(&s, &p, A, tok);
+	s.supervisor_exe = "/nonexistent/eshard-mpi";
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.started, 0);
+	CHECK_INT_EQ(o.return_code, -1);
+	CHECK_STR_EQ(o.start_error, "[Errno 2] No such file or directory: '/nonexistent/eshard-mpi'");
+
+	/* A supervisor that does not know __supervise (here: /bin/false) is a start failure. */
+	new_attempt(A, tok);
+	spec_init(&s, &p, A, tok);
+	s.supervisor_exe = "/bin/false";
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.started, 0);
+	CHECK(strstr(o.start_error, "exited with status 1 before starting it") != NULL);
+
+	/* A setup failure (the attempt folder is a file) is an error, not an outcome. */
+	char bad[PATH_MAX];
+	pathf(bad, "%s/%s", RT, "not-a-folder");
+	write_file(bad, "x");
+	spec_init(&s, &p, bad, tok);
+	es_log_quiet_begin();
+	CHECK(es_attempt_run(&s, &o) < 0);
+	es_log_quiet_end();
+}
+
+/* ---- materialization ---- */
+
+static void check_file_entry(const struct es_output_file *f, const char *A, const char *rel,
+			     int rows, const char *raw_path)
+{
+	char want[PATH_MAX * 2], hex[65];
+	uint64_t size;
+	sfmt(want, sizeof(want), "%s/%s", A + strlen(J) + 1, rel);
+	CHECK_STR_EQ(f->path, want);
+	CHECK_INT_EQ((int)f->rows, rows);
+	CHECK_INT_EQ(es_sha_file(raw_path, hex, &size), 0);
+	CHECK_STR_EQ(f->sha256, hex);
+	CHECK_INT_EQ((int)f->size_bytes, (int)size);
+}
+
+/* No ".processed.jsonl.*.tmp" may stay in A. */
+static int temporaries_left(const char *A)
+{
+	int n = 0;
+	DIR *d = opendir(A);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL)
+		if (!strncmp(e->d_name, ".processed.jsonl.", 17))
+			n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void test_materialize_folder(void)
+{
+	char A[PATH_MAX], tok[33], buf[PATH_MAX * 2], out[PATH_MAX * 2], hex[65];
+	new_attempt(A, tok);
+	char X[PATH_MAX];
+	pathf(X, "%s/%s", A, "ray-output.jsonl");
+	mkdirs(pathf(buf, "%s/%s", X, "_temporary/0"));
+	mkdirs(pathf(buf, "%s/%s", X, "sub"));
+	mkdirs(pathf(buf, "%s/%s", X, ".hidden-dir"));
+	write_file(pathf(buf, "%s/%s", X, "part-0.json"), "{\"a\":1}\n{\"a\":2}\n");
+	write_file(pathf(buf, "%s/%s", X, "part-1.json"), "{\"b\":\"no newline\"}");
+	write_file(pathf(buf, "%s/%s", X, "_SUCCESS"), "not json");
+	write_bytes(pathf(buf, "%s/%s", X, ".part-0.json.crc"), "\x00\x01\xff", 3);
+	write_file(pathf(buf, "%s/%s", X, "_temporary/0/part-9.json"), "{\"t\":9}\r\n");
+	write_file(pathf(buf, "%s/%s", X, "_temporary/0/_part-8.json"), "bad");
+	write_file(pathf(buf, "%s/%s", X, "sub/x.json"), "  {\"s\" : [1, 2.50, 1e400]}  \n");
+	write_file(pathf(buf, "%s/%s", X, "sub/.y.json"), "bad");
+	write_file(pathf(buf, "%s/%s", X, ".hidden-dir/h.json"), "{\"h\":0}\n");
+	CHECK(symlink("part-0.json", pathf(buf, "%s/%s", X, "z-link.json")) == 0);
+	CHECK(symlink("sub", pathf(buf, "%s/%s", X, "sub-link")) == 0);
+	CHECK(symlink("missing", pathf(buf, "%s/%s", X, "dangling.json")) == 0);
+
+	struct es_materialized m;
+	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), 0);
+	/* Sorted by relative path, bytewise: ".hidden-dir/..." < "_temporary/..." < "part-*". Only
+	 * the basename is filtered, so files below "_temporary/" and ".hidden-dir/" count (the
+	 * reference's quirk); a symlinked file counts, a symlinked folder is not entered. */
+	CHECK_INT_EQ((int)m.n_files, 6);
+	if (m.n_files == 6) {
+		check_file_entry(&m.files[0], A, "ray-output.jsonl/.hidden-dir/h.json", 1,
+				 pathf(buf, "%s/%s", X, ".hidden-dir/h.json"));
+		check_file_entry(&m.files[1], A, "ray-output.jsonl/_temporary/0/part-9.json", 1,
+				 pathf(buf, "%s/%s", X, "_temporary/0/part-9.json"));
+		check_file_entry(&m.files[2], A, "ray-output.jsonl/part-0.json", 2,
+				 pathf(buf, "%s/%s", X, "part-0.json"));
+		check_file_entry(&m.files[3], A, "ray-output.jsonl/part-1.json", 1,
+				 pathf(buf, "%s/%s", X, "part-1.json"));
+		check_file_entry(&m.files[4], A, "ray-output.jsonl/sub/x.json", 1,
+				 pathf(buf, "%s/%s", X, "sub/x.json"));
+		check_file_entry(&m.files[5], A, "ray-output.jsonl/z-link.json", 2,
+				 pathf(buf, "%s/%s", X, "part-0.json"));
+	}
+	/* Raw bytes are copied (no re-encoding), with a '\n' added where one was missing. */
+	const char *want = "{\"h\":0}\n{\"t\":9}\r\n{\"a\":1}\n{\"a\":2}\n{\"b\":\"no newline\"}\n"
+			   "  {\"s\" : [1, 2.50, 1e400]}  \n{\"a\":1}\n{\"a\":2}\n";
+	pathf(out, "%s/%s", A, "processed.jsonl");
+	char *got = slurp(out);
+	CHECK_STR_EQ(got, want);
+	free(got);
+	CHECK_INT_EQ((int)m.rows, 8);
+	CHECK_INT_EQ((int)m.size_bytes, (int)strlen(want));
+	uint64_t size;
+	CHECK_INT_EQ(es_sha_file(out, hex, &size), 0);
+	CHECK_STR_EQ(m.sha256, hex);
+	CHECK_INT_EQ(temporaries_left(A), 0);
+	es_materialized_free(&m);
+	CHECK(m.files == NULL && m.n_files == 0);
+}
+
+static void test_materialize_file_and_empty(void)
+{
+	char A[PATH_MAX], tok[33], buf[PATH_MAX * 2], hex[65];
+	struct es_materialized m;
+	uint64_t size;
+
+	/* A single file export, last line without '\n'. */
+	new_attempt(A, tok);
+	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "{\"x\":1}\n{\"x\":2}");
+	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), 0);
+	CHECK_INT_EQ((int)m.n_files, 1);
+	check_file_entry(&m.files[0], A, "ray-output.jsonl", 2, pathf(buf, "%s/%s", A, "ray-output.jsonl"));
+	CHECK_INT_EQ((int)m.files[0].size_bytes, 15);
+	char *got = slurp(pathf(buf, "%s/%s", A, "processed.jsonl"));
+	CHECK_STR_EQ(got, "{\"x\":1}\n{\"x\":2}\n");
+	free(got);
+	CHECK_INT_EQ((int)m.rows, 2);
+	CHECK_INT_EQ((int)m.size_bytes, 16);
+	es_materialized_free(&m);
+
+	/* An empty folder (or one with only _SUCCESS) is a valid, empty result. */
+	new_attempt(A, tok);
+	mkdirs(pathf(buf, "%s/%s", A, "ray-output.jsonl"));
+	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl/_SUCCESS"), "");
+	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), 0);
+	CHECK_INT_EQ((int)m.n_files, 0);
+	CHECK_INT_EQ((int)m.rows, 0);
+	CHECK_INT_EQ((int)m.size_bytes, 0);
+	CHECK_STR_EQ(m.sha256, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	CHECK_INT_EQ(es_sha_file(pathf(buf, "%s/%s", A, "processed.jsonl"), hex, &size), 0);
+	CHECK_INT_EQ((int)size, 0);
+	es_materialized_free(&m);
+
+	/* An empty file export: zero rows. */
+	new_attempt(A, tok);
+	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "");
+	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), 0);
+	CHECK_INT_EQ((int)m.n_files, 1);
+	CHECK_INT_EQ((int)m.rows, 0);
+	es_materialized_free(&m);
+}
+
+static void test_materialize_errors(void)
+{
+	char A[PATH_MAX], tok[33], buf[PATH_MAX * 2], want[PATH_MAX * 2];
+	struct es_materialized m;
+
+	/* Missing export: the reference's message, with its own code. */
+	new_attempt(A, tok);
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), ES_ENOENT);
+	es_log_quiet_end();
+	sfmt(want, sizeof(want), "Data-Juicer returned 0 but did not create %s/ray-output.jsonl", A);
+	CHECK_STR_EQ(es_last_error(), want);
+	CHECK(es_fs_exists(pathf(buf, "%s/%s", A, "processed.jsonl")) == 0);
+
+	/* A bad line: path:line in the message, nothing published, no temporary left. */
+	new_attempt(A, tok);
+	mkdirs(pathf(buf, "%s/%s", A, "ray-output.jsonl"));
+	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl/part-0.json"), "{\"a\":1}\n");
+	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl/part-1.json"), "{\"a\":1}\n{\"a\":\n{}\n");
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), ES_EINVAL);
+	es_log_quiet_end();
+	sfmt(want, sizeof(want), "%s/ray-output.jsonl/part-1.json:2", A);
+	CHECK(strstr(es_last_error(), want) != NULL);
+	CHECK(m.n_files == 0 && m.files == NULL);
+	CHECK(es_fs_exists(pathf(buf, "%s/%s", A, "processed.jsonl")) == 0);
+	CHECK_INT_EQ(temporaries_left(A), 0);
+
+	/* Other strict rules apply too: a blank line, a non-object. */
+	new_attempt(A, tok);
+	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "{}\n   \n");
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), ES_EINVAL);
+	es_log_quiet_end();
+	sfmt(want, sizeof(want), "Blank JSONL record at %s/ray-output.jsonl:2", A);
+	CHECK_STR_EQ(es_last_error(), want);
+	new_attempt(A, tok);
+	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "[1]\n");
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), ES_EINVAL);
+	es_log_quiet_end();
+	sfmt(want, sizeof(want), "JSONL record must be an object at %s/ray-output.jsonl:1", A);
+	CHECK_STR_EQ(es_last_error(), want);
+
+	/* A line over the cap. */
+	new_attempt(A, tok);
+	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "{\"long\":\"0123456789012345678901234567890\"}\n");
+	es_log_quiet_begin();
+	CHECK(es_attempt_materialize(J, A, 16, &m) < 0);
+	es_log_quiet_end();
+	CHECK(strstr(es_last_error(), "16-byte cap") != NULL);
+	CHECK_INT_EQ(temporaries_left(A), 0);
+
+	/* Neither a file nor a folder. */
+	new_attempt(A, tok);
+	CHECK(mkfifo(pathf(buf, "%s/%s", A, "ray-output.jsonl"), 0644) == 0);
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), ES_EINVAL);
+	es_log_quiet_end();
+	CHECK(strstr(es_last_error(), "neither a file nor a folder") != NULL);
+}
+
+/* ---- supervision ---- */
+
+/* The child writes its pid, starts a grandchild in a new session that writes its own pid,
+ * then waits. With ignore_term, both ignore SIGTERM so that only SIGKILL ends them. */
+static void write_tree_script(const char *path, int ignore_term)
+{
+	char text[1024];
+	sfmt(text, sizeof(text),
+		 "%s"
+		 "setsid sh -c 'echo $$ > \"$0.tmp\"; mv \"$0.tmp\" \"$0\"; exec sleep 1000' \"$ESHARD_ATTEMPT_DIR/gc.pid\" &\n"
+		 "echo $$ > \"$ESHARD_ATTEMPT_DIR/child.pid.tmp\"\n"
+		 "mv \"$ESHARD_ATTEMPT_DIR/child.pid.tmp\" \"$ESHARD_ATTEMPT_DIR/child.pid\"\n"
+		 "sleep 1000\n",
+		 ignore_term ? "trap '' TERM\n" : "");
+	write_file(path, text);
+}
+
+static void tree_spec(struct es_attempt_spec *s, struct es_processor *p, char A[PATH_MAX], char tok[33],
+		      char *tmpl, const char *script)
+{
+	sfmt(tmpl, PATH_MAX * 2, "sh %s {input} {output}", script);
+	p->kind = ES_PROC_COMMAND;
+	p->command = tmpl;
+	new_attempt(A, tok);
+	spec_init(s, p, A, tok);
+}
+
+/* Both pids of the tree, once the script wrote them. */
+static int tree_pids(const char *A, long *child, long *gc)
+{
+	char buf[PATH_MAX * 2];
+	if (!wait_for_file(pathf(buf, "%s/%s", A, "child.pid"), 10) ||
+	    !wait_for_file(pathf(buf, "%s/%s", A, "gc.pid"), 10))
+		return 0;
+	*child = read_pid(pathf(buf, "%s/%s", A, "child.pid"));
+	*gc = read_pid(pathf(buf, "%s/%s", A, "gc.pid"));
+	return *child > 0 && *gc > 0;
+}
+
+static int tree_gone(long child, long gc, double secs)
+{
+	double end = es_time_mono() + secs;
+	do {
+		if (!pid_alive(child) && !pid_alive(gc) && group_alive(child) == 0)
+			return 1;
+		es_sleep(0.05);
+	} while (es_time_mono() < end);
+	return 0;
+}
+
+static void test_worker_sigkill(void)
+{
+	char A[PATH_MAX], tok[33], script[PATH_MAX], tmpl[PATH_MAX * 2];
+	struct es_processor p;
+	struct es_attempt_spec s;
+	pathf(script, "%s/%s", RT, "tree.sh");
+	write_tree_script(script, 1);
+	tree_spec(&s, &p, A, tok, tmpl, script);
+
+	/* The worker side runs in a forked test process (single-threaded, no MPI here). */
+	fflush(NULL);
+	pid_t worker = fork();
+	if (worker == 0) {
+		struct es_attempt_outcome o;
+		es_attempt_run(&s, &o);
+		_exit(0);
+	}
+	CHECK(worker > 0);
+	long child = 0, gc = 0;
+	CHECK(tree_pids(A, &child, &gc));
+	CHECK(pid_alive(child) && pid_alive(gc));
+	double t0 = es_time_mono();
+	kill(worker, SIGKILL);
+	int st;
+	waitpid(worker, &st, 0);
+	/* Grace is 1 s and both ignore SIGTERM: gone within a couple of seconds, by SIGKILL. */
+	CHECK(tree_gone(child, gc, 5));
+	double took = es_time_mono() - t0;
+	CHECK(took >= 0.9 && took < 5);
+	char buf[PATH_MAX * 2];
+	char *log = slurp(pathf(buf, "%s/%s", A, "process.log"));
+	CHECK(strstr(log, "stopping the processor: the worker is gone") != NULL);
+	free(log);
+}
+
+static volatile sig_atomic_t stop_now;
+static int ticks;
+
+/* 1 once the tree script of attempt folder A has written both pids. */
+static int tree_up(const char *A)
+{
+	char buf[PATH_MAX * 2];
+	struct stat st;
+	return stat(pathf(buf, "%s/%s", A, "child.pid"), &st) == 0 &&
+	       stat(pathf(buf, "%s/%s", A, "gc.pid"), &st) == 0;
+}
+
+static int tick_count(void *arg)
+{
+	(void)arg;
+	ticks++;
+	return 0;
+}
+
+/* Set the stop flag from the third tick on, once the tree is up (as a signal handler would). */
+static int tick_then_stop(void *arg)
+{
+	if (++ticks >= 3 && tree_up(arg))
+		stop_now = 1;
+	return 0;
+}
+
+/* Report a lost lease from the third tick on, once the tree is up. */
+static int tick_abort(void *arg)
+{
+	return ++ticks >= 3 && tree_up(arg);
+}
+
+static void test_stop_flag(void)
+{
+	char A[PATH_MAX], tok[33], script[PATH_MAX], tmpl[PATH_MAX * 2], buf[PATH_MAX * 2];
+	struct es_processor p;
+	struct es_attempt_spec s;
+	struct es_attempt_outcome o;
+	long child, gc;
+
+	/* A child that obeys SIGTERM: preempted, ended by SIGTERM, the whole tree gone on return
+	 * (the setsid() grandchild included). */
+	pathf(script, "%s/%s", RT, "tree-term.sh");
+	write_tree_script(script, 0);
+	tree_spec(&s, &p, A, tok, tmpl, script);
+	stop_now = 0;
+	ticks = 0;
+	s.stop_flag = &stop_now;
+	s.tick = tick_then_stop;
+	s.tick_arg = A;
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.started, 1);
+	CHECK_INT_EQ(o.preempted, 1);
+	CHECK_INT_EQ(o.timed_out + o.aborted, 0);
+	CHECK_INT_EQ(o.return_code, -SIGTERM);
+	CHECK(o.duration_secs < 5);
+	CHECK(tree_pids(A, &child, &gc));
+	CHECK(tree_gone(child, gc, 0));
+	char *log = slurp(pathf(buf, "%s/%s", A, "process.log"));
+	CHECK(strstr(log, "stopping the processor: the worker asked") != NULL);
+	free(log);
+
+	/* A child that ignores SIGTERM gets SIGKILL after the grace period. */
+	pathf(script, "%s/%s", RT, "tree-ignore.sh");
+	write_tree_script(script, 1);
+	tree_spec(&s, &p, A, tok, tmpl, script);
+	stop_now = 0;
+	ticks = 0;
+	s.stop_flag = &stop_now;
+	s.tick = tick_then_stop;
+	s.tick_arg = A;
+	s.grace_secs = 0.5;
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.preempted, 1);
+	CHECK_INT_EQ(o.return_code, -SIGKILL);
+	CHECK(o.duration_secs >= 0.7 && o.duration_secs < 5);
+	CHECK(tree_pids(A, &child, &gc));
+	CHECK(tree_gone(child, gc, 0));
+
+	/* A stop flag that is already set stops at once. */
+	pathf(script, "%s/%s", RT, "tree-term.sh");
+	tree_spec(&s, &p, A, tok, tmpl, script);
+	stop_now = 1;
+	s.stop_flag = &stop_now;
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.preempted, 1);
+	CHECK(o.duration_secs < 5);
+	stop_now = 0;
+}
+
+static void test_timeout_and_ticks(void)
+{
+	char A[PATH_MAX], tok[33], script[PATH_MAX], tmpl[PATH_MAX * 2];
+	struct es_processor p;
+	struct es_attempt_spec s;
+	struct es_attempt_outcome o;
+	long child, gc;
+
+	/* Timeout: stopped by the supervisor, reported as timed out. (Long enough for the tree
+	 * to be up even on a loaded machine.) */
+	pathf(script, "%s/%s", RT, "tree-term.sh");
+	tree_spec(&s, &p, A, tok, tmpl, script);
+	s.timeout_secs = 1.5;
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.timed_out, 1);
+	CHECK_INT_EQ(o.preempted + o.aborted, 0);
+	CHECK_INT_EQ(o.return_code, -SIGTERM);
+	CHECK(o.duration_secs >= 1.5 && o.duration_secs < 5);
+	CHECK(tree_pids(A, &child, &gc));
+	CHECK(tree_gone(child, gc, 0));
+
+	/* Ticks come about every tick_secs while the child runs. */
+	struct es_processor q = { .kind = ES_PROC_COMMAND, .command = "sh -c 'sleep 1' {input} {output}" };
+	new_attempt(A, tok);
+	spec_init(&s, &q, A, tok);
+	ticks = 0;
+	s.tick = tick_count;
+	s.tick_secs = 0.1;
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.return_code, 0);
+	CHECK(ticks >= 6 && ticks <= (int)(o.duration_secs / 0.1) + 1);
+
+	/* A nonzero tick (a lost lease) aborts. */
+	tree_spec(&s, &p, A, tok, tmpl, script);
+	ticks = 0;
+	s.tick = tick_abort;
+	s.tick_arg = A;
+	s.tick_secs = 0.1;
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.aborted, 1);
+	CHECK_INT_EQ(o.preempted + o.timed_out, 0);
+	CHECK(ticks >= 3);
+	CHECK(o.return_code < 0);
+	CHECK(tree_pids(A, &child, &gc));
+	CHECK(tree_gone(child, gc, 0));
+}
+
+static void test_leftovers_after_exit(void)
+{
+	char A[PATH_MAX], tok[33], script[PATH_MAX], tmpl[PATH_MAX * 2], buf[PATH_MAX * 2];
+	struct es_processor p;
+	struct es_attempt_spec s;
+	struct es_attempt_outcome o;
+	/* The child exits 0 at once but leaves a setsid() daemon: the exit code is kept and the
+	 * daemon does not outlive the attempt. */
+	pathf(script, "%s/%s", RT, "leave.sh");
+	write_file(script,
+		   "setsid sh -c 'echo $$ > \"$0.tmp\"; mv \"$0.tmp\" \"$0\"; exec sleep 1000' \"$ESHARD_ATTEMPT_DIR/gc.pid\" &\n"
+		   "while [ ! -s \"$ESHARD_ATTEMPT_DIR/gc.pid\" ]; do sleep 0.05; done\n"
+		   "exit 0\n");
+	tree_spec(&s, &p, A, tok, tmpl, script);
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.return_code, 0);
+	CHECK_INT_EQ(o.timed_out + o.preempted + o.aborted, 0);
+	long gc = read_pid(pathf(buf, "%s/%s", A, "gc.pid"));
+	CHECK(gc > 0 && !pid_alive(gc));
+	char *log = slurp(pathf(buf, "%s/%s", A, "process.log"));
+	CHECK(strstr(log, "left 1 process(es) behind") != NULL);
+	free(log);
+}
+
+int main(int argc, char **argv)
+{
+	/* The supervisor role, as in eshard-mpi's command table. */
+	if (argc > 1 && !strcmp(argv[1], "__supervise"))
+		return es_attempt_supervise_main(argc - 1, argv + 1);
+
+	const char *T = test_tmpdir();
+	if (!realpath(T, RT)) {
+		perror(T);
+		return 1;
+	}
+	const char *bin = getenv("ESHARD_BIN");
+	if (bin && *bin) {
+		sfmt(SUP, sizeof(SUP), "%s", bin);
+	} else {
+		ssize_t n = readlink("/proc/self/exe", SUP, sizeof(SUP) - 1);
+		if (n <= 0) {
+			perror("/proc/self/exe");
+			return 1;
+		}
+		SUP[n] = '\0';
+	}
+	char buf[PATH_MAX * 2];
+	pathf(J, "%s/%s", RT, "job");
+	mkdirs(pathf(buf, "%s/%s", J, "shards"));
+	mkdirs(pathf(buf, "%s/%s", J, "attempts"));
+	write_file(pathf(buf, "%s/%s", J, "recipe.yaml"), "process: []\n");
+	sfmt(INPUT, sizeof(INPUT), "%s/shards/%s.jsonl", J, SHARD);
+	write_file(INPUT, INPUT_TEXT);
+
+	test_argv_dj();
+	test_argv_command();
+	test_env_dj_process();
+	test_env_dj_root();
+	test_command_processor();
+	test_start_failures();
+	test_materialize_folder();
+	test_materialize_file_and_empty();
+	test_materialize_errors();
+	test_worker_sigkill();
+	test_stop_flag();
+	test_timeout_and_ticks();
+	test_leftovers_after_exit();
+	return test_done();
+}
