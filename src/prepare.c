@@ -3,8 +3,8 @@
  *
  * Pass 1 streams every input file once: each line is validated and normalized, the raw bytes
  * and the normalized bytes are hashed, and the normalized stream is written to one temporary
- * file inside the stage folder. Hashing and writing run on a second thread so that the parser
- * never waits for SHA-256. Pass 2 knows the total size, applies the split rule to the
+ * file inside the stage folder. Hashing the raw bytes and writing run on a second thread, so
+ * that the two cores share the SHA-256 work with the parser. Pass 2 knows the total size, applies the split rule to the
  * temporary file (no second parse) and copies each shard's byte range into its shard file,
  * two shards at a time, punching the copied range out of the temporary so that the job needs
  * little more than one copy of the data on disk at any moment.
@@ -125,7 +125,6 @@ static void *hasher_main(void *arg)
 			if (!rc)
 				es_sha_update(&h->raw, j.data, j.len);
 		} else if (j.kind == JOB_NORM) {
-			es_sha_update(&h->norm, j.data, j.len);
 			if (!h->err)
 				rc = es_fs_write_all(h->fd, j.data, j.len, h->tmp_path);
 		} else {
@@ -209,6 +208,9 @@ static int flush_norm(struct hasher *h, struct es_buf *out)
 		return 0;
 	size_t len;
 	char *data = es_buf_detach(out, &len);
+	/* The parser's thread hashes the normalized bytes itself: the raw bytes keep the other
+	 * thread busy enough, and this balances the two cores. */
+	es_sha_update(&h->norm, data, len);
 	return hasher_push(h, JOB_NORM, 0, data, len);
 }
 

@@ -73,5 +73,9 @@ ESHARD_TEST_HOOK_AFTER_SCAN="printf '{\"a\":3}\\n' >>$T/in-changed/x.jsonl" chec
 run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --job-dir "$T/jobs/u1"; expect_err "--num-shards is required"
 run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --job-dir "$T/jobs/u1" --num-shards x; expect_err "positive integer"
 run_expect 2 "$BIN" prepare --bogus; expect_err "unknown option '--bogus'"
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in-ok" --job-dir "$T/jobs/u2" --num-shards 1 --process-cmd 'cp {input}'
+expect_err "it must use both {input} and {output}"; no_job_left "$T/jobs/u2"
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in-ok" --job-dir "$T/jobs/u2" --num-shards 1 --process-cmd 'cp {input} {output}' --dj-root /x
+expect_err "at most one of"; no_job_left "$T/jobs/u2"
 run_expect 0 "$BIN" prepare --help; expect_out "usage: eshard-mpi prepare"
 pass "$n bad inputs rejected with exit 2 and nothing left behind"

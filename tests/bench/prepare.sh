@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Benchmark: prepare of a 100 MB corpus into 16 shards. Prints the median wall time of 5 runs
+# and the peak RSS (GNU time). Targets on a 2-core machine: median <= 0.6 s, peak RSS <= 64 MB.
+#
+#   tests/bench/prepare.sh [SIZE_MB] [RUNS]
+# Uses the build in build/ (scripts/build.sh makes it) and a work folder under /tmp.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+size=${1:-100}
+runs=${2:-5}
+bin=$(bash "$repo/scripts/build.sh")
+work=${ESHARD_BENCH_DIR:-/tmp/eshard-bench-prepare}
+mkdir -p "$work"
+corpus=$work/corpus-$size.jsonl
+if [ ! -s "$corpus" ]; then
+  python3 "$repo/tests/bench/gen_corpus.py" "$corpus" "$size" >/dev/null
+fi
+printf 'process:\n  - whitespace_normalization_mapper:\n' >"$work/recipe.yaml"
+# Warm the page cache once so that every run reads the same way.
+cat "$corpus" >/dev/null
+times=() rss=()
+for i in $(seq "$runs"); do
+  rm -rf "$work/job"
+  /usr/bin/time -f '%e %M' -o "$work/time.txt" "$bin" prepare --config "$work/recipe.yaml" \
+    --dataset-path "$corpus" --job-dir "$work/job" --num-shards 16 >/dev/null 2>"$work/err.txt" \
+    || { cat "$work/err.txt"; exit 1; }
+  read -r t m <"$work/time.txt"
+  times+=("$t"); rss+=("$m")
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+echo "corpus: $(stat -c %s "$corpus") bytes, $(wc -l <"$corpus") rows; runs: ${times[*]} s"
+echo "prepare --num-shards 16: median $(median "${times[@]}") s (target <= 0.6 s)"
+echo "peak RSS: max $(printf '%s\n' "${rss[@]}" | sort -n | tail -1) KB (target <= 65536 KB)"
+rm -rf "$work/job"
