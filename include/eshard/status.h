@@ -1,0 +1,130 @@
+/*
+ * status: a read-only snapshot of a job folder (REFERENCE.md §6), plus progress, rate, ETA and
+ * a per-host table (DESIGN.md "Observability").
+ *
+ * Contract: nothing here creates, changes or removes a file, so it is safe to run at any time,
+ * from any node, while workers run; a crash has no effect on the job. The snapshot is not
+ * atomic: each shard is judged from the files seen at the moment it is looked at.
+ *
+ * Classification, per shard in manifest order (the first rule that matches wins):
+ *   1. state/done/<id>.json exists   -> done    (owner = the record's hostname)
+ *   2. state/failed/<id>.json exists -> failed  (error = the record's last_error)
+ *   3. state/locks/<id>.lock exists  -> running, or stale when age > lock_timeout_secs (the
+ *      reference rule) or age > policy.lease_secs (eshard-mpi leases), where
+ *      age = max(0, now - the lock's mtime)
+ *   4. otherwise                     -> pending
+ * Leases: the lock owner rewrites its lock in place every heartbeat_secs, so a live lock's mtime
+ * is never older than about one heartbeat. A one-shot read can only compare that mtime with
+ * this host's clock, so clock skew against the file server moves the point where status says
+ * "stale". The worker's own takeover decision (claim module) does not rely on it: it watches
+ * the lock's mtime and content change on its own monotonic clock across polls, and takes over
+ * only when nothing changed for lease_secs. Status is therefore an estimate for humans and for
+ * completeness checks; it never reclaims anything.
+ */
+#ifndef ESHARD_STATUS_H
+#define ESHARD_STATUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eshard/buf.h"
+#include "eshard/manifest.h"
+
+enum es_shard_state {
+	ES_SHARD_PENDING = 0,
+	ES_SHARD_RUNNING,
+	ES_SHARD_STALE,
+	ES_SHARD_DONE,
+	ES_SHARD_FAILED,
+};
+
+/* "pending", "running", "stale", "done", "failed". */
+const char *es_shard_state_name(enum es_shard_state s);
+
+struct es_shard_status {
+	const char *shard_id;      /* points into the manifest */
+	int64_t rows;              /* manifest (input) rows of the shard */
+	enum es_shard_state state;
+	int metadata_error;        /* the done record or the lock could not be read */
+	char *owner;               /* done: record hostname; running/stale: lock hostname; or NULL */
+	char *error;               /* failed: last_error, or NULL */
+	char *failed_host;         /* failed: hostname of the last attempt's attempt.json, or NULL */
+	int has_pid;
+	int64_t pid;               /* running/stale: the lock's pid */
+	double lock_age_secs;      /* running/stale: max(0, now - lock mtime) */
+	int has_heartbeat;         /* the lock carries eshard-mpi lease fields */
+	int64_t heartbeat;         /* its heartbeat counter */
+	double claim_age_secs;     /* running/stale: now - the lock's claimed_at_epoch, or -1 */
+	int64_t done_rows;         /* done: rows of the result (the done record's rows), or -1 */
+	double claimed_at_epoch;   /* done: claimed_at_epoch of the attempt that published, or -1 */
+	double completed_at_epoch; /* done: the record's completed_at, or -1 */
+};
+
+struct es_status_counts {
+	int64_t total, pending, running, stale, done, failed;
+};
+
+/* One row of the per-host table. */
+struct es_status_host {
+	char *host;
+	int64_t done, running, stale, failed;
+};
+
+struct es_status {
+	struct es_status_counts counts;
+	int complete;               /* done == total */
+	int terminal;               /* done + failed == total */
+	double lock_timeout_secs;   /* the values the classification used */
+	double lease_secs;
+	struct es_shard_status *shards; /* manifest order */
+	size_t n_shards;
+	/* Progress (see es_status_collect for the definitions). */
+	int64_t rows_total;         /* manifest total rows (input rows) */
+	int64_t rows_done;          /* input rows of the done shards */
+	int64_t result_rows_done;   /* rows of the done results (after filtering) */
+	double rate_rows_per_sec;   /* < 0 when unknown */
+	double eta_secs;            /* < 0 when unknown; 0 when complete */
+	struct es_status_host *hosts; /* sorted by host name */
+	size_t n_hosts;
+};
+
+/*
+ * Classify every shard and fill out (free it with es_status_free, also after an error).
+ * lock_timeout <= 0 means the manifest's policy.lock_timeout_secs.
+ *
+ * Progress is defined simply so that it can be checked by hand:
+ *   rows_done = sum of the manifest rows of the done shards;
+ *   t0 = the earliest claimed_at_epoch among the attempts that published a done record (read
+ *        from the attempt.json beside the record's output_path) and the running locks;
+ *   t1 = the latest completed_at among the done records;
+ *   rate = rows_done / (t1 - t0) when t1 > t0, else unknown;
+ *   eta  = (rows_total - rows_done) / rate, assuming the current parallelism goes on.
+ * Unreadable or missing attempt files just leave the rate unknown.
+ */
+int es_status_collect(const struct es_manifest *m, double lock_timeout, struct es_status *out);
+
+/*
+ * The counts only, with the same classification, without reading done or failed records or
+ * attempt files (what a worker's idle loop or a completeness check needs).
+ */
+int es_status_count(const struct es_manifest *m, double lock_timeout, struct es_status_counts *c);
+
+void es_status_free(struct es_status *s);
+
+/* Process exit code of `status`: 0 complete, 2 any failed, otherwise 1. */
+int es_status_exit_code(const struct es_status_counts *c);
+
+/* The reference's object (pretty, sorted keys, trailing newline) with extra fields
+ * "progress", "hosts", "lock_timeout_secs" and "lease_secs", appended to out. */
+int es_status_format_json(const struct es_manifest *m, const struct es_status *s, struct es_buf *out);
+
+/* The reference's summary line, the progress line, the host table and, with all, one line per
+ * shard ("  <id>: <status>[ owner=<o>]"), appended to out. */
+int es_status_format_text(const struct es_manifest *m, const struct es_status *s, int all,
+			  struct es_buf *out);
+
+/* Parse a Python isoformat() time ("2026-12-02T08:37:05.108116+00:00", any offset, optional
+ * fraction) into Unix seconds. 0 or ES_EINVAL (no message). */
+int es_status_parse_iso(const char *s, double *out);
+
+#endif

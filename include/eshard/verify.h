@@ -1,0 +1,33 @@
+/*
+ * verify: the final check of a job (REFERENCE.md §8 step 9): complete, finished by enough
+ * distinct hosts, merged, and the merged file re-read line by line.
+ *
+ * Contract: verify changes nothing but what merge writes (the output and merge.json), so a
+ * crash leaves the job as merge's contract describes; running it again is always safe.
+ */
+#ifndef ESHARD_VERIFY_H
+#define ESHARD_VERIFY_H
+
+#include <stdint.h>
+
+struct es_verify_result {
+	int exit_code;        /* the process exit code: 0 PASS; 1 or 2 as status says for an
+			       * incomplete job; 2 for every other failure */
+	int64_t num_shards;
+	int64_t rows;         /* lines of the merged output, re-read */
+	int n_hosts;          /* distinct done-record hostnames */
+	char sha256[65];      /* of the merged output */
+	char *output;         /* resolved output path, or NULL; free() it */
+};
+
+/*
+ * Prints the status (as `status --all`), "Shard owners:" and "  <host>: <n> shard(s)" sorted
+ * by host, merge's line and "PASS: <S> shards were completed by <k> node(s); merged <rows> rows
+ * into <O>" on stdout. output NULL means <job_dir>/merged.jsonl; expect_nodes < 1 means 1.
+ * Returns 0 on PASS, or a negative ES_E* code after one es_error() ("Verification stopped: not
+ * all shards are complete.", "Verification failed: expected at least E distinct hostnames,
+ * found F.", or the failure of merge or of the re-read).
+ */
+int es_verify_run(const char *job_dir, const char *output, int expect_nodes, struct es_verify_result *r);
+
+#endif

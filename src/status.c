@@ -1,0 +1,702 @@
+#include "eshard/status.h"
+#include "eshard/fs.h"
+#include "eshard/log.h"
+#include "eshard/util.h"
+#include "json.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *es_shard_state_name(enum es_shard_state s)
+{
+	switch (s) {
+	case ES_SHARD_PENDING: return "pending";
+	case ES_SHARD_RUNNING: return "running";
+	case ES_SHARD_STALE: return "stale";
+	case ES_SHARD_DONE: return "done";
+	case ES_SHARD_FAILED: return "failed";
+	}
+	return "unknown";
+}
+
+int es_status_exit_code(const struct es_status_counts *c)
+{
+	if (c->done == c->total)
+		return 0;
+	return c->failed > 0 ? 2 : 1;
+}
+
+static double effective_timeout(const struct es_manifest *m, double lock_timeout)
+{
+	return lock_timeout > 0 ? lock_timeout : (double)m->policy.lock_timeout_secs;
+}
+
+/* Does a marker exist? open(), not stat(): on NFS an open revalidates the entry, where a cached
+ * negative lookup could hide a fresh marker (DESIGN.md "NFS caches metadata"). */
+static int marker_exists(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		close(fd);
+		return 1;
+	}
+	if (errno == ENOENT || errno == ENOTDIR)
+		return 0;
+	/* It is there but we cannot open it (permissions, a folder in the way): it exists. */
+	return errno == EACCES || errno == EISDIR ? 1 : es_error_errno(ES_EIO, "cannot open '%s'", path);
+}
+
+struct lock_view {
+	int exists;
+	double age;       /* max(0, now - mtime) */
+	cJSON *doc;       /* NULL when unreadable */
+};
+
+/* Open the lock once and take its mtime and content from the same inode. */
+static int read_lock(const char *path, int want_doc, struct lock_view *lv)
+{
+	memset(lv, 0, sizeof(*lv));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		return es_error_errno(ES_EIO, "cannot open lock '%s'", path);
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		int rc = es_error_errno(ES_EIO, "cannot stat lock '%s'", path);
+		close(fd);
+		return rc;
+	}
+	lv->exists = 1;
+	double mt = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9;
+	double age = es_time_epoch() - mt;
+	lv->age = age > 0 ? age : 0;
+	if (want_doc) {
+		struct es_buf b = ES_BUF_INIT;
+		char chunk[8192];
+		ssize_t n;
+		int bad = 0;
+		while ((n = read(fd, chunk, sizeof(chunk))) != 0) {
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				bad = 1;
+				break;
+			}
+			if (b.len > (1u << 20) || es_buf_add(&b, chunk, (size_t)n)) {
+				bad = 1;
+				break;
+			}
+		}
+		if (!bad) {
+			es_log_quiet_begin();
+			lv->doc = es_json_parse(b.data, b.len, path);
+			es_log_quiet_end();
+			if (lv->doc && !cJSON_IsObject(lv->doc)) {
+				cJSON_Delete(lv->doc);
+				lv->doc = NULL;
+			}
+		}
+		es_buf_free(&b);
+	}
+	close(fd);
+	return 0;
+}
+
+static int is_stale(double age, double lock_timeout, double lease)
+{
+	/* The reference rule, then the lease: a live owner refreshes the mtime every heartbeat. */
+	return age > lock_timeout || (lease > 0 && age > lease);
+}
+
+/* Load a JSON object quietly: 0 with *doc, ES_ENOENT when missing, another code when
+ * unreadable (no message: the caller records metadata_error). */
+static int load_quiet(const char *path, cJSON **doc)
+{
+	es_log_quiet_begin();
+	int rc = es_json_load(path, doc);
+	es_log_quiet_end();
+	if (!rc && !cJSON_IsObject(*doc)) {
+		cJSON_Delete(*doc);
+		*doc = NULL;
+		rc = ES_EINVAL;
+	}
+	return rc;
+}
+
+static char *dup_str(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+int es_status_parse_iso(const char *s, double *out)
+{
+	if (!s)
+		return ES_EINVAL;
+	int Y, M, D, h, mi, sec, n = 0;
+	if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &Y, &M, &D, &h, &mi, &sec, &n) != 6 || n != 19)
+		return ES_EINVAL;
+	const char *p = s + n;
+	double frac = 0;
+	if (*p == '.') {
+		double scale = 0.1;
+		p++;
+		if (*p < '0' || *p > '9')
+			return ES_EINVAL;
+		while (*p >= '0' && *p <= '9') {
+			frac += (*p - '0') * scale;
+			scale /= 10;
+			p++;
+		}
+	}
+	long off = 0;
+	if (*p == 'Z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int oh, om, k = 0;
+		if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &k) != 2 || k != 5)
+			return ES_EINVAL;
+		off = (oh * 3600L + om * 60L) * (*p == '-' ? -1 : 1);
+		p += 6;
+	} else if (*p) {
+		return ES_EINVAL;
+	}
+	if (*p)
+		return ES_EINVAL;
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = Y - 1900;
+	tm.tm_mon = M - 1;
+	tm.tm_mday = D;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	time_t t = timegm(&tm);
+	*out = (double)t - (double)off + frac;
+	return 0;
+}
+
+/* A path recorded in a record, relative to the job folder, that must name something inside
+ * attempts/<id>/; anything else (absolute, "..", another shard) is ignored: status only reads. */
+static int attempt_dir_of(const char *job_dir, const char *id, const char *rel, struct es_buf *out)
+{
+	if (!rel || rel[0] == '/' || strstr(rel, ".."))
+		return -1;
+	size_t lid = strlen(id);
+	if (strncmp(rel, "attempts/", 9) || strncmp(rel + 9, id, lid) || rel[9 + lid] != '/')
+		return -1;
+	const char *slash = strrchr(rel, '/');
+	es_buf_reset(out);
+	es_buf_printf(out, "%s/%.*s", job_dir, (int)(slash - rel), rel);
+	return 0;
+}
+
+static cJSON *load_attempt(const char *dir)
+{
+	struct es_buf p = ES_BUF_INIT;
+	cJSON *a = NULL;
+	es_buf_printf(&p, "%s/attempt.json", dir);
+	if (load_quiet(p.data, &a))
+		a = NULL;
+	es_buf_free(&p);
+	return a;
+}
+
+/* The attempt folder of a failed record: beside its last_log, else attempts/<id>/<NNNN>-*. */
+static char *failed_host_of(const char *job_dir, const char *id, const cJSON *rec)
+{
+	struct es_buf dir = ES_BUF_INIT;
+	char *host = NULL;
+	int found = !attempt_dir_of(job_dir, id, es_json_get_str(rec, "last_log"), &dir);
+	int64_t last;
+	if (!found && !es_json_get_i64(rec, "last_attempt", &last) && last > 0) {
+		char prefix[32];
+		snprintf(prefix, sizeof(prefix), "%04lld-", (long long)last);
+		es_buf_reset(&dir);
+		es_buf_printf(&dir, "%s/attempts/%s", job_dir, id);
+		DIR *d = opendir(dir.data);
+		if (d) {
+			struct dirent *e;
+			while ((e = readdir(d)) != NULL)
+				if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+					es_buf_adds(&dir, "/");
+					es_buf_adds(&dir, e->d_name);
+					found = 1;
+					break;
+				}
+			closedir(d);
+		}
+	}
+	if (found) {
+		cJSON *a = load_attempt(dir.data);
+		const char *h = es_json_get_str(a, "hostname");
+		if (h && *h)
+			host = strdup(h);
+		cJSON_Delete(a);
+	}
+	es_buf_free(&dir);
+	return host;
+}
+
+static double claimed_epoch_of(const cJSON *doc)
+{
+	double t;
+	if (!es_json_get_num(doc, "claimed_at_epoch", &t))
+		return t;
+	if (!es_status_parse_iso(es_json_get_str(doc, "claimed_at"), &t))
+		return t;
+	return -1;
+}
+
+static int shard_paths(const struct es_manifest *m, const char *id, struct es_buf *done,
+		       struct es_buf *failed, struct es_buf *lock)
+{
+	es_buf_reset(done);
+	es_buf_reset(failed);
+	es_buf_reset(lock);
+	int rc = es_buf_printf(done, "%s/state/done/%s.json", m->job_dir, id);
+	if (!rc)
+		rc = es_buf_printf(failed, "%s/state/failed/%s.json", m->job_dir, id);
+	if (!rc)
+		rc = es_buf_printf(lock, "%s/state/locks/%s.lock", m->job_dir, id);
+	return rc;
+}
+
+static void count_state(struct es_status_counts *c, enum es_shard_state s)
+{
+	switch (s) {
+	case ES_SHARD_PENDING: c->pending++; break;
+	case ES_SHARD_RUNNING: c->running++; break;
+	case ES_SHARD_STALE: c->stale++; break;
+	case ES_SHARD_DONE: c->done++; break;
+	case ES_SHARD_FAILED: c->failed++; break;
+	}
+}
+
+int es_status_count(const struct es_manifest *m, double lock_timeout, struct es_status_counts *c)
+{
+	struct es_buf done = ES_BUF_INIT, failed = ES_BUF_INIT, lock = ES_BUF_INIT;
+	double timeout = effective_timeout(m, lock_timeout);
+	int rc = 0;
+	memset(c, 0, sizeof(*c));
+	c->total = (int64_t)m->n_shards;
+	for (size_t i = 0; !rc && i < m->n_shards; i++) {
+		enum es_shard_state s = ES_SHARD_PENDING;
+		if ((rc = shard_paths(m, m->shards[i].id, &done, &failed, &lock)))
+			break;
+		if ((rc = marker_exists(done.data)) < 0)
+			break;
+		if (rc == 1) {
+			s = ES_SHARD_DONE;
+		} else if ((rc = marker_exists(failed.data)) < 0) {
+			break;
+		} else if (rc == 1) {
+			s = ES_SHARD_FAILED;
+		} else {
+			struct lock_view lv;
+			if ((rc = read_lock(lock.data, 0, &lv)))
+				break;
+			if (lv.exists)
+				s = is_stale(lv.age, timeout, m->policy.lease_secs) ? ES_SHARD_STALE : ES_SHARD_RUNNING;
+		}
+		rc = 0;
+		count_state(c, s);
+	}
+	es_buf_free(&done);
+	es_buf_free(&failed);
+	es_buf_free(&lock);
+	return rc;
+}
+
+/* Classify one shard with everything the full report shows. */
+static int collect_one(const struct es_manifest *m, const struct es_shard *sh, double timeout,
+		       struct es_buf *done, struct es_buf *failed, struct es_buf *lock,
+		       struct es_shard_status *r, double *t0)
+{
+	cJSON *doc = NULL;
+	int rc;
+	r->shard_id = sh->id;
+	r->rows = sh->rows;
+	r->claimed_at_epoch = r->completed_at_epoch = r->claim_age_secs = -1;
+	r->done_rows = -1;
+	if ((rc = shard_paths(m, sh->id, done, failed, lock)))
+		return rc;
+
+	rc = load_quiet(done->data, &doc);
+	if (rc != ES_ENOENT) {
+		r->state = ES_SHARD_DONE;
+		if (rc) {
+			r->metadata_error = 1;
+			return 0;
+		}
+		r->owner = dup_str(es_json_get_str(doc, "hostname"));
+		es_json_get_i64(doc, "rows", &r->done_rows);
+		double t;
+		if (!es_status_parse_iso(es_json_get_str(doc, "completed_at"), &t))
+			r->completed_at_epoch = t;
+		struct es_buf dir = ES_BUF_INIT;
+		if (!attempt_dir_of(m->job_dir, sh->id, es_json_get_str(doc, "output_path"), &dir)) {
+			cJSON *a = load_attempt(dir.data);
+			if (a)
+				r->claimed_at_epoch = claimed_epoch_of(a);
+			cJSON_Delete(a);
+		}
+		es_buf_free(&dir);
+		cJSON_Delete(doc);
+		return 0;
+	}
+
+	rc = load_quiet(failed->data, &doc);
+	if (rc != ES_ENOENT) {
+		r->state = ES_SHARD_FAILED;
+		if (rc) {
+			r->metadata_error = 1;
+			return 0;
+		}
+		r->error = dup_str(es_json_get_str(doc, "last_error"));
+		r->failed_host = failed_host_of(m->job_dir, sh->id, doc);
+		cJSON_Delete(doc);
+		return 0;
+	}
+
+	struct lock_view lv;
+	if ((rc = read_lock(lock->data, 1, &lv)))
+		return rc;
+	if (!lv.exists) {
+		r->state = ES_SHARD_PENDING;
+		return 0;
+	}
+	r->state = is_stale(lv.age, timeout, m->policy.lease_secs) ? ES_SHARD_STALE : ES_SHARD_RUNNING;
+	r->lock_age_secs = lv.age;
+	if (!lv.doc) {
+		r->metadata_error = 1;
+		return 0;
+	}
+	r->owner = dup_str(es_json_get_str(lv.doc, "hostname"));
+	r->has_pid = !es_json_get_i64(lv.doc, "pid", &r->pid);
+	r->has_heartbeat = !es_json_get_i64(lv.doc, "heartbeat", &r->heartbeat);
+	double c = claimed_epoch_of(lv.doc);
+	if (c >= 0) {
+		double age = es_time_epoch() - c;
+		r->claim_age_secs = age > 0 ? age : 0;
+		if (*t0 < 0 || c < *t0)
+			*t0 = c;
+	}
+	cJSON_Delete(lv.doc);
+	return 0;
+}
+
+static int host_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct es_status_host *)a)->host, ((const struct es_status_host *)b)->host);
+}
+
+static struct es_status_host *host_slot(struct es_status *s, const char *host)
+{
+	if (!host || !*host)
+		host = "(unknown)";
+	for (size_t i = 0; i < s->n_hosts; i++)
+		if (!strcmp(s->hosts[i].host, host))
+			return &s->hosts[i];
+	struct es_status_host *h = realloc(s->hosts, (s->n_hosts + 1) * sizeof(*h));
+	if (!h)
+		return NULL;
+	s->hosts = h;
+	h = &s->hosts[s->n_hosts];
+	memset(h, 0, sizeof(*h));
+	if (!(h->host = strdup(host)))
+		return NULL;
+	s->n_hosts++;
+	return h;
+}
+
+int es_status_collect(const struct es_manifest *m, double lock_timeout, struct es_status *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->lock_timeout_secs = effective_timeout(m, lock_timeout);
+	out->lease_secs = m->policy.lease_secs;
+	out->rate_rows_per_sec = out->eta_secs = -1;
+	out->shards = calloc(m->n_shards ? m->n_shards : 1, sizeof(*out->shards));
+	if (!out->shards)
+		return es_error(ES_ENOMEM, "out of memory collecting the status of %s", m->job_dir);
+	out->n_shards = m->n_shards;
+	out->counts.total = (int64_t)m->n_shards;
+	struct es_buf done = ES_BUF_INIT, failed = ES_BUF_INIT, lock = ES_BUF_INIT;
+	double t0 = -1, t1 = -1;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < m->n_shards; i++) {
+		struct es_shard_status *r = &out->shards[i];
+		rc = collect_one(m, &m->shards[i], out->lock_timeout_secs, &done, &failed, &lock, r, &t0);
+		if (rc)
+			break;
+		count_state(&out->counts, r->state);
+		out->rows_total += r->rows;
+		const char *host = NULL;
+		if (r->state == ES_SHARD_DONE) {
+			out->rows_done += r->rows;
+			if (r->done_rows > 0)
+				out->result_rows_done += r->done_rows;
+			if (r->claimed_at_epoch >= 0 && (t0 < 0 || r->claimed_at_epoch < t0))
+				t0 = r->claimed_at_epoch;
+			if (r->completed_at_epoch > t1)
+				t1 = r->completed_at_epoch;
+			host = r->owner;
+		} else if (r->state == ES_SHARD_RUNNING || r->state == ES_SHARD_STALE) {
+			host = r->owner;
+		} else if (r->state == ES_SHARD_FAILED) {
+			host = r->failed_host;
+		} else {
+			continue;
+		}
+		struct es_status_host *h = host_slot(out, host);
+		if (!h) {
+			rc = es_error(ES_ENOMEM, "out of memory collecting the status of %s", m->job_dir);
+			break;
+		}
+		switch (r->state) {
+		case ES_SHARD_DONE: h->done++; break;
+		case ES_SHARD_RUNNING: h->running++; break;
+		case ES_SHARD_STALE: h->stale++; break;
+		case ES_SHARD_FAILED: h->failed++; break;
+		case ES_SHARD_PENDING: break;
+		}
+	}
+	es_buf_free(&done);
+	es_buf_free(&failed);
+	es_buf_free(&lock);
+	if (rc)
+		return rc;
+	if (out->n_hosts > 1)
+		qsort(out->hosts, out->n_hosts, sizeof(*out->hosts), host_cmp);
+	out->complete = out->counts.done == out->counts.total;
+	out->terminal = out->counts.done + out->counts.failed == out->counts.total;
+	if (out->rows_done > 0 && t0 >= 0 && t1 > t0) {
+		out->rate_rows_per_sec = (double)out->rows_done / (t1 - t0);
+		out->eta_secs = (double)(out->rows_total - out->rows_done) / out->rate_rows_per_sec;
+	}
+	if (out->complete)
+		out->eta_secs = 0;
+	return 0;
+}
+
+void es_status_free(struct es_status *s)
+{
+	for (size_t i = 0; s->shards && i < s->n_shards; i++) {
+		free(s->shards[i].owner);
+		free(s->shards[i].error);
+		free(s->shards[i].failed_host);
+	}
+	free(s->shards);
+	for (size_t i = 0; i < s->n_hosts; i++)
+		free(s->hosts[i].host);
+	free(s->hosts);
+	memset(s, 0, sizeof(*s));
+}
+
+/* ---- output ---- */
+
+static double round3(double v)
+{
+	return round(v * 1000.0) / 1000.0;
+}
+
+static cJSON *str_or_null(const char *s)
+{
+	return s ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+/* Whole numbers are written as JSON integers (1 not 1.0), like the reference's int policy. */
+static cJSON *num_node(double v)
+{
+	if (v == floor(v) && fabs(v) < 9e15)
+		return es_json_new_int((int64_t)v);
+	return cJSON_CreateNumber(v);
+}
+
+static cJSON *shard_json(const struct es_shard_status *r)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	int rc = es_json_set_str(o, "shard_id", r->shard_id);
+	rc |= es_json_set_int(o, "rows", r->rows);
+	rc |= es_json_set_str(o, "status", es_shard_state_name(r->state));
+	switch (r->state) {
+	case ES_SHARD_DONE:
+		if (r->metadata_error)
+			rc |= es_json_set_bool(o, "metadata_error", 1);
+		else
+			rc |= es_json_set(o, "owner", str_or_null(r->owner));
+		break;
+	case ES_SHARD_FAILED:
+		rc |= es_json_set(o, "error", str_or_null(r->error));
+		if (r->metadata_error)
+			rc |= es_json_set_bool(o, "metadata_error", 1);
+		break;
+	case ES_SHARD_RUNNING:
+	case ES_SHARD_STALE:
+		rc |= es_json_set_float(o, "lock_age_secs", round3(r->lock_age_secs));
+		if (r->metadata_error) {
+			rc |= es_json_set_bool(o, "metadata_error", 1);
+			break;
+		}
+		rc |= es_json_set(o, "owner", str_or_null(r->owner));
+		rc |= es_json_set(o, "pid", r->has_pid ? es_json_new_int(r->pid) : cJSON_CreateNull());
+		if (r->has_heartbeat) {
+			/* With leases the mtime is the last refresh, so the lock age is the lease age. */
+			rc |= es_json_set_int(o, "heartbeat", r->heartbeat);
+			rc |= es_json_set_float(o, "lease_age_secs", round3(r->lock_age_secs));
+		}
+		if (r->claim_age_secs >= 0)
+			rc |= es_json_set_float(o, "claim_age_secs", round3(r->claim_age_secs));
+		break;
+	case ES_SHARD_PENDING:
+		break;
+	}
+	if (rc) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+int es_status_format_json(const struct es_manifest *m, const struct es_status *s, struct es_buf *out)
+{
+	cJSON *o = cJSON_CreateObject(), *counts = cJSON_CreateObject(), *shards = cJSON_CreateArray();
+	cJSON *progress = cJSON_CreateObject(), *hosts = cJSON_CreateArray();
+	const cJSON *ex = cJSON_GetObjectItemCaseSensitive((const cJSON *)m->doc, "execution");
+	int rc = (!o || !counts || !shards || !progress || !hosts) ? ES_ENOMEM : 0;
+	if (rc) {
+		cJSON_Delete(counts);
+		cJSON_Delete(shards);
+		cJSON_Delete(progress);
+		cJSON_Delete(hosts);
+		goto out;
+	}
+	rc |= es_json_set_int(counts, "done", s->counts.done);
+	rc |= es_json_set_int(counts, "failed", s->counts.failed);
+	rc |= es_json_set_int(counts, "pending", s->counts.pending);
+	rc |= es_json_set_int(counts, "running", s->counts.running);
+	rc |= es_json_set_int(counts, "stale", s->counts.stale);
+	rc |= es_json_set(o, "counts", counts);
+	rc |= es_json_set_bool(o, "complete", s->complete);
+	rc |= es_json_set(o, "execution", ex ? cJSON_Duplicate(ex, 1) : cJSON_CreateNull());
+	rc |= es_json_set_str(o, "job_dir", m->job_dir);
+	rc |= es_json_set_str(o, "job_id", m->job_id);
+	for (size_t i = 0; i < s->n_shards; i++) {
+		cJSON *r = shard_json(&s->shards[i]);
+		if (!r || !cJSON_AddItemToArray(shards, r)) {
+			cJSON_Delete(r);
+			rc = ES_ENOMEM;
+			break;
+		}
+	}
+	rc |= es_json_set(o, "shards", shards);
+	rc |= es_json_set_bool(o, "terminal", s->terminal);
+	rc |= es_json_set_int(o, "total", s->counts.total);
+	/* eshard-mpi additions; the reference's keys above keep their meaning. */
+	rc |= es_json_set(o, "lock_timeout_secs", num_node(s->lock_timeout_secs));
+	rc |= es_json_set(o, "lease_secs", num_node(s->lease_secs));
+	rc |= es_json_set_int(progress, "shards_done", s->counts.done);
+	rc |= es_json_set_int(progress, "shards_total", s->counts.total);
+	rc |= es_json_set_int(progress, "rows_done", s->rows_done);
+	rc |= es_json_set_int(progress, "rows_total", s->rows_total);
+	rc |= es_json_set_int(progress, "result_rows_done", s->result_rows_done);
+	rc |= es_json_set(progress, "rows_per_sec", s->rate_rows_per_sec >= 0 ?
+			  cJSON_CreateNumber(round3(s->rate_rows_per_sec)) : cJSON_CreateNull());
+	rc |= es_json_set(progress, "eta_secs", s->eta_secs >= 0 ?
+			  cJSON_CreateNumber(round3(s->eta_secs)) : cJSON_CreateNull());
+	rc |= es_json_set(o, "progress", progress);
+	for (size_t i = 0; i < s->n_hosts; i++) {
+		cJSON *h = cJSON_CreateObject();
+		if (!h || !cJSON_AddItemToArray(hosts, h)) {
+			cJSON_Delete(h);
+			rc = ES_ENOMEM;
+			break;
+		}
+		rc |= es_json_set_str(h, "host", s->hosts[i].host);
+		rc |= es_json_set_int(h, "done", s->hosts[i].done);
+		rc |= es_json_set_int(h, "running", s->hosts[i].running);
+		rc |= es_json_set_int(h, "stale", s->hosts[i].stale);
+		rc |= es_json_set_int(h, "failed", s->hosts[i].failed);
+	}
+	rc |= es_json_set(o, "hosts", hosts);
+	if (!rc)
+		rc = es_json_dump(o, 1, out);
+out:
+	cJSON_Delete(o);
+	return rc ? es_error(ES_ENOMEM, "out of memory writing the status of %s", m->job_dir) : 0;
+}
+
+static void fmt_duration(double secs, char *out, size_t n)
+{
+	long long t = (long long)llround(secs);
+	if (t >= 3600)
+		snprintf(out, n, "%lldh%02lldm%02llds", t / 3600, t / 60 % 60, t % 60);
+	else if (t >= 60)
+		snprintf(out, n, "%lldm%02llds", t / 60, t % 60);
+	else
+		snprintf(out, n, "%llds", t);
+}
+
+int es_status_format_text(const struct es_manifest *m, const struct es_status *s, int all,
+			  struct es_buf *out)
+{
+	const cJSON *ex = cJSON_GetObjectItemCaseSensitive((const cJSON *)m->doc, "execution");
+	const char *et = es_json_get_str(ex, "executor_type");
+	const struct es_status_counts *c = &s->counts;
+	int rc = es_buf_printf(out, "Job %s: executor=%s ray_address=%s total=%lld pending=%lld running=%lld "
+			       "stale=%lld done=%lld failed=%lld\n", m->job_id, et ? et : "ray", m->ray_address,
+			       (long long)c->total, (long long)c->pending, (long long)c->running,
+			       (long long)c->stale, (long long)c->done, (long long)c->failed);
+	double pct = s->rows_total > 0 ? 100.0 * (double)s->rows_done / (double)s->rows_total : 0;
+	rc |= es_buf_printf(out, "Progress: %lld/%lld shards done, %lld/%lld rows (%.1f%%)",
+			    (long long)c->done, (long long)c->total, (long long)s->rows_done,
+			    (long long)s->rows_total, pct);
+	if (s->rate_rows_per_sec >= 0)
+		rc |= es_buf_printf(out, s->rate_rows_per_sec < 10 ? ", %.2f rows/s" : ", %.1f rows/s",
+				    s->rate_rows_per_sec);
+	else
+		rc |= es_buf_adds(out, ", rate unknown");
+	if (s->complete) {
+		rc |= es_buf_adds(out, ", complete\n");
+	} else if (s->eta_secs >= 0) {
+		char d[48];
+		fmt_duration(s->eta_secs, d, sizeof(d));
+		rc |= es_buf_printf(out, ", ETA %s\n", d);
+	} else {
+		rc |= es_buf_adds(out, ", ETA unknown\n");
+	}
+	if (s->n_hosts) {
+		int w = 4;
+		for (size_t i = 0; i < s->n_hosts; i++)
+			if ((int)strlen(s->hosts[i].host) > w)
+				w = (int)strlen(s->hosts[i].host);
+		/* No ':' in these lines, so a reader of the "  <id>: <status>" lines is not misled. */
+		rc |= es_buf_printf(out, "Hosts:\n  %-*s %6s %8s %6s %7s\n", w, "host", "done", "running",
+				    "stale", "failed");
+		for (size_t i = 0; i < s->n_hosts; i++) {
+			const struct es_status_host *h = &s->hosts[i];
+			rc |= es_buf_printf(out, "  %-*s %6lld %8lld %6lld %7lld\n", w, h->host,
+					    (long long)h->done, (long long)h->running, (long long)h->stale,
+					    (long long)h->failed);
+		}
+	}
+	for (size_t i = 0; all && i < s->n_shards; i++) {
+		const struct es_shard_status *r = &s->shards[i];
+		rc |= es_buf_printf(out, "  %s: %s", r->shard_id, es_shard_state_name(r->state));
+		if (r->owner && *r->owner)
+			rc |= es_buf_printf(out, " owner=%s", r->owner);
+		rc |= es_buf_addc(out, '\n');
+	}
+	return rc ? es_error(ES_ENOMEM, "out of memory writing the status of %s", m->job_dir) : 0;
+}

@@ -1,0 +1,165 @@
+#include "eshard/verify.h"
+#include "eshard/fs.h"
+#include "eshard/jsonl.h"
+#include "eshard/log.h"
+#include "eshard/manifest.h"
+#include "eshard/merge.h"
+#include "eshard/prepare.h"
+#include "eshard/status.h"
+#include "json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct owner {
+	char *host;
+	int64_t n;
+};
+
+static int owner_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct owner *)a)->host, ((const struct owner *)b)->host);
+}
+
+/* Count the done records per hostname; every record must name a host. */
+static int count_owners(const struct es_manifest *m, struct owner **out, size_t *n_out)
+{
+	struct owner *o = calloc(m->n_shards, sizeof(*o));
+	struct es_buf p = ES_BUF_INIT;
+	size_t n = 0;
+	int rc = o ? 0 : es_error(ES_ENOMEM, "out of memory counting shard owners");
+	for (size_t i = 0; !rc && i < m->n_shards; i++) {
+		cJSON *rec = NULL;
+		es_buf_reset(&p);
+		es_buf_printf(&p, "%s/state/done/%s.json", m->job_dir, m->shards[i].id);
+		if ((rc = es_json_load_required(p.data, "Done record", &rec)))
+			break;
+		const char *h = es_json_get_str(rec, "hostname");
+		if (!h || !*h) {
+			rc = es_error(ES_EINVAL, "Done record for %s has no hostname: %s", m->shards[i].id, p.data);
+		} else {
+			size_t j = 0;
+			while (j < n && strcmp(o[j].host, h))
+				j++;
+			if (j == n && !(o[n++].host = strdup(h)))
+				rc = es_error(ES_ENOMEM, "out of memory counting shard owners");
+			else
+				o[j].n++;
+		}
+		cJSON_Delete(rec);
+	}
+	es_buf_free(&p);
+	if (!rc && n > 1)
+		qsort(o, n, sizeof(*o), owner_cmp);
+	*out = o;
+	*n_out = n;
+	return rc;
+}
+
+/* Re-read the merged output: no blank line, every line a JSON object. */
+static int reread(const char *path, int64_t *rows)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return es_error_errno(ES_EIO, "cannot open merged output '%s'", path);
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	struct es_jsonl *jl = es_jsonl_new(NULL);
+	struct es_line_reader *r = es_line_reader_new(fd, ES_MAX_LINE_BYTES, path);
+	int rc = 0, got;
+	*rows = 0;
+	if (!jl || !r) {
+		rc = es_error(ES_ENOMEM, "out of memory reading '%s'", path);
+	} else {
+		const char *line;
+		size_t len;
+		int has_nl;
+		while ((got = es_line_reader_next(r, &line, &len, &has_nl)) == 1) {
+			if ((rc = es_jsonl_validate(jl, line, len, path, es_line_reader_lineno(r))))
+				break;
+			(*rows)++;
+		}
+		if (!rc && got < 0)
+			rc = got;
+	}
+	es_line_reader_free(r);
+	es_jsonl_free(jl);
+	close(fd);
+	return rc;
+}
+
+int es_verify_run(const char *job_dir, const char *output, int expect_nodes, struct es_verify_result *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->exit_code = 2;
+	if (expect_nodes < 1)
+		expect_nodes = 1;
+	struct es_manifest m;
+	int rc = es_manifest_load(job_dir, &m);
+	if (rc)
+		return rc;
+	struct es_status st;
+	struct es_buf text = ES_BUF_INIT, outp = ES_BUF_INIT;
+	struct owner *owners = NULL;
+	size_t n_owners = 0;
+	struct es_merge_result mr;
+	memset(&mr, 0, sizeof(mr));
+	r->num_shards = (int64_t)m.n_shards;
+
+	/* The reference ran `status --all` here; its report is the same. */
+	rc = es_status_collect(&m, 0, &st);
+	if (!rc)
+		rc = es_status_format_text(&m, &st, 1, &text);
+	if (rc)
+		goto out;
+	fputs(text.data, stdout);
+	int sc = es_status_exit_code(&st.counts);
+	if (sc) {
+		fflush(stdout);
+		rc = es_error(ES_EINVAL, "Verification stopped: not all shards are complete.");
+		r->exit_code = sc;
+		goto out;
+	}
+	if ((rc = count_owners(&m, &owners, &n_owners)))
+		goto out;
+	r->n_hosts = (int)n_owners;
+	printf("Shard owners:\n");
+	for (size_t i = 0; i < n_owners; i++)
+		printf("  %s: %lld shard(s)\n", owners[i].host, (long long)owners[i].n);
+	fflush(stdout);
+	if ((int)n_owners < expect_nodes) {
+		rc = es_error(ES_EINVAL, "Verification failed: expected at least %d distinct hostnames, found %zu.",
+			      expect_nodes, n_owners);
+		goto out;
+	}
+	if (output)
+		rc = es_fs_resolve(output, &outp);
+	else
+		rc = es_path_join(&outp, m.job_dir, "merged.jsonl");
+	if (rc)
+		goto out;
+	if ((rc = es_merge_run(m.job_dir, outp.data, 1, 0, &mr, 0)))
+		goto out;
+	if ((rc = reread(mr.output, &r->rows)))
+		goto out;
+	memcpy(r->sha256, mr.sha256, sizeof(r->sha256));
+	r->output = mr.output;
+	mr.output = NULL;
+	printf("PASS: %lld shards were completed by %zu node(s); merged %lld rows into %s\n",
+	       (long long)r->num_shards, n_owners, (long long)r->rows, r->output);
+	fflush(stdout);
+	r->exit_code = 0;
+out:
+	for (size_t i = 0; owners && i < n_owners; i++)
+		free(owners[i].host);
+	free(owners);
+	free(mr.output);
+	es_status_free(&st);
+	es_buf_free(&text);
+	es_buf_free(&outp);
+	es_manifest_free(&m);
+	return rc;
+}

@@ -1,0 +1,232 @@
+/*
+ * jobfix: hand-made job folders for the status, retry, merge and verify unit tests.
+ *
+ * A job is laid out as prepare lays it out (REFERENCE.md §2.1) with a small manifest holding
+ * what the readers need; shard files hold rows {"id": k, "text": "..."}. Done records point at
+ * byte copies of the shards in an attempt folder, as if each shard had been processed by `cp`.
+ * Header-only (static inline functions), so every test executable gets its own copy.
+ */
+#ifndef ESHARD_TEST_JOBFIX_H
+#define ESHARD_TEST_JOBFIX_H
+
+#include "eshard/buf.h"
+#include "eshard/fs.h"
+#include "eshard/sha.h"
+#include "eshard/util.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define JF_MAX 16
+
+struct jf {
+	char dir[1024];
+	int n;
+	char id[JF_MAX][64];
+	int rows[JF_MAX];
+	char attempt[JF_MAX][256]; /* attempts/<id>/<NNNN>-<token> of the last jf_done/jf_failed */
+};
+
+static inline void jf_write(const char *path, const char *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f) {
+		perror(path);
+		exit(3);
+	}
+	fwrite(data, 1, len, f);
+	fclose(f);
+}
+
+static inline void jf_writes(const char *path, const char *text)
+{
+	jf_write(path, text, strlen(text));
+}
+
+/* The whole file, NUL-terminated (malloc'd), or NULL. */
+static inline char *jf_read(const char *path, size_t *len)
+{
+	struct es_buf b = ES_BUF_INIT;
+	if (es_fs_read_file(path, &b, (size_t)1 << 30)) {
+		es_buf_free(&b);
+		return NULL;
+	}
+	return es_buf_detach(&b, len);
+}
+
+static inline void jf_path(const struct jf *j, char *out, size_t n, const char *fmt, const char *id)
+{
+	int k = snprintf(out, n, "%s/", j->dir);
+	snprintf(out + k, n - (size_t)k, fmt, id);
+}
+
+static inline void jf_mkdirs(const char *p)
+{
+	if (es_fs_mkdirs(p, 0755))
+		exit(3);
+}
+
+/* A job folder root/name with n shards of rows[i] rows each; policy_extra is inserted in the
+ * policy object (e.g. "\"lease_secs\": 120, "). */
+static inline void jf_make(struct jf *j, const char *root, const char *name, int n, const int *rows,
+		    const char *policy_extra)
+{
+	memset(j, 0, sizeof(*j));
+	snprintf(j->dir, sizeof(j->dir), "%s/%s", root, name);
+	j->n = n;
+	char p[2048];
+	const char *sub[] = { "shards", "attempts", "state/locks", "state/done", "state/failed",
+			      "state/stale_locks", "state/history/failed", "state/history/attempts" };
+	for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", j->dir, sub[i]);
+		jf_mkdirs(p);
+	}
+	struct es_buf man = ES_BUF_INIT, all = ES_BUF_INIT;
+	long long total_rows = 0, total_bytes = 0, id = 0;
+	es_buf_printf(&man, "{\n  \"execution\": {\"executor_type\": \"ray\", \"ray_address\": \"local\", "
+		      "\"recipe_executor_type\": \"ray\"},\n  \"job_id\": \"%s\",\n  \"num_shards\": %d,\n"
+		      "  \"policy\": {%s\"lock_timeout_secs\": 126000, \"max_retries\": 3, "
+		      "\"poll_interval_secs\": 20},\n  \"schema_version\": 2,\n  \"shards\": [\n",
+		      name, n, policy_extra ? policy_extra : "");
+	for (int i = 0; i < n; i++) {
+		struct es_buf data = ES_BUF_INIT;
+		snprintf(j->id[i], sizeof(j->id[i]), "part-%05d-of-%05d", i, n);
+		j->rows[i] = rows[i];
+		for (int r = 0; r < rows[i]; r++, id++)
+			es_buf_printf(&data, "{\"id\":%lld,\"text\":\"row %lld of shard %d\"}\n", id, id, i);
+		snprintf(p, sizeof(p), "%s/shards/%s.jsonl", j->dir, j->id[i]);
+		jf_write(p, data.data, data.len);
+		char hex[65];
+		es_sha_file(p, hex, NULL);
+		es_buf_printf(&man, "    {\"id\": \"%s\", \"index\": %d, \"path\": \"shards/%s.jsonl\", \"rows\": %d, "
+			      "\"sha256\": \"%s\", \"size_bytes\": %zu}%s\n", j->id[i], i, j->id[i], rows[i], hex,
+			      data.len, i + 1 < n ? "," : "");
+		total_rows += rows[i];
+		total_bytes += (long long)data.len;
+		es_buf_add(&all, data.data, data.len);
+		es_buf_free(&data);
+	}
+	struct es_sha s;
+	char hex[65];
+	es_sha_init(&s);
+	es_sha_update(&s, all.data, all.len);
+	es_sha_final(&s, hex);
+	es_buf_printf(&man, "  ],\n  \"normalized_sha256\": \"%s\",\n  \"total_rows\": %lld,\n"
+		      "  \"total_size_bytes\": %lld\n}\n", hex, total_rows, total_bytes);
+	snprintf(p, sizeof(p), "%s/manifest.json", j->dir);
+	jf_write(p, man.data, man.len);
+	es_buf_free(&man);
+	es_buf_free(&all);
+}
+
+/* The concatenated shard bytes. */
+static inline char *jf_concat(const struct jf *j, size_t *len)
+{
+	struct es_buf all = ES_BUF_INIT;
+	for (int i = 0; i < j->n; i++) {
+		char p[2048];
+		size_t n;
+		jf_path(j, p, sizeof(p), "shards/%s.jsonl", j->id[i]);
+		char *d = jf_read(p, &n);
+		es_buf_add(&all, d, n);
+		free(d);
+	}
+	return es_buf_detach(&all, len);
+}
+
+/* An attempt folder attempts/<id>/<NNNN>-<token> with an attempt.json of this host/status. */
+static inline void jf_attempt(struct jf *j, int i, int number, const char *host, const char *status, double claimed)
+{
+	char tok[33], p[2048], text[2048];
+	es_fs_token(tok);
+	char id[64];
+	memcpy(id, j->id[i], sizeof(id));
+	snprintf(j->attempt[i], sizeof(j->attempt[i]), "attempts/%s/%04d-%s", id, number, tok);
+	snprintf(p, sizeof(p), "%s/%s", j->dir, j->attempt[i]);
+	jf_mkdirs(p);
+	snprintf(text, sizeof(text), "{\n  \"attempt_dir\": \"%s\",\n  \"attempt_number\": %d,\n"
+		 "  \"claimed_at_epoch\": %.6f,\n  \"hostname\": \"%s\",\n  \"shard_id\": \"%s\",\n"
+		 "  \"status\": \"%s\",\n  \"token\": \"%s\"\n}\n", j->attempt[i], number, claimed, host,
+		 j->id[i], status, tok);
+	snprintf(p, sizeof(p), "%s/%s/attempt.json", j->dir, j->attempt[i]);
+	jf_writes(p, text);
+}
+
+/* Done record for shard i by host, its result a copy of the shard (its last '\n' dropped when
+ * chop_nl); rows/sha in the record are of the copy, then adjusted by drows and bad_sha. */
+static inline void jf_done_ex(struct jf *j, int i, const char *host, int chop_nl, int drows, int bad_sha,
+		       double claimed, double completed)
+{
+	char p[2048], q[2048], hex[65], when[40], text[4096];
+	size_t n;
+	jf_attempt(j, i, 1, host, "done", claimed);
+	jf_path(j, p, sizeof(p), "shards/%s.jsonl", j->id[i]);
+	char *d = jf_read(p, &n);
+	if (chop_nl && n && d[n - 1] == '\n')
+		n--;
+	snprintf(q, sizeof(q), "%s/%s/processed.jsonl", j->dir, j->attempt[i]);
+	jf_write(q, d, n);
+	free(d);
+	es_sha_file(q, hex, NULL);
+	if (bad_sha)
+		hex[0] = hex[0] == '0' ? '1' : '0';
+	struct timespec ts = { (time_t)completed, (long)((completed - (double)(time_t)completed) * 1e9) };
+	es_time_iso(&ts, when);
+	snprintf(text, sizeof(text), "{\n  \"attempt_number\": 1,\n  \"completed_at\": \"%s\",\n"
+		 "  \"executor_type\": \"ray\",\n  \"hostname\": \"%s\",\n  \"output_path\": \"%s/processed.jsonl\",\n"
+		 "  \"pid\": 42,\n  \"ray_address\": \"local\",\n  \"ray_output_files\": [],\n  \"rows\": %d,\n"
+		 "  \"sha256\": \"%s\",\n  \"shard_id\": \"%s\",\n  \"size_bytes\": %zu,\n  \"status\": \"done\",\n"
+		 "  \"token\": \"x\"\n}\n", when, host, j->attempt[i], j->rows[i] + drows, hex, j->id[i], n);
+	jf_path(j, p, sizeof(p), "state/done/%s.json", j->id[i]);
+	jf_writes(p, text);
+}
+
+static inline void jf_done(struct jf *j, int i, const char *host)
+{
+	double now = es_time_epoch();
+	jf_done_ex(j, i, host, 0, 0, 0, now - 10, now);
+}
+
+/* Failed record for shard i whose last attempt ran on host. */
+static inline void jf_failed(struct jf *j, int i, const char *host, const char *error)
+{
+	char p[2048], text[2048];
+	jf_attempt(j, i, 4, host, "failed", es_time_epoch() - 5);
+	snprintf(text, sizeof(text), "{\n  \"failed_at\": \"2026-12-02T08:00:00+00:00\",\n  \"failures\": 4,\n"
+		 "  \"last_attempt\": 4,\n  \"last_error\": \"%s\",\n  \"last_log\": \"%s/process.log\",\n"
+		 "  \"shard_id\": \"%s\",\n  \"status\": \"failed\"\n}\n", error, j->attempt[i], j->id[i]);
+	jf_path(j, p, sizeof(p), "state/failed/%s.json", j->id[i]);
+	jf_writes(p, text);
+}
+
+/* A lock for shard i held by host, last changed age seconds ago; heartbeat < 0: none (a
+ * reference worker's lock). */
+static inline void jf_lock(struct jf *j, int i, const char *host, double age, long heartbeat)
+{
+	char p[2048], text[1024], hb[64] = "";
+	if (heartbeat >= 0)
+		snprintf(hb, sizeof(hb), ", \"heartbeat\": %ld, \"lease_secs\": 120.0", heartbeat);
+	double claimed = es_time_epoch() - age;
+	snprintf(text, sizeof(text), "{\"attempt_dir\": \"attempts/%s/0001-x\", \"attempt_number\": 1, "
+		 "\"claimed_at\": \"2026-12-02T08:00:00+00:00\", \"claimed_at_epoch\": %.6f%s, \"hostname\": \"%s\", "
+		 "\"pid\": 4242, \"shard_id\": \"%s\", \"token\": \"%032d\"}\n", j->id[i], claimed, hb, host, j->id[i], i);
+	jf_path(j, p, sizeof(p), "state/locks/%s.lock", j->id[i]);
+	jf_writes(p, text);
+	struct timespec t[2];
+	t[0].tv_sec = t[1].tv_sec = (time_t)claimed;
+	t[0].tv_nsec = t[1].tv_nsec = 0;
+	utimensat(AT_FDCWD, p, t, 0);
+}
+
+static inline int jf_exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}
+
+#endif

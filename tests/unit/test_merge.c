@@ -1,0 +1,310 @@
+/*
+ * Unit tests of merge (REFERENCE.md §7, §2.9, §9 test 11): an incomplete job is refused; done
+ * records pointing at copies give the concatenated shards and a matching merge.json; a missing
+ * final newline is added to the output only; tampered records and results are caught; a result
+ * outside the job folder is refused; an existing output needs overwrite; invalid lines; long
+ * lines and many blocks (the pipelined reader); a failure leaves the old output and no temporary.
+ */
+#include "testlib.h"
+#include "jobfix.h"
+
+#include "eshard/log.h"
+#include "eshard/merge.h"
+#include "json.h"
+
+#include <dirent.h>
+
+static const char *T;
+
+static int count_temps(const char *dir)
+{
+	int n = 0;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL)
+		n += e->d_name[0] == '.' && strstr(e->d_name, ".tmp") != NULL;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void sha_of(const char *data, size_t n, char hex[65])
+{
+	struct es_sha s;
+	es_sha_init(&s);
+	es_sha_update(&s, data, n);
+	es_sha_final(&s, hex);
+}
+
+static void test_incomplete_then_merge(void)
+{
+	int rows[] = { 3, 1, 4 };
+	struct jf j;
+	char out[2048], p[2048];
+	jf_make(&j, T, "job", 3, rows, NULL);
+	snprintf(out, sizeof(out), "%s/out/nested/merged.jsonl", T);
+	struct es_merge_result r;
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 0, 0, &r, 1), ES_EINVAL);
+	CHECK_STR_EQ(es_last_error(), "Cannot merge an incomplete job: pending=3 running=0 stale=0 failed=0 done=0");
+	CHECK(r.output == NULL);
+	jf_done(&j, 0, "a");
+	jf_failed(&j, 1, "a", "x");
+	jf_lock(&j, 2, "a", 1, 0);
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 0, 0, &r, 1), ES_EINVAL);
+	CHECK_STR_EQ(es_last_error(), "Cannot merge an incomplete job: pending=0 running=1 stale=0 failed=1 done=1");
+	CHECK(!jf_exists(out));
+
+	jf_path(&j, p, sizeof(p), "state/failed/%s.json", j.id[1]);
+	unlink(p);
+	jf_path(&j, p, sizeof(p), "state/locks/%s.lock", j.id[2]);
+	unlink(p);
+	jf_done(&j, 1, "b");
+	jf_done(&j, 2, "a");
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 0, 0, &r, 1), 0);
+	size_t lc, lo;
+	char *cat = jf_concat(&j, &lc), *got = jf_read(out, &lo);
+	CHECK_MEM_EQ(got, lo, cat, lc);
+	char hex[65];
+	sha_of(cat, lc, hex);
+	CHECK_STR_EQ(r.sha256, hex);
+	CHECK_INT_EQ(r.rows, 8);
+	CHECK_INT_EQ(r.num_shards, 3);
+	CHECK_INT_EQ(r.bytes, lc);
+	CHECK_STR_EQ(r.output, out);
+	snprintf(p, sizeof(p), "%s/merge.json", j.dir);
+	cJSON *mj = NULL;
+	CHECK_INT_EQ(es_json_load(p, &mj), 0);
+	int64_t v = 0;
+	CHECK(!es_json_get_i64(mj, "rows", &v) && v == 8);
+	CHECK(!es_json_get_i64(mj, "num_shards", &v) && v == 3);
+	CHECK_STR_EQ(es_json_get_str(mj, "sha256"), hex);
+	CHECK_STR_EQ(es_json_get_str(mj, "output_path"), out);
+	CHECK_STR_EQ(es_json_get_str(mj, "job_id"), "job");
+	CHECK(es_json_get_str(mj, "merged_at") != NULL);
+	CHECK_INT_EQ(cJSON_GetArraySize(mj), 6);
+	cJSON_Delete(mj);
+	/* The manifest's normalized_sha256 is the merged sha when results are unchanged copies. */
+	snprintf(p, sizeof(p), "%s/manifest.json", j.dir);
+	char *man = jf_read(p, NULL);
+	CHECK(man && strstr(man, hex));
+	free(man);
+	free(r.output);
+
+	/* Exists without overwrite; with overwrite it is replaced. */
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 0, 0, &r, 1), ES_EEXIST);
+	char want[4200];
+	snprintf(want, sizeof(want), "Output already exists: %s; pass --overwrite to replace it", out);
+	CHECK_STR_EQ(es_last_error(), want);
+	jf_writes(out, "old\n");
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 1, 0, &r, 1), 0);
+	free(got);
+	got = jf_read(out, &lo);
+	CHECK_MEM_EQ(got, lo, cat, lc);
+	free(r.output);
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 1, 0, NULL, 1), 0);
+
+	/* A relative output resolves against the current folder. */
+	char cwd[4096];
+	CHECK(getcwd(cwd, sizeof(cwd)) != NULL);
+	CHECK(chdir(T) == 0);
+	CHECK_INT_EQ(es_merge_run(j.dir, "rel.jsonl", 0, 0, &r, 1), 0);
+	snprintf(p, sizeof(p), "%s/rel.jsonl", T);
+	CHECK_STR_EQ(r.output, p);
+	free(r.output);
+	CHECK(chdir(cwd) == 0);
+	snprintf(p, sizeof(p), "%s/out/nested", T);
+	CHECK_INT_EQ(count_temps(p), 0);
+	free(cat);
+	free(got);
+}
+
+static void test_missing_newline(void)
+{
+	int rows[] = { 2, 3 };
+	struct jf j;
+	char out[2048];
+	jf_make(&j, T, "nonl", 2, rows, NULL);
+	double now = es_time_epoch();
+	jf_done_ex(&j, 0, "a", 1, 0, 0, now - 5, now);
+	jf_done_ex(&j, 1, "a", 1, 0, 0, now - 5, now);
+	snprintf(out, sizeof(out), "%s/nonl.jsonl", T);
+	struct es_merge_result r;
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 0, 0, &r, 1), 0);
+	size_t lc, lo;
+	char *cat = jf_concat(&j, &lc), *got = jf_read(out, &lo);
+	CHECK_MEM_EQ(got, lo, cat, lc);
+	CHECK_INT_EQ(r.rows, 5);
+	char hex[65];
+	sha_of(cat, lc, hex);
+	CHECK_STR_EQ(r.sha256, hex);
+	free(r.output);
+	free(cat);
+	free(got);
+}
+
+/* Each tampering gives the mismatch error and leaves the previous output alone. */
+static void test_tampering(void)
+{
+	int rows[] = { 2, 2 };
+	struct jf j;
+	char out[2048], p[4096];
+	snprintf(out, sizeof(out), "%s/tamper.jsonl", T);
+	struct es_merge_result r;
+	double now = es_time_epoch();
+	const char *mismatch = "Result checksum or row count mismatch for part-00001-of-00002";
+
+	jf_make(&j, T, "tamper-rows", 2, rows, NULL);
+	jf_done(&j, 0, "a");
+	jf_done_ex(&j, 1, "a", 0, 1, 0, now - 5, now);
+	jf_writes(out, "previous\n");
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 1, 0, &r, 1), ES_EINVAL);
+	CHECK_STR_EQ(es_last_error(), mismatch);
+
+	jf_make(&j, T, "tamper-sha", 2, rows, NULL);
+	jf_done(&j, 0, "a");
+	jf_done_ex(&j, 1, "a", 0, 0, 1, now - 5, now);
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 1, 0, &r, 1), ES_EINVAL);
+	CHECK_STR_EQ(es_last_error(), mismatch);
+
+	/* The result changed after its record was published (same row count). */
+	jf_make(&j, T, "tamper-output", 2, rows, NULL);
+	jf_done(&j, 0, "a");
+	jf_done(&j, 1, "a");
+	snprintf(p, sizeof(p), "%s/%s/processed.jsonl", j.dir, j.attempt[1]);
+	jf_writes(p, "{\"id\":2,\"text\":\"changed\"}\n{\"id\":3}\n");
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 1, 0, &r, 1), ES_EINVAL);
+	CHECK_STR_EQ(es_last_error(), mismatch);
+
+	size_t n;
+	char *old = jf_read(out, &n);
+	CHECK_STR_EQ(old, "previous\n");
+	free(old);
+	CHECK_INT_EQ(count_temps(T), 0);
+	CHECK(r.output == NULL);
+
+	/* An invalid line in a result: the validator's message with the result's path. */
+	jf_writes(p, "{\"id\":2}\n   \n");
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 1, 0, &r, 1), ES_EINVAL);
+	char want[4200];
+	snprintf(want, sizeof(want), "Blank JSONL record at %s:2", p);
+	CHECK_STR_EQ(es_last_error(), want);
+	jf_writes(p, "{\"id\":2}\n[1]\n");
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 1, 0, &r, 1), ES_EINVAL);
+	snprintf(want, sizeof(want), "JSONL record must be an object at %s:2", p);
+	CHECK_STR_EQ(es_last_error(), want);
+	CHECK_INT_EQ(count_temps(T), 0);
+}
+
+static void set_output_path(const struct jf *j, int i, const char *value)
+{
+	char p[2048];
+	jf_path(j, p, sizeof(p), "state/done/%s.json", j->id[i]);
+	cJSON *rec = NULL;
+	CHECK_INT_EQ(es_json_load(p, &rec), 0);
+	es_json_set_str(rec, "output_path", value);
+	CHECK_INT_EQ(es_json_write_atomic(p, rec), 0);
+	cJSON_Delete(rec);
+}
+
+static void test_outside_job_folder(void)
+{
+	int rows[] = { 1, 1 };
+	struct jf j;
+	char out[2048], p[2048], want[4200];
+	jf_make(&j, T, "escape", 2, rows, NULL);
+	jf_done(&j, 0, "a");
+	jf_done(&j, 1, "a");
+	snprintf(out, sizeof(out), "%s/escape.jsonl", T);
+	struct es_merge_result r;
+	/* A copy of the real result one level above the job folder. */
+	snprintf(p, sizeof(p), "%s/outside.jsonl", T);
+	char src[4096];
+	snprintf(src, sizeof(src), "%s/%s/processed.jsonl", j.dir, j.attempt[1]);
+	CHECK_INT_EQ(es_fs_copy_file(src, p), 0);
+	set_output_path(&j, 1, "../outside.jsonl");
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 0, 0, &r, 1), ES_EINVAL);
+	CHECK_STR_EQ(es_last_error(), "Done record for part-00001-of-00002 points outside the job folder: ../outside.jsonl");
+	set_output_path(&j, 1, p);
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 0, 0, &r, 1), ES_EINVAL);
+	snprintf(want, sizeof(want), "Done record for part-00001-of-00002 points outside the job folder: %s", p);
+	CHECK_STR_EQ(es_last_error(), want);
+	/* A symlink inside the job folder that leads out is refused too (resolved first). */
+	snprintf(src, sizeof(src), "%s/link.jsonl", j.dir);
+	CHECK(symlink(p, src) == 0);
+	set_output_path(&j, 1, "link.jsonl");
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 0, 0, &r, 1), ES_EINVAL);
+	CHECK(strstr(es_last_error(), "points outside the job folder: link.jsonl") != NULL);
+	CHECK(!jf_exists(out));
+	CHECK_INT_EQ(count_temps(T), 0);
+	/* A missing done record field. */
+	set_output_path(&j, 1, "");
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 0, 0, &r, 1), ES_EINVAL);
+	CHECK(strstr(es_last_error(), "lacks output_path, rows or sha256") != NULL);
+}
+
+/* Results bigger than a block, with a line longer than a block, through the pipeline. */
+static void test_big_results(void)
+{
+	int rows[] = { 1, 1, 1 };
+	struct jf j;
+	char out[2048], p[4096], hex[65];
+	jf_make(&j, T, "big", 3, rows, NULL);
+	struct es_buf all = ES_BUF_INIT;
+	long long want_rows = 0;
+	for (int i = 0; i < 3; i++) {
+		struct es_buf d = ES_BUF_INIT;
+		int lines = 0;
+		if (i == 0) {
+			/* About 13 MB of short lines. */
+			for (int k = 0; d.len < (13u << 20); k++, lines++)
+				es_buf_printf(&d, "{\"k\":%d,\"t\":\"%0200d\"}\n", k, k);
+		} else if (i == 1) {
+			/* One 9 MB line between two short ones, the last without '\n'. */
+			es_buf_adds(&d, "{\"a\":1}\n{\"long\":\"");
+			for (int k = 0; k < (9 << 20) / 64; k++)
+				es_buf_adds(&d, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+			es_buf_adds(&d, "\"}\n{\"z\":[1,2,3]}");
+			lines = 3;
+		} else {
+			es_buf_adds(&d, "{\"small\":true}\n");
+			lines = 1;
+		}
+		jf_attempt(&j, i, 1, "h", "done", es_time_epoch());
+		snprintf(p, sizeof(p), "%s/%s/processed.jsonl", j.dir, j.attempt[i]);
+		jf_write(p, d.data, d.len);
+		sha_of(d.data, d.len, hex);
+		char rec[4096];
+		snprintf(rec, sizeof(rec), "{\"hostname\": \"h\", \"output_path\": \"%s/processed.jsonl\", "
+			 "\"rows\": %d, \"sha256\": \"%s\", \"status\": \"done\"}\n", j.attempt[i], lines, hex);
+		jf_path(&j, p, sizeof(p), "state/done/%s.json", j.id[i]);
+		jf_writes(p, rec);
+		es_buf_add(&all, d.data, d.len);
+		if (d.data[d.len - 1] != '\n')
+			es_buf_addc(&all, '\n');
+		want_rows += lines;
+		es_buf_free(&d);
+	}
+	snprintf(out, sizeof(out), "%s/big.jsonl", T);
+	struct es_merge_result r;
+	CHECK_INT_EQ(es_merge_run(j.dir, out, 0, 0, &r, 1), 0);
+	size_t lo;
+	char *got = jf_read(out, &lo);
+	CHECK(lo == all.len && got && !memcmp(got, all.data, lo));
+	sha_of(all.data, all.len, hex);
+	CHECK_STR_EQ(r.sha256, hex);
+	CHECK_INT_EQ(r.rows, want_rows);
+	free(r.output);
+	free(got);
+	es_buf_free(&all);
+}
+
+int main(void)
+{
+	T = test_tmpdir();
+	test_incomplete_then_merge();
+	test_missing_newline();
+	test_tampering();
+	test_outside_job_folder();
+	test_big_results();
+	return test_done();
+}

@@ -1,0 +1,318 @@
+/*
+ * Unit tests of status: the classification of REFERENCE.md §6 (done, metadata_error, failed,
+ * running, stale by lock_timeout and by lease, pending), the counts-only path, the JSON object
+ * and the text report (summary, progress, host table, --all lines), exit codes, that status
+ * writes nothing, and the errors for a missing or foreign job folder.
+ */
+#include "testlib.h"
+#include "jobfix.h"
+
+#include "eshard/log.h"
+#include "eshard/manifest.h"
+#include "eshard/status.h"
+#include "json.h"
+
+#include <dirent.h>
+#include <math.h>
+
+static const char *T;
+
+/* A listing of every path with its size and mtime, to prove status changes nothing. */
+static void snapshot(const char *dir, struct es_buf *out)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		char p[4096];
+		struct stat st;
+		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+		if (lstat(p, &st))
+			continue;
+		es_buf_printf(out, "%s %lld %lld.%09ld\n", p, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+			      st.st_mtim.tv_nsec);
+		if (S_ISDIR(st.st_mode))
+			snapshot(p, out);
+	}
+	closedir(d);
+}
+
+static const char *line_of(const char *text, int n, char *out, size_t sz)
+{
+	const char *p = text;
+	for (int i = 0; i < n && p; i++) {
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	if (!p)
+		return "";
+	const char *e = strchr(p, '\n');
+	size_t len = e ? (size_t)(e - p) : strlen(p);
+	if (len >= sz)
+		len = sz - 1;
+	memcpy(out, p, len);
+	out[len] = '\0';
+	return out;
+}
+
+static void test_classification(void)
+{
+	int rows[] = { 3, 4, 5, 2, 2, 1, 2 };
+	struct jf j;
+	jf_make(&j, T, "mixed", 7, rows, "\"heartbeat_secs\": 10, \"lease_secs\": 120, ");
+	double now = es_time_epoch();
+	jf_done_ex(&j, 0, "node-a", 0, 0, 0, now - 100, now - 20);   /* done */
+	char p[2048];
+	jf_path(&j, p, sizeof(p), "state/done/%s.json", j.id[1]);
+	jf_writes(p, "{not json");                                  /* done, metadata_error */
+	jf_failed(&j, 2, "node-b", "Data-Juicer returned exit code 1"); /* failed */
+	jf_lock(&j, 3, "node-c", 2, 7);                             /* running, fresh heartbeat */
+	jf_lock(&j, 4, "node-d", 200, 3);                           /* stale: lease (120 s) */
+	/* 5: pending */
+	jf_lock(&j, 6, "node-c", 50, -1);                           /* running; stale with timeout 10 */
+
+	struct es_buf before = ES_BUF_INIT, after = ES_BUF_INIT;
+	snapshot(j.dir, &before);
+
+	struct es_manifest m;
+	CHECK_INT_EQ(es_manifest_load(j.dir, &m), 0);
+	struct es_status s;
+	CHECK_INT_EQ(es_status_collect(&m, 0, &s), 0);
+	CHECK_INT_EQ(s.counts.total, 7);
+	CHECK_INT_EQ(s.counts.done, 2);
+	CHECK_INT_EQ(s.counts.failed, 1);
+	CHECK_INT_EQ(s.counts.running, 2);
+	CHECK_INT_EQ(s.counts.stale, 1);
+	CHECK_INT_EQ(s.counts.pending, 1);
+	CHECK(!s.complete);
+	CHECK(!s.terminal);
+	CHECK_INT_EQ(es_status_exit_code(&s.counts), 2);
+	CHECK_INT_EQ(s.shards[0].state, ES_SHARD_DONE);
+	CHECK_STR_EQ(s.shards[0].owner, "node-a");
+	CHECK(!s.shards[0].metadata_error);
+	CHECK_INT_EQ(s.shards[1].state, ES_SHARD_DONE);
+	CHECK(s.shards[1].metadata_error);
+	CHECK_INT_EQ(s.shards[2].state, ES_SHARD_FAILED);
+	CHECK_STR_EQ(s.shards[2].error, "Data-Juicer returned exit code 1");
+	CHECK_STR_EQ(s.shards[2].failed_host, "node-b");
+	CHECK_INT_EQ(s.shards[3].state, ES_SHARD_RUNNING);
+	CHECK_STR_EQ(s.shards[3].owner, "node-c");
+	CHECK(s.shards[3].has_pid && s.shards[3].pid == 4242);
+	CHECK(s.shards[3].has_heartbeat && s.shards[3].heartbeat == 7);
+	CHECK(s.shards[3].lock_age_secs >= 1 && s.shards[3].lock_age_secs < 60);
+	CHECK_INT_EQ(s.shards[4].state, ES_SHARD_STALE);
+	CHECK(s.shards[4].lock_age_secs > 199);
+	CHECK_INT_EQ(s.shards[5].state, ES_SHARD_PENDING);
+	CHECK_INT_EQ(s.shards[6].state, ES_SHARD_RUNNING);
+	CHECK(!s.shards[6].has_heartbeat);
+
+	/* Progress: the two done shards' input rows, over [the earliest claim (the 200 s old lock),
+	 * the latest completion (20 s ago)]. */
+	CHECK_INT_EQ(s.rows_total, 19);
+	CHECK_INT_EQ(s.rows_done, 7);
+	CHECK_INT_EQ(s.result_rows_done, 3);
+	CHECK(fabs(s.rate_rows_per_sec - 7.0 / 180.0) < 0.001);
+	CHECK(fabs(s.eta_secs - 12.0 / (7.0 / 180.0)) < 2.0);
+
+	/* Hosts, sorted: a done, b failed (from the last attempt), c two running, d stale, and the
+	 * unreadable done record under "(unknown)". */
+	CHECK_INT_EQ(s.n_hosts, 5);
+	if (s.n_hosts == 5) {
+		CHECK_STR_EQ(s.hosts[0].host, "(unknown)");
+		CHECK_INT_EQ(s.hosts[0].done, 1);
+		CHECK_STR_EQ(s.hosts[1].host, "node-a");
+		CHECK_INT_EQ(s.hosts[1].done, 1);
+		CHECK_STR_EQ(s.hosts[2].host, "node-b");
+		CHECK_INT_EQ(s.hosts[2].failed, 1);
+		CHECK_STR_EQ(s.hosts[3].host, "node-c");
+		CHECK_INT_EQ(s.hosts[3].running, 2);
+		CHECK_STR_EQ(s.hosts[4].host, "node-d");
+		CHECK_INT_EQ(s.hosts[4].stale, 1);
+	}
+
+	/* Text. */
+	struct es_buf text = ES_BUF_INIT;
+	char ln[512];
+	CHECK_INT_EQ(es_status_format_text(&m, &s, 0, &text), 0);
+	CHECK_STR_EQ(line_of(text.data, 0, ln, sizeof(ln)),
+		     "Job mixed: executor=ray ray_address=local total=7 pending=1 running=2 stale=1 done=2 failed=1");
+	CHECK(!strncmp(line_of(text.data, 1, ln, sizeof(ln)), "Progress: 2/7 shards done, 7/19 rows (36.8%), 0.04 rows/s, ETA 5m", 64));
+	CHECK_STR_EQ(line_of(text.data, 2, ln, sizeof(ln)), "Hosts:");
+	CHECK_STR_EQ(line_of(text.data, 3, ln, sizeof(ln)), "  host        done  running  stale  failed");
+	CHECK_STR_EQ(line_of(text.data, 7, ln, sizeof(ln)), "  node-c         0        2      0       0");
+	CHECK(!strstr(text.data, "part-00000"));
+	es_buf_reset(&text);
+	CHECK_INT_EQ(es_status_format_text(&m, &s, 1, &text), 0);
+	CHECK(strstr(text.data, "\n  part-00000-of-00007: done owner=node-a\n"
+			       "  part-00001-of-00007: done\n"
+			       "  part-00002-of-00007: failed\n"
+			       "  part-00003-of-00007: running owner=node-c\n"
+			       "  part-00004-of-00007: stale owner=node-d\n"
+			       "  part-00005-of-00007: pending\n"
+			       "  part-00006-of-00007: running owner=node-c\n") != NULL);
+
+	/* JSON: the reference's object, pretty and sorted (a parse and re-dump gives it back). */
+	struct es_buf js = ES_BUF_INIT, again = ES_BUF_INIT;
+	CHECK_INT_EQ(es_status_format_json(&m, &s, &js), 0);
+	cJSON *doc = es_json_parse(js.data, js.len, "status json");
+	CHECK(doc != NULL);
+	es_json_dump(doc, 1, &again);
+	CHECK_STR_EQ(again.data, js.data);
+	const char *head = "{\n  \"complete\": false,\n  \"counts\": {\n    \"done\": 2,\n    \"failed\": 1,\n"
+			   "    \"pending\": 1,\n    \"running\": 2,\n    \"stale\": 1\n  },\n  \"execution\": {\n"
+			   "    \"executor_type\": \"ray\",\n";
+	CHECK(!strncmp(js.data, head, strlen(head)));
+	CHECK(cJSON_IsFalse(cJSON_GetObjectItem(doc, "terminal")));
+	int64_t v = 0;
+	CHECK(!es_json_get_i64(doc, "total", &v) && v == 7);
+	CHECK_STR_EQ(es_json_get_str(doc, "job_id"), "mixed");
+	CHECK_STR_EQ(es_json_get_str(doc, "job_dir"), m.job_dir);
+	cJSON *sh = cJSON_GetObjectItem(doc, "shards");
+	CHECK_INT_EQ(cJSON_GetArraySize(sh), 7);
+	cJSON *s0 = cJSON_GetArrayItem(sh, 0), *s1 = cJSON_GetArrayItem(sh, 1), *s2 = cJSON_GetArrayItem(sh, 2);
+	cJSON *s3 = cJSON_GetArrayItem(sh, 3), *s5 = cJSON_GetArrayItem(sh, 5), *s6 = cJSON_GetArrayItem(sh, 6);
+	CHECK_STR_EQ(es_json_get_str(s0, "owner"), "node-a");
+	CHECK_STR_EQ(es_json_get_str(s0, "status"), "done");
+	CHECK(!es_json_get_i64(s0, "rows", &v) && v == 3);
+	CHECK(cJSON_IsTrue(cJSON_GetObjectItem(s1, "metadata_error")));
+	CHECK_STR_EQ(es_json_get_str(s2, "error"), "Data-Juicer returned exit code 1");
+	CHECK(!es_json_get_i64(s3, "pid", &v) && v == 4242);
+	CHECK(!es_json_get_i64(s3, "heartbeat", &v) && v == 7);
+	CHECK(cJSON_IsNumber(cJSON_GetObjectItem(s3, "lock_age_secs")));
+	CHECK(cJSON_IsNumber(cJSON_GetObjectItem(s3, "lease_age_secs")));
+	CHECK(cJSON_GetObjectItem(s6, "heartbeat") == NULL);
+	CHECK(cJSON_GetArraySize(s5) == 3); /* rows, shard_id, status */
+	cJSON *prog = cJSON_GetObjectItem(doc, "progress");
+	CHECK(!es_json_get_i64(prog, "rows_done", &v) && v == 7);
+	CHECK(cJSON_IsArray(cJSON_GetObjectItem(doc, "hosts")));
+	cJSON_Delete(doc);
+
+	/* --lock-timeout-secs 10 makes the 50 s old lock stale by the reference rule. */
+	struct es_status s10;
+	CHECK_INT_EQ(es_status_collect(&m, 10, &s10), 0);
+	CHECK_INT_EQ(s10.shards[6].state, ES_SHARD_STALE);
+	CHECK_INT_EQ(s10.shards[3].state, ES_SHARD_RUNNING);
+	CHECK_INT_EQ(s10.counts.stale, 2);
+	struct es_status_counts c;
+	CHECK_INT_EQ(es_status_count(&m, 10, &c), 0);
+	CHECK(!memcmp(&c, &s10.counts, sizeof(c)));
+	CHECK_INT_EQ(es_status_count(&m, 0, &c), 0);
+	CHECK(!memcmp(&c, &s.counts, sizeof(c)));
+	es_status_free(&s10);
+
+	snapshot(j.dir, &after);
+	CHECK_STR_EQ(after.data, before.data);
+
+	es_status_free(&s);
+	es_manifest_free(&m);
+	es_buf_free(&text);
+	es_buf_free(&js);
+	es_buf_free(&again);
+	es_buf_free(&before);
+	es_buf_free(&after);
+}
+
+/* A long lease leaves only the reference rule; without lease_secs in the manifest the default
+ * (120 s) applies. */
+static void test_lease_and_timeout(void)
+{
+	int rows[] = { 1, 1 };
+	struct jf j;
+	jf_make(&j, T, "lease", 2, rows, "\"lease_secs\": 100000, ");
+	jf_lock(&j, 0, "h", 500, 2);
+	jf_lock(&j, 1, "h", 200000, 9);
+	struct es_manifest m;
+	struct es_status_counts c;
+	CHECK_INT_EQ(es_manifest_load(j.dir, &m), 0);
+	CHECK_INT_EQ(es_status_count(&m, 0, &c), 0);
+	CHECK_INT_EQ(c.running, 1);   /* 500 s: inside both the lease and the timeout */
+	CHECK_INT_EQ(c.stale, 1);     /* 200000 s: past the reference's 126000 s timeout */
+	es_manifest_free(&m);
+
+	jf_make(&j, T, "lease-default", 2, rows, NULL);
+	jf_lock(&j, 0, "h", 30, 1);
+	jf_lock(&j, 1, "h", 130, 1);
+	CHECK_INT_EQ(es_manifest_load(j.dir, &m), 0);
+	CHECK_INT_EQ(es_status_count(&m, 0, &c), 0);
+	CHECK_INT_EQ(c.running, 1);
+	CHECK_INT_EQ(c.stale, 1);
+	CHECK_INT_EQ(es_status_exit_code(&c), 1);
+	es_manifest_free(&m);
+}
+
+static void test_exit_codes(void)
+{
+	int rows[] = { 2, 2 };
+	struct jf j;
+	jf_make(&j, T, "codes", 2, rows, NULL);
+	struct es_manifest m;
+	struct es_status s;
+	CHECK_INT_EQ(es_manifest_load(j.dir, &m), 0);
+	CHECK_INT_EQ(es_status_collect(&m, 0, &s), 0);
+	CHECK_INT_EQ(es_status_exit_code(&s.counts), 1);
+	CHECK(s.rate_rows_per_sec < 0 && s.eta_secs < 0);
+	struct es_buf t = ES_BUF_INIT;
+	es_status_format_text(&m, &s, 0, &t);
+	CHECK(strstr(t.data, "rate unknown, ETA unknown\n") != NULL);
+	CHECK(!strstr(t.data, "Hosts:"));
+	es_status_free(&s);
+	jf_done(&j, 0, "a");
+	jf_done(&j, 1, "b");
+	CHECK_INT_EQ(es_status_collect(&m, 0, &s), 0);
+	CHECK_INT_EQ(es_status_exit_code(&s.counts), 0);
+	CHECK(s.complete && s.terminal);
+	CHECK(s.eta_secs == 0);
+	es_buf_reset(&t);
+	es_status_format_text(&m, &s, 0, &t);
+	CHECK(strstr(t.data, "Progress: 2/2 shards done, 4/4 rows (100.0%), ") != NULL);
+	CHECK(strstr(t.data, ", complete\n") != NULL);
+	es_status_free(&s);
+	es_buf_free(&t);
+	es_manifest_free(&m);
+}
+
+static void test_missing_and_foreign(void)
+{
+	struct es_manifest m;
+	char p[2048];
+	snprintf(p, sizeof(p), "%s/nothing-here", T);
+	CHECK_INT_EQ(es_manifest_load(p, &m), ES_ENOENT);
+	CHECK(strstr(es_last_error(), "Job manifest not found") != NULL);
+	snprintf(p, sizeof(p), "%s/foreign", T);
+	es_fs_mkdirs(p, 0755);
+	snprintf(p, sizeof(p), "%s/foreign/manifest.json", T);
+	jf_writes(p, "{\"schema_version\": 3, \"shards\": [{\"id\": \"a\", \"path\": \"shards/a.jsonl\"}]}\n");
+	snprintf(p, sizeof(p), "%s/foreign", T);
+	CHECK(es_manifest_load(p, &m) < 0);
+	CHECK(strstr(es_last_error(), "schema_version") != NULL);
+}
+
+static void test_parse_iso(void)
+{
+	double t;
+	CHECK_INT_EQ(es_status_parse_iso("1970-01-01T00:00:10+00:00", &t), 0);
+	CHECK(t == 10);
+	CHECK_INT_EQ(es_status_parse_iso("2026-12-02T08:37:05.108116+00:00", &t), 0);
+	CHECK(fabs(t - 1796200625.108116) < 1e-5);
+	CHECK_INT_EQ(es_status_parse_iso("2026-12-02T10:37:05.5+02:00", &t), 0);
+	CHECK(fabs(t - 1796200625.5) < 1e-6);
+	CHECK_INT_EQ(es_status_parse_iso("2026-12-02T08:37:05Z", &t), 0);
+	CHECK(es_status_parse_iso("2026-12-02 08:37:05", &t) != 0);
+	CHECK(es_status_parse_iso("2026-12-02T08:37:05+0000", &t) != 0);
+	CHECK(es_status_parse_iso(NULL, &t) != 0);
+}
+
+int main(void)
+{
+	T = test_tmpdir();
+	test_classification();
+	test_lease_and_timeout();
+	test_exit_codes();
+	test_missing_and_foreign();
+	test_parse_iso();
+	return test_done();
+}

@@ -1,0 +1,132 @@
+/*
+ * Unit tests of verify (REFERENCE.md §8 step 9, §9 test 12): two owners pass with
+ * --expect-nodes 2 and J/merged.jsonl equals the concatenated shards; too few owners fail with
+ * exit code 2; an incomplete job stops with status's exit code; a done record without a
+ * hostname is an error. stdout is captured to check the printed lines.
+ */
+#include "testlib.h"
+#include "jobfix.h"
+
+#include "eshard/log.h"
+#include "eshard/verify.h"
+
+static const char *T;
+static char cap_path[2048];
+static int saved_fd = -1;
+
+static void capture_begin(void)
+{
+	fflush(stdout);
+	snprintf(cap_path, sizeof(cap_path), "%s/stdout.txt", T);
+	int fd = open(cap_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	saved_fd = dup(1);
+	dup2(fd, 1);
+	close(fd);
+}
+
+static char *capture_end(void)
+{
+	fflush(stdout);
+	dup2(saved_fd, 1);
+	close(saved_fd);
+	return jf_read(cap_path, NULL);
+}
+
+static void test_two_owners(void)
+{
+	int rows[] = { 2, 1, 3, 2 };
+	struct jf j;
+	jf_make(&j, T, "two", 4, rows, NULL);
+	for (int i = 0; i < 4; i++)
+		jf_done(&j, i, i % 2 ? "node-b" : "node-a");
+	struct es_verify_result r;
+	capture_begin();
+	int rc = es_verify_run(j.dir, NULL, 2, &r);
+	char *out = capture_end();
+	CHECK_INT_EQ(rc, 0);
+	CHECK_INT_EQ(r.exit_code, 0);
+	CHECK_INT_EQ(r.n_hosts, 2);
+	CHECK_INT_EQ(r.rows, 8);
+	CHECK_INT_EQ(r.num_shards, 4);
+	char merged[2048], want[8192];
+	snprintf(merged, sizeof(merged), "%s/merged.jsonl", j.dir);
+	CHECK_STR_EQ(r.output, merged);
+	size_t lc, lo;
+	char *cat = jf_concat(&j, &lc), *got = jf_read(merged, &lo);
+	CHECK_MEM_EQ(got, lo, cat, lc);
+	snprintf(want, sizeof(want), "Shard owners:\n  node-a: 2 shard(s)\n  node-b: 2 shard(s)\n"
+		 "Merged 4 shards and 8 rows into %s\n"
+		 "PASS: 4 shards were completed by 2 node(s); merged 8 rows into %s\n", merged, merged);
+	CHECK(out && strstr(out, want) != NULL);
+	CHECK(out && !strncmp(out, "Job two: executor=ray ray_address=local total=4 pending=0 running=0 "
+			      "stale=0 done=4 failed=0\n", 91));
+	CHECK(out && strstr(out, "\n  part-00003-of-00004: done owner=node-b\n") != NULL);
+	free(out);
+	free(r.output);
+
+	/* Three expected: exit 2 with the reference's message; an explicit output. */
+	capture_begin();
+	rc = es_verify_run(j.dir, NULL, 3, &r);
+	out = capture_end();
+	CHECK(rc < 0);
+	CHECK_INT_EQ(r.exit_code, 2);
+	CHECK_STR_EQ(es_last_error(), "Verification failed: expected at least 3 distinct hostnames, found 2.");
+	CHECK(out && strstr(out, "Shard owners:\n") && !strstr(out, "PASS"));
+	free(out);
+	char other[2048];
+	snprintf(other, sizeof(other), "%s/v/out.jsonl", T);
+	capture_begin();
+	rc = es_verify_run(j.dir, other, 1, &r);
+	free(capture_end());
+	CHECK_INT_EQ(rc, 0);
+	CHECK_STR_EQ(r.output, other);
+	free(r.output);
+	free(got);
+	free(cat);
+}
+
+static void test_incomplete_and_bad_records(void)
+{
+	int rows[] = { 1, 1 };
+	struct jf j;
+	struct es_verify_result r;
+	jf_make(&j, T, "inc", 2, rows, NULL);
+	jf_done(&j, 0, "node-a");
+	capture_begin();
+	int rc = es_verify_run(j.dir, NULL, 1, &r);
+	free(capture_end());
+	CHECK(rc < 0);
+	CHECK_INT_EQ(r.exit_code, 1);
+	CHECK_STR_EQ(es_last_error(), "Verification stopped: not all shards are complete.");
+	jf_failed(&j, 1, "node-a", "boom");
+	capture_begin();
+	rc = es_verify_run(j.dir, NULL, 1, &r);
+	free(capture_end());
+	CHECK_INT_EQ(r.exit_code, 2);
+
+	char p[2048];
+	jf_path(&j, p, sizeof(p), "state/failed/%s.json", j.id[1]);
+	unlink(p);
+	jf_done(&j, 1, "");
+	capture_begin();
+	rc = es_verify_run(j.dir, NULL, 1, &r);
+	free(capture_end());
+	CHECK(rc < 0);
+	CHECK_INT_EQ(r.exit_code, 2);
+	CHECK(strstr(es_last_error(), "Done record for part-00001-of-00002 has no hostname") != NULL);
+	snprintf(p, sizeof(p), "%s/merged.jsonl", j.dir);
+	CHECK(!jf_exists(p));
+
+	snprintf(p, sizeof(p), "%s/missing", T);
+	rc = es_verify_run(p, NULL, 1, &r);
+	CHECK_INT_EQ(rc, ES_ENOENT);
+	CHECK_INT_EQ(r.exit_code, 2);
+}
+
+int main(void)
+{
+	T = test_tmpdir();
+	test_two_owners();
+	test_incomplete_and_bad_records();
+	return test_done();
+}
