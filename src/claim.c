@@ -298,7 +298,10 @@ int es_claim_try(struct es_claimer *c, size_t i)
 	/* Step 3. */
 	if ((rc = es_claim_marker_exists(m, "done", id)) != 0 || (rc = es_claim_marker_exists(m, "failed", id)) != 0)
 		return rc < 0 ? rc : ES_CLAIM_NONE;
-	/* Step 5: the attempt folder. */
+	/* Step 5: the attempt number and token. The folder itself is made only once the lock is
+	 * ours (below): the reference made it before the O_EXCL create, so every loser of a race
+	 * briefly added a folder that the winner counted, and a shard's first attempt could be
+	 * numbered 0016 when 16 workers raced for it. */
 	int failures, folders;
 	if ((rc = es_claim_count_failures(m->job_dir, id, &failures, &folders)))
 		return rc;
@@ -310,12 +313,6 @@ int es_claim_try(struct es_claimer *c, size_t i)
 	struct es_buf ad = ES_BUF_INIT, parent = ES_BUF_INIT;
 	es_buf_printf(&parent, "%s/attempts/%s", m->job_dir, id);
 	es_buf_printf(&ad, "%s/%s", m->job_dir, c->attempt_rel);
-	if ((rc = es_fs_mkdirs(parent.data, 0755)) != 0)
-		goto out;
-	if (mkdir(ad.data, 0755) != 0) {
-		rc = es_error_errno(ES_EIO, "cannot create attempt folder '%s'", ad.data);
-		goto out;
-	}
 	/* Step 6: the lock. */
 	es_time_now_iso(c->claimed_at);
 	c->claimed_at_epoch = es_time_epoch();
@@ -326,7 +323,6 @@ int es_claim_try(struct es_claimer *c, size_t i)
 		rc = es_fs_create_exclusive(lock_path, line.data, line.len);
 	es_buf_free(&line);
 	if (rc != 0) {
-		rmdir(ad.data);
 		cJSON_Delete(l);
 		rc = rc == 1 ? ES_CLAIM_NONE : rc;
 		goto out;
@@ -345,13 +341,20 @@ int es_claim_try(struct es_claimer *c, size_t i)
 		struct es_buf rec = ES_BUF_INIT;
 		int published = 0;
 		rc = es_json_dump(f, 1, &rec);
-		rmdir(ad.data);
 		if (!rc)
 			rc = es_claim_publish(c, i, c->token, "failed", rec.data, rec.len, &published);
 		es_buf_free(&rec);
 		cJSON_Delete(f);
 		cJSON_Delete(l);
 		rc = rc < 0 ? rc : ES_CLAIM_FAILED_LIMIT;
+		goto out;
+	}
+	/* The attempt folder (its leaf is new: the name holds a fresh token). */
+	if ((rc = es_fs_mkdirs(parent.data, 0755)) == 0 && mkdir(ad.data, 0755) != 0)
+		rc = es_error_errno(ES_EIO, "cannot create attempt folder '%s'", ad.data);
+	if (rc) {
+		cJSON_Delete(l);
+		es_claim_release(c, i, c->token);
 		goto out;
 	}
 	/* Step 7: attempt.json. */

@@ -13,9 +13,11 @@
  * when neither its mtime nor its content changed for lease_secs measured on the observer's own
  * monotonic clock (immune to clock skew between nodes and the file server).
  *
- * After a crash at any point: a lock may be left (taken over after one lease); an attempt folder
- * without attempt.json may be left (it counts toward the attempt number only, as in the
- * reference); a done or failed marker is either absent or complete.
+ * After a crash at any point: a lock may be left (taken over after one lease), possibly naming
+ * an attempt folder that was not made yet (the folder is made only after the lock is won, so
+ * that losers of a race never add folders the winner would count); an attempt folder without
+ * attempt.json may be left (it counts toward the attempt number only, as in the reference); a
+ * done or failed marker is either absent or complete.
  */
 #ifndef ESHARD_CLAIM_H
 #define ESHARD_CLAIM_H
