@@ -1,0 +1,571 @@
+/*
+ * Unit tests of claim with real processes and real files (REFERENCE.md §9 tests 6, 8 and 9,
+ * and the leases of DESIGN.md): 16 processes racing for one shard, the reference's stale
+ * takeover rule (lock mtime older than lock_timeout_secs), the token checks that keep a
+ * taken-over worker from releasing or publishing, the lease rule judged on the observer's
+ * monotonic clock against a live heartbeating owner and a silent one, and the retry limit.
+ *
+ * Every job is made by es_prepare_run() with a command processor, exactly as `eshard-mpi
+ * prepare --process-cmd` makes it.
+ */
+#include "testlib.h"
+
+#include "eshard/buf.h"
+#include "eshard/claim.h"
+#include "eshard/fs.h"
+#include "eshard/log.h"
+#include "eshard/manifest.h"
+#include "eshard/prepare.h"
+#include "eshard/util.h"
+#include "json.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char ROOT[PATH_MAX];
+
+static void sfmt(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void sfmt(char *out, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(out, n, fmt, ap);
+	va_end(ap);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+		perror(path);
+		exit(3);
+	}
+}
+
+/* A prepared job ROOT/<name> with n shards of 2 rows each, processed by `cp`. */
+static void make_job(const char *name, int n, struct es_manifest *m)
+{
+	char data[PATH_MAX], recipe[PATH_MAX], job[PATH_MAX];
+	sfmt(recipe, sizeof(recipe), "%s/recipe-%s.yaml", ROOT, name);
+	sfmt(data, sizeof(data), "%s/data-%s.jsonl", ROOT, name);
+	sfmt(job, sizeof(job), "%s/%s", ROOT, name);
+	write_file(recipe, "executor_type: ray\nprocess:\n  - whitespace_normalization_mapper: {}\n");
+	FILE *f = fopen(data, "w");
+	if (!f)
+		exit(3);
+	for (int i = 0; i < 2 * n; i++)
+		fprintf(f, "{\"id\": %d, \"text\": \"row %d\"}\n", i, i);
+	fclose(f);
+	struct es_prepare_opts o;
+	es_prepare_opts_init(&o);
+	o.config = recipe;
+	o.dataset_path = data;
+	o.job_dir = job;
+	o.num_shards = n;
+	o.quiet = 1;
+	o.helper = ""; /* the naming convention: no Python started */
+	o.processor.kind = ES_PROC_COMMAND;
+	o.processor.command = "cp {input} {output}";
+	struct es_prepare_result res;
+	memset(&res, 0, sizeof(res));
+	int rc = es_prepare_run(&o, &res);
+	free(res.job_dir);
+	if (!CHECK_INT_EQ(rc, 0))
+		exit(1);
+	if (!CHECK_INT_EQ(es_manifest_load(job, m), 0) || !CHECK_INT_EQ(m->n_shards, (size_t)n))
+		exit(1);
+}
+
+static struct es_policy policy(const struct es_manifest *m, int64_t lock_timeout, double lease, int64_t max_retries)
+{
+	struct es_policy p = m->policy;
+	p.lock_timeout_secs = lock_timeout;
+	p.lease_secs = lease;
+	p.max_retries = max_retries;
+	return p;
+}
+
+static void jpath(char *out, const struct es_manifest *m, const char *fmt, const char *id)
+{
+	int k = snprintf(out, PATH_MAX, "%s/", m->job_dir);
+	snprintf(out + k, PATH_MAX - (size_t)k, fmt, id);
+}
+
+/* The lock's token ("" when there is no lock or no token). */
+static void lock_token(const struct es_manifest *m, size_t i, char out[33])
+{
+	char p[PATH_MAX];
+	cJSON *l = NULL;
+	out[0] = '\0';
+	jpath(p, m, "state/locks/%s.lock", m->shards[i].id);
+	es_log_quiet_begin();
+	if (es_json_load(p, &l) == 0) {
+		const char *t = es_json_get_str(l, "token");
+		if (t)
+			snprintf(out, 33, "%s", t);
+	}
+	es_log_quiet_end();
+	cJSON_Delete(l);
+}
+
+static int exists(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0;
+}
+
+/* Entries of a folder (not . and ..), optionally only those ending in suffix; the last
+ * matching name goes to last when given. */
+static int count_entries(const char *dir, const char *suffix, char *last, size_t n)
+{
+	DIR *d = opendir(dir);
+	int k = 0;
+	if (!d)
+		return -1;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		size_t l = strlen(e->d_name), s = suffix ? strlen(suffix) : 0;
+		if (suffix && (l < s || strcmp(e->d_name + l - s, suffix)))
+			continue;
+		k++;
+		if (last)
+			snprintf(last, n, "%s", e->d_name);
+	}
+	closedir(d);
+	return k;
+}
+
+/* attempt.json of an attempt (relative folder) as a cJSON object, or NULL. */
+static cJSON *load_attempt(const struct es_manifest *m, const char *rel)
+{
+	char p[PATH_MAX];
+	cJSON *a = NULL;
+	sfmt(p, sizeof(p), "%s/%s/attempt.json", m->job_dir, rel);
+	es_log_quiet_begin();
+	es_json_load(p, &a);
+	es_log_quiet_end();
+	return a;
+}
+
+static void set_attempt_status(const struct es_manifest *m, const char *rel, const char *status)
+{
+	char p[PATH_MAX];
+	cJSON *a = load_attempt(m, rel);
+	if (!CHECK(a != NULL))
+		return;
+	es_json_set_str(a, "status", status);
+	sfmt(p, sizeof(p), "%s/%s/attempt.json", m->job_dir, rel);
+	CHECK_INT_EQ(es_json_write_atomic(p, a), 0);
+	cJSON_Delete(a);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* §9 test 6: 16 processes race for one shard; then the reference's stale takeover.           */
+/* §9 test 8: the taken-over token can neither release nor publish.                            */
+/* ------------------------------------------------------------------------------------------ */
+
+#define RACERS 16
+
+static void test_race_and_stale_takeover(void)
+{
+	struct es_manifest m;
+	make_job("race", 3, &m);
+	const char *id = m.shards[0].id;
+	char p[PATH_MAX], q[PATH_MAX];
+
+	/* Every racer waits on a pipe; closing its write end starts all of them at once. */
+	int go[2];
+	if (!CHECK(pipe(go) == 0))
+		return;
+	pid_t pids[RACERS];
+	for (int k = 0; k < RACERS; k++) {
+		pids[k] = fork();
+		if (pids[k] == 0) {
+			close(go[1]);
+			char c;
+			while (read(go[0], &c, 1) < 0 && errno == EINTR)
+				;
+			struct es_claimer c1;
+			if (es_claimer_init(&c1, &m, &m.policy))
+				_exit(10);
+			int rc = es_claim_try(&c1, 0);
+			_exit(rc >= 0 && rc <= 2 ? rc : 11);
+		}
+		CHECK(pids[k] > 0);
+	}
+	close(go[0]);
+	usleep(200 * 1000); /* let all of them block on the pipe */
+	close(go[1]);
+	int ok = 0, none = 0, other = 0;
+	for (int k = 0; k < RACERS; k++) {
+		int st = 0;
+		if (pids[k] <= 0 || waitpid(pids[k], &st, 0) != pids[k] || !WIFEXITED(st)) {
+			other++;
+			continue;
+		}
+		int code = WEXITSTATUS(st);
+		ok += code == ES_CLAIM_OK;
+		none += code == ES_CLAIM_NONE;
+		other += code != ES_CLAIM_OK && code != ES_CLAIM_NONE;
+	}
+	CHECK_INT_EQ(ok, 1);
+	CHECK_INT_EQ(none, RACERS - 1);
+	CHECK_INT_EQ(other, 0);
+	jpath(p, &m, "state/locks/%s.lock", id);
+	CHECK(exists(p));
+	jpath(q, &m, "attempts/%s", id);
+	char adir[256] = "";
+	CHECK_INT_EQ(count_entries(q, NULL, adir, sizeof(adir)), 1);
+	char t1[33];
+	lock_token(&m, 0, t1);
+	CHECK_INT_EQ(strlen(t1), 32);
+	/* The only attempt folder is the winner's: 0001-<its token>. */
+	char want[64];
+	sfmt(want, sizeof(want), "0001-%s", t1);
+	CHECK_STR_EQ(adir, want);
+	char rel1[PATH_MAX];
+	sfmt(rel1, sizeof(rel1), "attempts/%s/%s", id, adir);
+	cJSON *a = load_attempt(&m, rel1);
+	CHECK_STR_EQ(es_json_get_str(a, "status"), "running");
+	CHECK_STR_EQ(es_json_get_str(a, "token"), t1);
+	cJSON_Delete(a);
+
+	/* A claimer with a live lock and the default policy does not take it over. */
+	struct es_claimer c;
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &m.policy), 0);
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_NONE);
+	es_claimer_free(&c);
+
+	/* The reference's rule: the lock's mtime (epoch 1) is older than lock_timeout_secs (1).
+	 * The lease is huge, so only the mtime rule can fire. */
+	struct timeval tv[2] = { { 1, 0 }, { 1, 0 } };
+	CHECK(utimes(p, tv) == 0);
+	struct es_policy pol = policy(&m, 1, 1e9, 3);
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &pol), 0);
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_OK);
+	CHECK(c.took_over);
+	CHECK_STR_EQ(c.took_over_token, t1);
+	char t2[33];
+	snprintf(t2, sizeof(t2), "%s", c.token);
+	CHECK(strcmp(t1, t2) != 0);
+	CHECK_INT_EQ(c.attempt_number, 2);
+	/* Releasing with the old token fails; the lock keeps the new token. */
+	CHECK_INT_EQ(es_claim_release(&c, 0, t1), 1);
+	char now_tok[33];
+	lock_token(&m, 0, now_tok);
+	CHECK_STR_EQ(now_tok, t2);
+	/* The old attempt is stale, with the time of the takeover. */
+	a = load_attempt(&m, rel1);
+	CHECK_STR_EQ(es_json_get_str(a, "status"), "stale");
+	CHECK(es_json_get_str(a, "stale_at") != NULL);
+	cJSON_Delete(a);
+	/* Exactly one stale lock, named <id>.<unix seconds>.<32hex>.lock, holding the old token. */
+	char sl[PATH_MAX], name[256] = "";
+	sfmt(sl, sizeof(sl), "%s/state/stale_locks", m.job_dir);
+	CHECK_INT_EQ(count_entries(sl, ".lock", name, sizeof(name)), 1);
+	CHECK_INT_EQ(count_entries(sl, NULL, NULL, 0), 1);
+	CHECK(!strncmp(name, id, strlen(id)) && name[strlen(id)] == '.');
+	{
+		char *dot1 = strchr(name + strlen(id) + 1, '.');
+		CHECK(dot1 && strlen(dot1) == 1 + 32 + 5);
+		char sp[PATH_MAX];
+		cJSON *old = NULL;
+		sfmt(sp, sizeof(sp), "%s/%s", sl, name);
+		CHECK_INT_EQ(es_json_load(sp, &old), 0);
+		CHECK_STR_EQ(es_json_get_str(old, "token"), t1);
+		cJSON_Delete(old);
+	}
+
+	/* §9 test 8: the old token cannot publish; nothing changes. */
+	const char *rec = "{\n  \"status\": \"done\"\n}\n";
+	int published = -1;
+	CHECK_INT_EQ(es_claim_publish(&c, 0, t1, "done", rec, strlen(rec), &published), 1);
+	CHECK_INT_EQ(published, 0);
+	jpath(q, &m, "state/done/%s.json", id);
+	CHECK(!exists(q));
+	lock_token(&m, 0, now_tok);
+	CHECK_STR_EQ(now_tok, t2);
+	/* Nor can it refresh the lease, and its failure cannot be published either. */
+	struct es_claimer old_owner;
+	CHECK_INT_EQ(es_claimer_init(&old_owner, &m, &m.policy), 0);
+	snprintf(old_owner.token, sizeof(old_owner.token), "%s", t1);
+	CHECK_INT_EQ(es_claim_heartbeat(&old_owner, 0), 1);
+	CHECK_INT_EQ(es_claim_publish(&old_owner, 0, t1, "failed", rec, strlen(rec), &published), 1);
+	jpath(q, &m, "state/failed/%s.json", id);
+	CHECK(!exists(q));
+	es_claimer_free(&old_owner);
+	lock_token(&m, 0, now_tok);
+	CHECK_STR_EQ(now_tok, t2);
+
+	/* The replacement publishes: its record is the done marker and the lock is gone. */
+	char rec2[128];
+	sfmt(rec2, sizeof(rec2), "{\n  \"token\": \"%s\"\n}\n", t2);
+	CHECK_INT_EQ(es_claim_publish(&c, 0, t2, "done", rec2, strlen(rec2), &published), 0);
+	CHECK_INT_EQ(published, 1);
+	jpath(q, &m, "state/done/%s.json", id);
+	cJSON *d = NULL;
+	CHECK_INT_EQ(es_json_load(q, &d), 0);
+	CHECK_STR_EQ(es_json_get_str(d, "token"), t2);
+	cJSON_Delete(d);
+	CHECK(!exists(p));
+	/* A done shard is never claimed again. */
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_NONE);
+	CHECK(!exists(p));
+	es_claimer_free(&c);
+	es_manifest_free(&m);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Leases: a refreshed lock is never taken over; a silent one after one lease, not before.    */
+/* ------------------------------------------------------------------------------------------ */
+
+static int64_t heartbeat_of(const struct es_manifest *m, size_t i, ino_t *ino)
+{
+	char p[PATH_MAX];
+	cJSON *l = NULL;
+	int64_t hb = -1;
+	struct stat st;
+	jpath(p, m, "state/locks/%s.lock", m->shards[i].id);
+	if (ino)
+		*ino = stat(p, &st) == 0 ? st.st_ino : 0;
+	es_log_quiet_begin();
+	if (es_json_load(p, &l) == 0)
+		es_json_get_i64(l, "heartbeat", &hb);
+	es_log_quiet_end();
+	cJSON_Delete(l);
+	return hb;
+}
+
+static void test_lease(void)
+{
+	struct es_manifest m;
+	make_job("lease", 2, &m);
+	const size_t i = 1;
+	const char *id = m.shards[i].id;
+	/* The reference rule can never fire here: only the lease decides. */
+	struct es_policy pol = policy(&m, 1000000000, 1.0, 3);
+	int up[2], down[2];
+	if (!CHECK(pipe(up) == 0 && pipe(down) == 0))
+		return;
+	pid_t owner = fork();
+	if (owner == 0) {
+		/* The owner: claim, say so, refresh every 0.3 s until told to stop, then go silent
+		 * (and exit, leaving its lock behind like a crashed worker). */
+		close(up[0]);
+		close(down[1]);
+		struct es_claimer c;
+		if (es_claimer_init(&c, &m, &pol) || es_claim_try(&c, i) != ES_CLAIM_OK)
+			_exit(10);
+		if (write(up[1], c.token, 32) != 32)
+			_exit(11);
+		fcntl(down[0], F_SETFL, O_NONBLOCK);
+		for (;;) {
+			usleep(300 * 1000);
+			char ch;
+			if (read(down[0], &ch, 1) == 1)
+				break;
+			if (es_claim_heartbeat(&c, i) != 0)
+				_exit(12);
+		}
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	char tok[33] = "";
+	CHECK(read(up[0], tok, 32) == 32);
+	tok[32] = '\0';
+	ino_t ino0, ino1;
+	int64_t hb0 = heartbeat_of(&m, i, &ino0);
+	CHECK_INT_EQ(hb0, 0);
+
+	/* 3 s of observation by another claimer, every 50 ms: never taken over. */
+	struct es_claimer obs;
+	CHECK_INT_EQ(es_claimer_init(&obs, &m, &pol), 0);
+	double t0 = es_time_mono();
+	int tries = 0, claimed = 0;
+	while (es_time_mono() - t0 < 3.0) {
+		int rc = es_claim_try(&obs, i);
+		tries++;
+		if (rc != ES_CLAIM_NONE) {
+			claimed++;
+			break;
+		}
+		usleep(50 * 1000);
+	}
+	CHECK_INT_EQ(claimed, 0);
+	CHECK(tries > 30);
+	char now_tok[33];
+	lock_token(&m, i, now_tok);
+	CHECK_STR_EQ(now_tok, tok);
+	/* The refreshes rewrote the same inode with a growing counter. */
+	int64_t hb1 = heartbeat_of(&m, i, &ino1);
+	CHECK(hb1 >= 6);
+	CHECK(ino0 == ino1);
+	char sl[PATH_MAX];
+	sfmt(sl, sizeof(sl), "%s/state/stale_locks", m.job_dir);
+	CHECK_INT_EQ(count_entries(sl, NULL, NULL, 0), 0);
+	es_claimer_free(&obs);
+
+	/* The owner goes silent and exits; its lock stays. */
+	CHECK(write(down[1], "x", 1) == 1);
+	int st;
+	CHECK(waitpid(owner, &st, 0) == owner && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	lock_token(&m, i, now_tok);
+	CHECK_STR_EQ(now_tok, tok);
+
+	/* A fresh observer: the first look starts its clock; the takeover comes after at least
+	 * one lease (1 s) of its own observation, and not much later (polls every 50 ms). */
+	CHECK_INT_EQ(es_claimer_init(&obs, &m, &pol), 0);
+	double first = -1, taken = -1;
+	t0 = es_time_mono();
+	while (es_time_mono() - t0 < 5.0) {
+		double before = es_time_mono();
+		int rc = es_claim_try(&obs, i);
+		if (first < 0)
+			first = before;
+		if (rc == ES_CLAIM_OK) {
+			taken = es_time_mono();
+			break;
+		}
+		CHECK_INT_EQ(rc, ES_CLAIM_NONE);
+		usleep(50 * 1000);
+	}
+	CHECK(taken > 0);
+	fprintf(stderr, "lease: taken over %.3f s after the first observation (lease 1 s)\n", taken - first);
+	CHECK(taken - first >= 1.0);
+	CHECK(taken - first < 1.5);
+	CHECK(obs.took_over);
+	CHECK_STR_EQ(obs.took_over_token, tok);
+	lock_token(&m, i, now_tok);
+	CHECK_STR_EQ(now_tok, obs.token);
+	CHECK_INT_EQ(count_entries(sl, ".lock", NULL, 0), 1);
+	char rel[PATH_MAX];
+	sfmt(rel, sizeof(rel), "attempts/%s/0001-%s", id, tok);
+	cJSON *a = load_attempt(&m, rel);
+	CHECK_STR_EQ(es_json_get_str(a, "status"), "stale");
+	cJSON_Delete(a);
+	CHECK_INT_EQ(es_claim_release(&obs, i, obs.token), 0);
+	es_claimer_free(&obs);
+	close(up[0]);
+	close(down[1]);
+	es_manifest_free(&m);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* §9 test 9: max_retries are in addition to the first attempt.                               */
+/* ------------------------------------------------------------------------------------------ */
+
+static void test_retry_limit(void)
+{
+	struct es_manifest m;
+	make_job("retry", 2, &m);
+	struct es_policy pol = policy(&m, 126000, 120, 3);
+	char p[PATH_MAX];
+
+	/* Shard 0: four claims, each marked failed and released; the fifth claim hits the limit. */
+	const char *id = m.shards[0].id;
+	struct es_claimer c;
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &pol), 0);
+	for (int k = 1; k <= 4; k++) {
+		if (!CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_OK))
+			break;
+		CHECK_INT_EQ(c.attempt_number, k);
+		set_attempt_status(&m, c.attempt_rel, "failed");
+		int failures = -1, folders = -1;
+		CHECK_INT_EQ(es_claim_count_failures(m.job_dir, id, &failures, &folders), 0);
+		CHECK_INT_EQ(failures, k);
+		CHECK_INT_EQ(folders, k);
+		CHECK_INT_EQ(es_claim_release(&c, 0, c.token), 0);
+	}
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_FAILED_LIMIT);
+	cJSON *f = NULL;
+	jpath(p, &m, "state/failed/%s.json", id);
+	CHECK_INT_EQ(es_json_load(p, &f), 0);
+	int64_t failures = -1;
+	CHECK_INT_EQ(es_json_get_i64(f, "failures", &failures), 0);
+	CHECK_INT_EQ(failures, 4);
+	CHECK_STR_EQ(es_json_get_str(f, "reason"), "retry limit reached before claim");
+	CHECK_STR_EQ(es_json_get_str(f, "status"), "failed");
+	CHECK_STR_EQ(es_json_get_str(f, "shard_id"), id);
+	CHECK(es_json_get_str(f, "failed_at") != NULL);
+	CHECK(cJSON_GetObjectItemCaseSensitive(f, "last_error") == NULL);
+	cJSON_Delete(f);
+	/* No lock and no fifth attempt folder are left; the shard is never claimed again. */
+	jpath(p, &m, "state/locks/%s.lock", id);
+	CHECK(!exists(p));
+	jpath(p, &m, "attempts/%s", id);
+	CHECK_INT_EQ(count_entries(p, NULL, NULL, 0), 4);
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_NONE);
+	CHECK_INT_EQ(count_entries(p, NULL, NULL, 0), 4);
+
+	/* Shard 1, the reference's own sequence: the first three released, the fourth failure
+	 * published by its owner; the next claim finds the failed record. */
+	id = m.shards[1].id;
+	for (int k = 1; k <= 4; k++) {
+		if (!CHECK_INT_EQ(es_claim_try(&c, 1), ES_CLAIM_OK))
+			break;
+		set_attempt_status(&m, c.attempt_rel, "failed");
+		if (k < 4) {
+			CHECK_INT_EQ(es_claim_release(&c, 1, c.token), 0);
+			continue;
+		}
+		const char *rec = "{\n  \"failures\": 4,\n  \"status\": \"failed\"\n}\n";
+		int published = 0;
+		CHECK_INT_EQ(es_claim_publish(&c, 1, c.token, "failed", rec, strlen(rec), &published), 0);
+		CHECK_INT_EQ(published, 1);
+	}
+	CHECK_INT_EQ(es_claim_try(&c, 1), ES_CLAIM_NONE);
+	jpath(p, &m, "state/failed/%s.json", id);
+	CHECK_INT_EQ(es_json_load(p, &f), 0);
+	CHECK_INT_EQ(es_json_get_i64(f, "failures", &failures), 0);
+	CHECK_INT_EQ(failures, 4);
+	cJSON_Delete(f);
+	jpath(p, &m, "state/locks/%s.lock", id);
+	CHECK(!exists(p));
+	/* A done marker cannot appear over a failed one. */
+	CHECK_INT_EQ(es_claim_try(&c, 1), ES_CLAIM_NONE);
+
+	/* Stale attempts count too: three failed plus one stale reach the limit of 3. */
+	es_claimer_free(&c);
+	es_manifest_free(&m);
+	make_job("retry-stale", 1, &m);
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &pol), 0);
+	for (int k = 1; k <= 4; k++) {
+		if (!CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_OK))
+			break;
+		set_attempt_status(&m, c.attempt_rel, k == 2 ? "stale" : k == 3 ? "lost" : "failed");
+		CHECK_INT_EQ(es_claim_release(&c, 0, c.token), 0);
+	}
+	/* failed, stale, lost, failed: 3 count, the limit (> 3) is not reached yet. */
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_OK);
+	CHECK_INT_EQ(c.attempt_number, 5);
+	set_attempt_status(&m, c.attempt_rel, "failed");
+	CHECK_INT_EQ(es_claim_release(&c, 0, c.token), 0);
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_FAILED_LIMIT);
+	es_claimer_free(&c);
+	es_manifest_free(&m);
+}
+
+int main(void)
+{
+	char *t = test_tmpdir();
+	if (!realpath(t, ROOT))
+		return 1;
+	test_race_and_stale_takeover();
+	test_lease();
+	test_retry_limit();
+	return test_done();
+}
