@@ -62,6 +62,8 @@ got=$(sha256sum "$T/merged.jsonl" | cut -d' ' -f1)
 [ "$want" = "$got" ] || { echo "merged output differs from the concatenated shards" >&2; exit 1; }
 echo "merge bench: $(cat "$T/merge.out")"
 echo "merge bench: input $bytes bytes, 16 shards; wall times ${times[*]} s; median $median s (target <= $TARGET s)"
+# Other work on the machine shows up in the wall times; the load average tells how much.
+echo "merge bench: load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
 python3 -c "import sys; sys.exit(0 if float('$median') <= float('$TARGET') else 1)" || {
   echo "merge bench: median above target" >&2
   [ -z "${ESHARD_BENCH_FAIL:-}" ] || exit 1
