@@ -207,8 +207,11 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 	if ((rc = es_fs_rename(lock_path, dest)) != 0)
 		goto out;
 	const char *old = es_json_get_str(lock, "token");
+	int64_t old_attempt = 0;
 	c->took_over = 1;
 	snprintf(c->took_over_token, sizeof(c->took_over_token), "%s", old ? old : "");
+	if (es_json_get_i64(lock, "attempt_number", &old_attempt) == 0 && old_attempt > 0 && old_attempt <= INT32_MAX)
+		c->took_over_attempt = (int)old_attempt;
 	o->valid = 0;
 	rc = 1;
 out:
@@ -282,6 +285,7 @@ int es_claim_try(struct es_claimer *c, size_t i)
 	char lock_path[4096];
 	int rc;
 	c->took_over = 0;
+	c->took_over_attempt = 0;
 	if ((rc = es_claim_lock_path(m, id, lock_path, sizeof(lock_path))))
 		return rc;
 	/* Step 1. */

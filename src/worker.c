@@ -419,7 +419,8 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 			if (rc < 0)
 				goto out;
 			if (w.c.took_over) {
-				struct es_event e = { "stale_takeover", w.m.shards[i].id, 0, w.c.took_over_token, -1, -1, -1, NULL };
+				struct es_event e = { "stale_takeover", w.m.shards[i].id, w.c.took_over_attempt,
+							w.c.took_over_token, -1, -1, -1, NULL };
 				es_events_write(&w.ev, &e);
 			}
 			if (rc == ES_CLAIM_OK) {

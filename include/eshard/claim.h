@@ -44,6 +44,7 @@ struct es_claimer {
 	/* Set by es_claim_try when it took over a stale lock on its way. */
 	int took_over;
 	char took_over_token[33];
+	int took_over_attempt;       /* the taken-over lock's attempt_number, 0 when unknown */
 };
 
 enum es_claim_result { ES_CLAIM_NONE = 0, ES_CLAIM_OK = 1, ES_CLAIM_FAILED_LIMIT = 2 };
