@@ -258,6 +258,7 @@ static void test_race_and_stale_takeover(void)
 	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_OK);
 	CHECK(c.took_over);
 	CHECK_STR_EQ(c.took_over_token, t1);
+	CHECK_INT_EQ(c.took_over_attempt, 1);
 	char t2[33];
 	snprintf(t2, sizeof(t2), "%s", c.token);
 	CHECK(strcmp(t1, t2) != 0);
