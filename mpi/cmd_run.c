@@ -115,6 +115,19 @@ static const char *env_run_id(void)
 	return NULL;
 }
 
+/* This rank's index among the ranks of its host, and how many ranks the host has. */
+static void host_slot(const char *hosts, int n, int rank, int *slot, int *count)
+{
+	*slot = 0;
+	*count = 0;
+	for (int i = 0; i < n; i++)
+		if (!strncmp(hosts + (size_t)i * HOST_LEN, hosts + (size_t)rank * HOST_LEN, HOST_LEN)) {
+			if (i < rank)
+				(*slot)++;
+			(*count)++;
+		}
+}
+
 static int count_hosts(char *hosts, int n)
 {
 	int distinct = 0;
@@ -134,7 +147,7 @@ int cmd_run(int argc, char **argv)
 	prepare_cli_init(&pc);
 	struct es_opt opts[ES_PREPARE_MAX_OPTS + 12];
 	size_t n = prepare_cli_options(&pc, opts);
-	const char *output = NULL, *run_id = NULL;
+	const char *output = NULL, *run_id = NULL, *ray_mode = NULL;
 	int64_t nodes = 0;
 	int require_all = 0, retry_failed = 0, allow_mismatch = 0;
 	int seen_lease = 0, seen_hb = 0, seen_lt = 0, seen_mr = 0;
@@ -152,6 +165,7 @@ int cmd_run(int argc, char **argv)
 	opts[n++] = (struct es_opt){ "run-id", ES_OPT_STR, &run_id, NULL, "ID", "submission id (default PAI_JOB_ID, DLC_JOB_ID, JOB_ID, SLURM_JOB_ID, or made up)" };
 	opts[n++] = (struct es_opt){ "retry-failed", ES_OPT_FLAG, &retry_failed, NULL, NULL, "requeue failed shards before work starts" };
 	opts[n++] = (struct es_opt){ "attempt-timeout-secs", ES_OPT_POS_NUM, &attempt_timeout, NULL, NULL, "kill an attempt that runs longer (counted as failed)" };
+	opts[n++] = (struct es_opt){ "ray-mode", ES_OPT_STR, &ray_mode, NULL, "MODE", "per-attempt (default) or per-rank: one node-local Ray head per rank, reused by every shard" };
 	opts[n++] = (struct es_opt){ "allow-version-mismatch", ES_OPT_FLAG, &allow_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" };
 	static const struct es_cmd_help help = {
 		"run",
@@ -168,6 +182,13 @@ int cmd_run(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	if (prepare_cli_finish(&pc, "run"))
 		return 2;
+	{
+		struct es_worker_opts check;
+		es_worker_opts_init(&check);
+		check.ray_mode_name = ray_mode;
+		if (worker_cli_finish(&check, "run"))
+			return 2;
+	}
 
 	install_stop_handlers();
 	int provided;
@@ -192,6 +213,8 @@ int cmd_run(int argc, char **argv)
 	MPI_Iallgather(me, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, MPI_COMM_WORLD, &req);
 	wait_request(&req);
 	int distinct = count_hosts(hosts, r.size);
+	int slot = 0, slots = 1;
+	host_slot(hosts, r.size, r.rank, &slot, &slots);
 	free(hosts);
 	if (!nodes)
 		nodes = distinct;
@@ -262,6 +285,10 @@ int cmd_run(int argc, char **argv)
 		wo.supervisor_exe = self_exe();
 		wo.attempt_timeout_secs = attempt_timeout;
 		wo.allow_version_mismatch = allow_mismatch;
+		wo.ray_mode_name = ray_mode;
+		wo.ray_rank_on_host = slot;
+		wo.ray_ranks_on_host = slots;
+		worker_cli_finish(&wo, "run"); /* checked before MPI started */
 		if (seen_lease) wo.lease_secs = pc.o.policy.lease_secs;
 		if (seen_hb) wo.heartbeat_secs = pc.o.policy.heartbeat_secs;
 		if (seen_lt) wo.lock_timeout_secs = pc.o.policy.lock_timeout_secs;

@@ -58,9 +58,23 @@ size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts)
 		{ "ray-address", ES_OPT_STR, &o->ray_address, NULL, "ADDR", "override the manifest's Ray address for this process" },
 		{ "allow-version-mismatch", ES_OPT_FLAG, &o->allow_version_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" },
 		{ "run-id", ES_OPT_STR, &o->run_id, NULL, "ID", "submission id recorded in events and done records" },
+		{ "ray-mode", ES_OPT_STR, &o->ray_mode_name, NULL, "MODE", "per-attempt (default: Ray starts inside every shard's run) or per-rank (one node-local Ray head reused by every shard)" },
 	};
 	memcpy(opts, t, sizeof(t));
 	return sizeof(t) / sizeof(t[0]);
+}
+
+int worker_cli_finish(struct es_worker_opts *o, const char *cmd)
+{
+	if (!o->ray_mode_name || !strcmp(o->ray_mode_name, "per-attempt"))
+		o->ray_per_rank = 0;
+	else if (!strcmp(o->ray_mode_name, "per-rank"))
+		o->ray_per_rank = 1;
+	else
+		return es_error(ES_EUSAGE, "eshard-mpi %s: --ray-mode must be per-attempt or per-rank, got '%s'", cmd, o->ray_mode_name);
+	if (o->ray_per_rank && o->ray_address)
+		return es_error(ES_EUSAGE, "eshard-mpi %s: --ray-mode per-rank chooses the Ray address itself; drop --ray-address", cmd);
+	return 0;
 }
 
 int cmd_worker(int argc, char **argv)
@@ -87,6 +101,8 @@ int cmd_worker(int argc, char **argv)
 		es_error(ES_EUSAGE, "eshard-mpi worker: --job-dir is required");
 		return 2;
 	}
+	if (worker_cli_finish(&o, "worker"))
+		return 2;
 	install_stop_handlers();
 	o.stop_flag = stop_flag();
 	o.supervisor_exe = self_exe();

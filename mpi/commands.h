@@ -20,6 +20,8 @@ volatile sig_atomic_t *stop_flag(void);
 const char *self_exe(void);
 /* The worker's override options, shared with run: fills opts[] and returns how many (<= 12). */
 size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts);
+/* Checks what the table cannot (the Ray mode) and fills the derived fields. */
+int worker_cli_finish(struct es_worker_opts *o, const char *cmd);
 
 /* The options of prepare, shared with run: fills opts[] and returns how many. */
 #define ES_PREPARE_MAX_OPTS 20

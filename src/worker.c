@@ -5,6 +5,7 @@
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
+#include "eshard/ray.h"
 #include "eshard/recipe.h"
 #include "eshard/sha.h"
 #include "eshard/status.h"
@@ -30,6 +31,7 @@ struct worker {
 	struct es_claimer c;
 	struct es_events ev;
 	const char *ray_address;
+	struct es_ray_head head;     /* per-rank mode */
 	char *dj_commit;
 };
 
@@ -192,8 +194,40 @@ static const char *finish_lost(struct worker *w, size_t i)
 	return "lost";
 }
 
+/* Per-rank mode: make sure this worker's Ray head is up; its address becomes the shard's. */
+static int ensure_ray_head(struct worker *w)
+{
+	if (w->head.running && es_ray_head_alive(&w->head) == 1)
+		return 0;
+	if (w->head.running) {
+		es_warning("the node-local Ray head at %s is gone; starting a new one", w->head.address);
+		es_ray_head_stop(&w->head);
+	}
+	struct es_ray_opts ro;
+	memset(&ro, 0, sizeof(ro));
+	ro.python = w->m.processor.python ? w->m.processor.python : w->m.processor.dj_process;
+	ro.rank_on_host = w->o->ray_rank_on_host;
+	ro.ranks_on_host = w->o->ray_ranks_on_host > 0 ? w->o->ray_ranks_on_host : 1;
+	ro.cancel = w->o->stop_flag;
+	double t0 = es_time_mono();
+	int rc = es_ray_head_start(&ro, &w->head);
+	if (rc)
+		return rc;
+	w->ray_address = w->head.address;
+	printf("Started a node-local Ray head at %s in %.1f s (temp dir %s)\n", w->head.address,
+	       es_time_mono() - t0, w->head.temp_dir);
+	fflush(stdout);
+	return 0;
+}
+
 static const char *process_shard(struct worker *w, size_t i)
 {
+	if (w->o->ray_per_rank && ensure_ray_head(w)) {
+		cJSON *a = load_attempt(w);
+		const char *r = finish_failure(w, i, a, es_last_error());
+		cJSON_Delete(a);
+		return r;
+	}
 	const struct es_shard *sh = &w->m.shards[i];
 	struct es_buf input = ES_BUF_INIT, adir = ES_BUF_INIT, tmp = ES_BUF_INIT;
 	es_buf_printf(&input, "%s/%s", w->m.job_dir, sh->path);
@@ -481,6 +515,11 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	fprintf(stderr, "%sWorker %s:%d stopped by signal %d; its claims were released for other workers\n",
 		"", es_hostname(), (int)getpid(), (int)*o->stop_flag);
 out:
+	if (w.head.running) {
+		es_ray_head_stop(&w.head);
+		printf("Stopped the node-local Ray head\n");
+		fflush(stdout);
+	}
 	es_events_close(&w.ev);
 	es_claimer_free(&w.c);
 	es_manifest_free(&w.m);

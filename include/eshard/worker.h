@@ -26,6 +26,13 @@ struct es_worker_opts {
 	double attempt_timeout_secs; /* 0: none */
 	double poll_interval_override; /* > 0: poll this often (fractions allowed; used by tests and run) */
 	const char *ray_address;     /* NULL: the manifest's */
+	/* --ray-mode per-rank: start one node-local Ray head for this worker (at its first claim),
+	 * give its address to every shard, restart it when it died, stop it when the worker ends
+	 * (also on failure and SIGTERM). The ranks of one host get distinct ports and a share of
+	 * the host's CPUs and GPUs. */
+	int ray_per_rank;
+	const char *ray_mode_name;   /* the option as given ("per-attempt", "per-rank") */
+	int ray_rank_on_host, ray_ranks_on_host;
 	int allow_version_mismatch;
 	const char *run_id;          /* recorded in events and done records when set */
 	const char *supervisor_exe;  /* the eshard-mpi binary, for the child supervisor */
