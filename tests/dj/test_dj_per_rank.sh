@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# --ray-mode per-rank with real Data-Juicer: each rank starts one node-local Ray head and gives
+# its address to every shard; no Ray process is left after the job, after a failure, or after
+# SIGTERM.
+. "$(dirname "$0")/lib_dj.sh"
+cd "$SRC"
+our_ray() { pgrep -f -a 'eshard-ray-' | grep -v pgrep || true; }
+[ -z "$(our_ray)" ] || { our_ray; fail "Ray heads of an earlier run are still there"; }
+
+run_expect 0 "$MPIEXEC" --oversubscribe -np 2 "$BIN" run --config configs/demo.yaml --dataset-path configs/demo-data \
+  --job-dir "$T/job" --num-shards 4 --python "$PY" --dj-process "$DJ" --ray-mode per-rank
+expect_out "PASS: 4 shards were completed by 1 node(s); merged 55 rows into $T/job/merged.jsonl"
+[ "$(grep -c 'Started a node-local Ray head at' "$T/out")" = 2 ] || fail "expected one head per rank"
+python3 - "$T/job" <<'PY'
+import json, os, re, sys
+job = sys.argv[1]
+addrs = set()
+for f in sorted(os.listdir(os.path.join(job, "state/done"))):
+    d = json.load(open(os.path.join(job, "state/done", f)))
+    assert re.fullmatch(r"[0-9.]+:\d+", d["ray_address"]), d["ray_address"]
+    addrs.add(d["ray_address"])
+    log = open(os.path.join(job, os.path.dirname(d["output_path"]), "process.log")).read()
+    assert "Connected to Ray cluster" in log or d["ray_address"] in log, "shard did not use the rank's head"
+assert 1 <= len(addrs) <= 2, addrs
+print("every shard ran against its rank's head:", sorted(addrs))
+PY
+sleep 1
+[ -z "$(our_ray)" ] || { our_ray; fail "Ray processes left after the job"; }
+pass "per-rank heads used and stopped"
+
+# SIGTERM while the ranks work: heads stopped, every rank exits 143, locks released.
+"$MPIEXEC" --oversubscribe -np 2 "$BIN" run --config configs/demo.yaml --dataset-path configs/demo-data \
+  --job-dir "$T/job2" --num-shards 4 --python "$PY" --dj-process "$DJ" --ray-mode per-rank >"$T/out2" 2>&1 &
+mpi=$!
+for _ in $(seq 120); do grep -q 'Started a node-local Ray head' "$T/out2" && break; sleep 0.5; done
+grep -q 'Started a node-local Ray head' "$T/out2" || { cat "$T/out2"; fail "no head started"; }
+sleep 2
+kill -TERM "$mpi"
+rc=0; wait "$mpi" || rc=$?
+[ "$rc" != 0 ] || fail "mpirun exited 0 after SIGTERM"
+sleep 1
+[ -z "$(our_ray)" ] || { our_ray; cat "$T/out2"; fail "Ray processes left after SIGTERM"; }
+[ -z "$(ls -A "$T/job2/state/locks")" ] || fail "locks left after SIGTERM: $(ls "$T/job2/state/locks")"
+pass "SIGTERM: heads stopped, locks released (mpirun exit $rc)"
