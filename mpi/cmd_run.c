@@ -36,6 +36,7 @@ struct run {
 	MPI_Request stop_recv;
 	int stop_buf;
 	int stop_sent;
+	int stop_sig;                /* the buffer of the stop sends: it must outlive them */
 	MPI_Request *stop_sends;
 };
 
@@ -96,10 +97,10 @@ static int should_stop(void *arg)
 	if (*flag && !r->stop_sent) {
 		/* Tell every other rank, so that the whole job ends together with one code. */
 		r->stop_sent = 1;
-		int sig = (int)*flag;
+		r->stop_sig = (int)*flag;
 		for (int i = 0; i < r->size; i++)
 			if (i != r->rank)
-				MPI_Isend(&sig, 1, MPI_INT, i, TAG_STOP, MPI_COMM_WORLD, &r->stop_sends[i]);
+				MPI_Isend(&r->stop_sig, 1, MPI_INT, i, TAG_STOP, MPI_COMM_WORLD, &r->stop_sends[i]);
 	}
 	return 0;
 }
@@ -275,6 +276,7 @@ int cmd_run(int argc, char **argv)
 		es_worker_opts_init(&wo);
 		wo.job_dir = pc.o.job_dir;
 		wo.max_shards = cap;
+		wo.cap_counts_done = 1;
 		wo.wait_for_terminal = 1;
 		wo.quiet_idle = 1;
 		wo.poll_interval_override = 1.0;

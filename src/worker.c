@@ -434,10 +434,11 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	fflush(stdout);
 	char last_idle[256] = "";
 	int capped = 0;
+	int64_t done_here = 0;
 	for (;;) {
 		if (stopped(o))
 			break;
-		if (!capped && o->max_shards > 0 && res->processed >= o->max_shards) {
+		if (!capped && o->max_shards > 0 && (o->cap_counts_done ? done_here : res->processed) >= o->max_shards) {
 			printf("Reached --max-shards=%lld\n", (long long)o->max_shards);
 			fflush(stdout);
 			if (!o->wait_for_terminal) {
@@ -475,6 +476,8 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 			if (!strcmp(r, "preempted"))
 				break;
 			res->processed++;
+			if (!strcmp(r, "done"))
+				done_here++;
 			if (!strcmp(r, "failed"))
 				res->failed++;
 			continue;
@@ -489,7 +492,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		if (done == total) {
 			printf("All %lld shards completed\n", total);
 			fflush(stdout);
-			res->exit_code = capped && res->failed ? 2 : 0;
+			res->exit_code = capped && res->failed && !o->cap_counts_done ? 2 : 0;
 			goto out;
 		}
 		if (done + failed == total) {

@@ -42,6 +42,12 @@ struct es_worker_opts {
 	int (*should_stop)(void *arg);
 	void *should_stop_arg;
 	int wait_for_terminal;       /* after --max-shards, keep waiting until the job is terminal */
+	/* max_shards counts only the shards this process completed, not its attempts, and a job
+	 * that ends with every shard done exits 0 even if one of its attempts failed on the way.
+	 * The MPI run's strict-mode cap needs this: counted in attempts, a failed (or lost)
+	 * attempt uses up a node's share, and its retry can find every rank capped, so the job
+	 * never becomes terminal and the run waits forever. */
+	int cap_counts_done;
 	int quiet_idle;              /* print the idle line only once per change of counts */
 };
 
