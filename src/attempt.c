@@ -985,7 +985,6 @@ int es_attempt_materialize(const char *job_dir, const char *attempt_dir, size_t 
 	struct sink k = { .fd = -1, .buf = ES_BUF_INIT };
 	struct es_jsonl *jl = NULL;
 	int single = 0, sha_live = 0;
-	char tok[33];
 	int rc = es_path_join(&export, attempt_dir, "ray-output.jsonl");
 	if (!rc)
 		rc = es_path_join(&final, attempt_dir, "processed.jsonl");
@@ -1021,16 +1020,8 @@ int es_attempt_materialize(const char *job_dir, const char *attempt_dir, size_t 
 		rc = es_error(ES_ENOMEM, "out of memory");
 		goto out;
 	}
-	if ((rc = es_fs_token(tok)) != 0 ||
-	    (rc = es_buf_printf(&tmp, "%s/.processed.jsonl.%s.tmp", attempt_dir, tok)) != 0)
+	if ((rc = es_fs_open_temp(final.data, &tmp, &k.fd)) != 0)
 		goto out;
-	/* The name is fresh (128 random bits) and renamed into place below, so no O_EXCL is
-	 * needed; O_NOFOLLOW keeps a planted link from redirecting the write. */
-	k.fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
-	if (k.fd < 0) {
-		rc = es_error_errno(ES_EIO, "cannot create '%s'", tmp.data);
-		goto out;
-	}
 	k.path = tmp.data;
 	if ((rc = es_sha_init(&k.sha)) != 0)
 		goto out;

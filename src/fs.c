@@ -103,13 +103,20 @@ int es_fs_fsync_parent(const char *path)
 	return rc;
 }
 
-/* Write data into a fresh temporary beside path; its name is left in tmp. */
-static int write_temp(const char *path, const void *data, size_t len, struct es_buf *tmp)
+int es_fs_open_new(const char *path, mode_t mode, int rw, int *fd)
+{
+	*fd = open(path, (rw ? O_RDWR : O_WRONLY) | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	if (*fd < 0)
+		return es_error_errno(errno == EEXIST ? ES_EEXIST : ES_EIO, "cannot create '%s'", path);
+	return 0;
+}
+
+int es_fs_open_temp(const char *target, struct es_buf *tmp, int *fd)
 {
 	struct es_buf dir = ES_BUF_INIT;
 	const char *name;
 	char tok[33];
-	int rc = split_dir(path, &dir, &name);
+	int rc = split_dir(target, &dir, &name);
 	if (!rc)
 		rc = es_fs_token(tok);
 	if (!rc) {
@@ -118,11 +125,18 @@ static int write_temp(const char *path, const void *data, size_t len, struct es_
 				   strcmp(dir.data, "/") ? "/" : "", name, tok);
 	}
 	es_buf_free(&dir);
+	if (!rc)
+		rc = es_fs_open_new(tmp->data, 0644, 0, fd);
+	return rc;
+}
+
+/* Write data into a fresh temporary beside path; its name is left in tmp. */
+static int write_temp(const char *path, const void *data, size_t len, struct es_buf *tmp)
+{
+	int fd;
+	int rc = es_fs_open_temp(path, tmp, &fd);
 	if (rc)
 		return rc;
-	int fd = open(tmp->data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return es_error_errno(ES_EIO, "cannot create temporary file '%s'", tmp->data);
 	rc = es_fs_write_all(fd, data, len, tmp->data);
 	if (!rc && fsync(fd) != 0)
 		rc = es_error_errno(ES_EIO, "cannot fsync '%s'", tmp->data);

@@ -340,18 +340,7 @@ static int write_merge_json(const struct es_manifest *m, const struct es_merge_r
 /* Open "<dir>/.<name>.<32hex>.tmp" next to the output, so that the final rename is atomic. */
 static int open_temp(const char *out, struct es_buf *tmp, int *fd)
 {
-	const char *slash = strrchr(out, '/');
-	char tok[33];
-	int rc = es_fs_token(tok);
-	if (rc)
-		return rc;
-	es_buf_reset(tmp);
-	if ((rc = es_buf_printf(tmp, "%.*s/.%s.%s.tmp", (int)(slash - out), out, slash + 1, tok)))
-		return rc;
-	*fd = open(tmp->data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (*fd < 0)
-		return es_error_errno(ES_EIO, "cannot create temporary output '%s'", tmp->data);
-	return 0;
+	return es_fs_open_temp(out, tmp, fd);
 }
 
 static int merge_all(const struct es_manifest *m, struct reader *rd, struct es_merge_result *r)

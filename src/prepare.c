@@ -222,10 +222,10 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 	memset(res, 0, sizeof(*res));
 	h.tmp_path = tmp_path;
 	h.files = files;
-	h.fd = open(tmp_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (h.fd < 0)
-		return es_error_errno(ES_EIO, "cannot create '%s'", tmp_path);
-	int rc = es_sha_init(&h.norm);
+	int rc = es_fs_open_new(tmp_path, 0600, 1, &h.fd);
+	if (rc)
+		return rc;
+	rc = es_sha_init(&h.norm);
 	if (rc) {
 		close(h.fd);
 		return rc;
@@ -348,9 +348,8 @@ static int copy_shard(struct pass2 *p, uint64_t k, char *buf)
 		rc = es_buf_printf(&path, "%s/%s.jsonl", p->shard_dir, id);
 	if (rc)
 		return rc;
-	int fd = open(path.data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = es_error_errno(ES_EIO, "cannot create shard file '%s'", path.data);
+	int fd;
+	if ((rc = es_fs_open_new(path.data, 0644, 0, &fd)) != 0) {
 		es_buf_free(&path);
 		return rc;
 	}

@@ -30,6 +30,11 @@ int es_fs_write_atomic(const char *path, const void *data, size_t len);
 int es_fs_publish_exclusive(const char *path, const void *data, size_t len);
 /* open(O_CREAT|O_EXCL|O_WRONLY, 0644), write, fsync. 0 created, 1 already existed. */
 int es_fs_create_exclusive(const char *path, const void *data, size_t len);
+/* Create "<dir>/.<name>.<32hex>.tmp" beside target, exclusively (O_EXCL, mode 0644), for a
+ * streamed write that es_fs_rename() then publishes. tmp gets its path; *fd the descriptor. */
+int es_fs_open_temp(const char *target, struct es_buf *tmp, int *fd);
+/* Create a new file exclusively (O_CREAT|O_EXCL|O_WRONLY, or O_RDWR when rw); *fd on success. */
+int es_fs_open_new(const char *path, mode_t mode, int rw, int *fd);
 /* rename(from, to) and fsync the folder(s) of to (and of from when it differs). */
 int es_fs_rename(const char *from, const char *to);
 /* fsync a folder so that a rename or create in it is durable. */
