@@ -1,0 +1,44 @@
+# Several "hosts" on one machine for the end-to-end tests: source it after lib.sh.
+#
+# Open MPI starts its daemon (orted) on every host of the hostfile through an rsh agent. Ours
+# runs the command in a new UTS namespace whose hostname is the host's name, so each rank (and
+# every processor it starts) sees gethostname() == node1, node2, ... while all of them really run
+# here. They talk over the tcp BTL on loopback (lib.sh exports btl=self,tcp and the lo interface);
+# the names never need to resolve, because every daemon connects back to mpirun's loopback URI.
+# Checked with Debian 12's Open MPI 4.1.4.
+#
+#   fakehosts_setup N         writes $T/fakehosts/{agent.sh,hostfile} with node1..nodeN (2 slots
+#                             each) and exports:
+#     FAKEHOSTS_HOSTFILE      the hostfile
+#     FAKEHOSTS_AGENT_ARGS    the mpirun options that select the agent (no hostfile)
+#     FAKEHOSTS_MPIRUN_ARGS   --hostfile + the agent options: mpirun $FAKEHOSTS_MPIRUN_ARGS -np N -npernode 1 ...
+#
+# Paths under $T have no spaces, so the option strings can be split on whitespace.
+
+fakehosts_setup() {
+  local n=$1 d=$T/fakehosts i
+  mkdir -p "$d"
+  cat >"$d/agent.sh" <<'EOF'
+#!/bin/sh
+# Fake rsh agent: "agent.sh HOST CMD..." runs CMD here under the hostname HOST. CMD is a shell
+# command line, not just a program: mpirun started by its absolute path (as CTest's MPIEXEC is)
+# sends "PATH=/usr/bin:$PATH ; export PATH ; ... /usr/bin/orted ...", so no "exec" before it.
+h="$1"; shift
+exec unshare --uts sh -c "hostname $h; $*"
+EOF
+  chmod +x "$d/agent.sh"
+  : >"$d/hostfile"
+  for i in $(seq 1 "$n"); do echo "node$i slots=2" >>"$d/hostfile"; done
+  FAKEHOSTS_HOSTFILE=$d/hostfile
+  # plm_rsh_no_tree_spawn: mpirun starts every daemon itself (no daemon-to-daemon ssh tree).
+  FAKEHOSTS_AGENT_ARGS="--mca plm_rsh_agent $d/agent.sh --mca plm_rsh_no_tree_spawn 1"
+  FAKEHOSTS_MPIRUN_ARGS="--hostfile $d/hostfile $FAKEHOSTS_AGENT_ARGS"
+  export FAKEHOSTS_HOSTFILE FAKEHOSTS_AGENT_ARGS FAKEHOSTS_MPIRUN_ARGS
+}
+
+# fakehosts_check: fail early with a clear message when this machine cannot make namespaces.
+fakehosts_check() {
+  command -v unshare >/dev/null || fail "unshare (util-linux) is missing"
+  [ "$(unshare --uts sh -c 'hostname es-probe && hostname' 2>&1)" = es-probe ] ||
+    fail "cannot create a UTS namespace here (unshare --uts); the fake-host tests need root"
+}

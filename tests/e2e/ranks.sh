@@ -1,0 +1,79 @@
+# Per-rank exit codes and pids for the MPI end-to-end tests: source it after lib.sh.
+#
+# mpirun returns only one code for the whole job, so every rank runs under $T/rank.sh, which
+# starts the real command, writes its pid to $T/ranks/pid.<rank> (for the kill tests), its
+# hostname to host.<rank>, waits, and writes its exit code to rc.<rank>.
+#
+#   ranks_setup              writes $T/rank.sh; sets MPIRUN (from MPIEXEC, else mpirun)
+#   ranks_reset              forgets the files of the last run
+#   ranks_expect N CODE      exactly N ranks ran and each exited with CODE
+#   ranks_wait_pids N SECS   waits until the N ranks wrote their pids
+
+MPIRUN=${MPIEXEC:-mpirun}
+[ -n "$MPIRUN" ] || MPIRUN=mpirun
+
+# By default mpirun ends the whole job as soon as one rank exits with a non-zero code, even
+# after MPI_Finalize: the other ranks, still tearing down, get SIGTERM and SIGKILL a second
+# later, so their codes are lost (mpirun's own exit code is the first rank's). A run that checks
+# every rank's code passes RANKS_NOABORT. Beware: with it mpirun exits 0 whatever the ranks
+# return, and a rank killed under the wrapper leaves the job hanging, so the runs that check
+# mpirun's code or kill a rank use the default.
+RANKS_NOABORT="--mca orte_abort_on_non_zero_status 0"
+
+ranks_setup() {
+  mkdir -p "$T/ranks"
+  cat >"$T/rank.sh" <<EOF
+#!/bin/bash
+r=\${OMPI_COMM_WORLD_RANK:-\${PMIX_RANK:-\${SLURM_PROCID:-0}}}
+d=$T/ranks
+hostname >"\$d/host.\$r"
+# mpirun ends the other ranks (SIGTERM, SIGKILL 1 s later) as soon as one exits non-zero,
+# even after MPI_Finalize; the rank itself has a handler and exits with its code, and this
+# wrapper must survive the SIGTERM to record it. A trap (not an ignore) leaves the child's
+# dispositions alone.
+trap 'echo TERM >"\$d/term.\$r"' TERM
+"\$@" &
+pid=\$!
+echo "\$pid" >"\$d/pid.\$r"
+while :; do
+  wait "\$pid"
+  rc=\$?
+  kill -0 "\$pid" 2>/dev/null || break
+done
+echo "\$rc" >"\$d/rc.\$r"
+exit "\$rc"
+EOF
+  chmod +x "$T/rank.sh"
+}
+
+ranks_reset() { rm -f "$T"/ranks/rc.* "$T"/ranks/pid.* "$T"/ranks/host.* "$T"/ranks/term.*; }
+
+ranks_expect() {
+  local n=$1 want=$2 i got files
+  files=$(find "$T/ranks" -name 'rc.*' | wc -l)
+  [ "$files" = "$n" ] || { ls "$T/ranks" >&2; fail "expected $n rank exit codes, found $files"; }
+  for i in $(seq 0 $((n - 1))); do
+    [ -f "$T/ranks/rc.$i" ] || fail "rank $i recorded no exit code"
+    got=$(cat "$T/ranks/rc.$i")
+    [ "$got" = "$want" ] || fail "rank $i exited with $got, expected $want (all: $(cat "$T"/ranks/rc.* | tr '\n' ' '))"
+  done
+}
+
+ranks_wait_pids() {
+  local n=$1 secs=$2 i
+  for i in $(seq 1 $((secs * 10))); do
+    [ "$(find "$T/ranks" -name 'pid.*' | wc -l)" -ge "$n" ] && return 0
+    sleep 0.1
+  done
+  fail "the $n ranks did not start within $secs s"
+}
+
+# wait_for SECS CMD...: poll CMD every 0.1 s until it succeeds; fail after SECS.
+wait_for() {
+  local secs=$1 i; shift
+  for i in $(seq 1 $((secs * 10))); do
+    if "$@"; then return 0; fi
+    sleep 0.1
+  done
+  fail "timed out after ${secs}s waiting for: $*"
+}
