@@ -21,6 +21,11 @@ struct es_lease_obs {
 	int64_t mtime_ns;
 	uint64_t content_hash;
 	double since_mono;   /* when this exact state was first seen */
+	/* A done marker of this shard was seen (or published by us). Done markers are final
+	 * (retry refuses done shards, nothing removes them), so es_claim_try need not look again:
+	 * without this, a worker scanning from the first shard made one open() per done shard for
+	 * every claim, O(shards^2) in all, and on NFS each of them is a round trip. */
+	int done;
 };
 
 static uint64_t fnv1a(const char *p, size_t n)
@@ -188,7 +193,7 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 	uint64_t h = fnv1a(content.data, content.len);
 	double now_mono = es_time_mono();
 	if (!o->valid || o->dev != st.st_dev || o->ino != st.st_ino || o->mtime_ns != mt || o->content_hash != h) {
-		*o = (struct es_lease_obs){ 1, st.st_dev, st.st_ino, mt, h, now_mono };
+		*o = (struct es_lease_obs){ 1, st.st_dev, st.st_ino, mt, h, now_mono, o->done };
 	}
 	double age = es_time_epoch() - ((double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9);
 	int stale = age > (double)c->policy.lock_timeout_secs ||
@@ -286,10 +291,17 @@ int es_claim_try(struct es_claimer *c, size_t i)
 	int rc;
 	c->took_over = 0;
 	c->took_over_attempt = 0;
+	if (c->obs[i].done)
+		return ES_CLAIM_NONE;
 	if ((rc = es_claim_lock_path(m, id, lock_path, sizeof(lock_path))))
 		return rc;
 	/* Step 1. */
-	if ((rc = es_claim_marker_exists(m, "done", id)) != 0 || (rc = es_claim_marker_exists(m, "failed", id)) != 0)
+	if ((rc = es_claim_marker_exists(m, "done", id)) != 0) {
+		if (rc == 1)
+			c->obs[i].done = 1;
+		return rc < 0 ? rc : ES_CLAIM_NONE;
+	}
+	if ((rc = es_claim_marker_exists(m, "failed", id)) != 0)
 		return rc < 0 ? rc : ES_CLAIM_NONE;
 	/* Step 2. */
 	if ((rc = es_fs_exists(lock_path)) < 0)
@@ -507,6 +519,8 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 			rc = r;
 		else
 			*published = r == 0;
+		if (r >= 0 && !strcmp(kind, "done"))
+			c->obs[i].done = 1; /* ours, or someone else's already there */
 	}
 	if (!rc || rc == 1) {
 		if (unlink(lock_path) != 0)

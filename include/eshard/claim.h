@@ -54,7 +54,9 @@ void es_claimer_free(struct es_claimer *c);
 
 /* Try to claim shard index i. Returns ES_CLAIM_OK (c->token etc. set, lock and attempt.json
  * written), ES_CLAIM_NONE, ES_CLAIM_FAILED_LIMIT (the retry limit was reached: the failed
- * record is published), or a negative error. */
+ * record is published), or a negative error. A shard whose done marker this claimer has seen
+ * (or published) is answered ES_CLAIM_NONE without touching the file system again: done
+ * markers are final, and a worker scans every shard from the first one for each claim. */
 int es_claim_try(struct es_claimer *c, size_t i);
 
 /* Refresh the lease: rewrite the lock in place with heartbeat+1. Returns 0, 1 when the lock is

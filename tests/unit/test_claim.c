@@ -325,6 +325,24 @@ static void test_race_and_stale_takeover(void)
 	/* A done shard is never claimed again. */
 	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_NONE);
 	CHECK(!exists(p));
+	/* Done markers are final, so a claimer that saw one does not look again (even if someone
+	 * removed the marker by hand); a fresh claimer looks at the file system. */
+	struct es_claimer fresh;
+	CHECK_INT_EQ(es_claimer_init(&fresh, &m, &m.policy), 0);
+	CHECK_INT_EQ(es_claim_try(&fresh, 0), ES_CLAIM_NONE);
+	char moved[PATH_MAX];
+	sfmt(moved, sizeof(moved), "%s.moved", q);
+	CHECK(rename(q, moved) == 0);
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_NONE);
+	CHECK_INT_EQ(es_claim_try(&fresh, 0), ES_CLAIM_NONE);
+	CHECK(!exists(p));
+	struct es_claimer third;
+	CHECK_INT_EQ(es_claimer_init(&third, &m, &m.policy), 0);
+	CHECK_INT_EQ(es_claim_try(&third, 0), ES_CLAIM_OK);
+	CHECK_INT_EQ(es_claim_release(&third, 0, third.token), 0);
+	CHECK(rename(moved, q) == 0);
+	es_claimer_free(&third);
+	es_claimer_free(&fresh);
 	es_claimer_free(&c);
 	es_manifest_free(&m);
 }
