@@ -691,6 +691,8 @@ int es_attempt_run(const struct es_attempt_spec *s, struct es_attempt_outcome *o
 		if (!stop_sent && s->stop_flag && *s->stop_flag) {
 			out->preempted = 1;
 			stop_sent = 1;
+			if (s->on_stop)
+				s->on_stop(s->tick_arg);
 		}
 		if (!stop_sent && s->tick && now >= next_tick) {
 			next_tick = now + tick_secs;

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+extern char **environ;
+
 void es_worker_opts_init(struct es_worker_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -74,8 +76,19 @@ struct tick_arg {
 	struct worker *w;
 	size_t i;
 	int lost;
+	int released;        /* the lock was released on a stop, before the child was stopped */
 	double last_beat;
 };
+
+/* SIGTERM/SIGINT seen while the child runs: give the shard back at once (token-checked), so a
+ * resubmitted job can claim it even if this process is killed before its child is gone; the
+ * child can no longer publish anything, since the token check fails. */
+static void release_on_stop(void *arg)
+{
+	struct tick_arg *t = arg;
+	if (!t->released && es_claim_release(&t->w->c, t->i, t->w->c.token) == 0)
+		t->released = 1;
+}
 
 static int stopped(const struct es_worker_opts *o)
 {
@@ -209,8 +222,35 @@ static int ensure_ray_head(struct worker *w)
 	ro.rank_on_host = w->o->ray_rank_on_host;
 	ro.ranks_on_host = w->o->ray_ranks_on_host > 0 ? w->o->ray_ranks_on_host : 1;
 	ro.cancel = w->o->stop_flag;
+	/* Data-Juicer's operators run in the head's Ray workers, which inherit the head's
+	 * environment, not the shard child's: give the head the job's cache folders (as every
+	 * shard child gets them), so models and caches land in the job folder's cache/. */
+	struct es_buf cache = ES_BUF_INIT, hf = ES_BUF_INIT;
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	if (!xdg || !*xdg)
+		es_buf_printf(&cache, "XDG_CACHE_HOME=%s/cache", w->m.job_dir);
+	if (!getenv("HF_HOME") || !*getenv("HF_HOME"))
+		es_buf_printf(&hf, "HF_HOME=%s/huggingface", xdg && *xdg ? xdg : cache.data + strlen("XDG_CACHE_HOME="));
+	size_t n_env = 0;
+	while (environ[n_env])
+		n_env++;
+	char **env = calloc(n_env + 3, sizeof(*env));
+	if (!env)
+		return es_error(ES_ENOMEM, "out of memory");
+	size_t k = 0;
+	for (size_t e = 0; e < n_env; e++)
+		if ((!cache.len || strncmp(environ[e], "XDG_CACHE_HOME=", 15)) && (!hf.len || strncmp(environ[e], "HF_HOME=", 8)))
+			env[k++] = environ[e];
+	if (cache.len)
+		env[k++] = cache.data;
+	if (hf.len)
+		env[k++] = hf.data;
+	ro.env = env;
 	double t0 = es_time_mono();
 	int rc = es_ray_head_start(&ro, &w->head);
+	free(env);
+	es_buf_free(&cache);
+	es_buf_free(&hf);
 	if (rc)
 		return rc;
 	w->ray_address = w->head.address;
@@ -245,9 +285,10 @@ static const char *process_shard(struct worker *w, size_t i)
 	spec.supervisor_exe = w->o->supervisor_exe;
 	spec.timeout_secs = w->o->attempt_timeout_secs;
 	spec.tick_secs = w->c.policy.heartbeat_secs < 1.0 ? w->c.policy.heartbeat_secs : 1.0;
-	struct tick_arg ta = { w, i, 0, es_time_mono() };
+	struct tick_arg ta = { w, i, 0, 0, es_time_mono() };
 	spec.tick = tick;
 	spec.tick_arg = &ta;
+	spec.on_stop = release_on_stop;
 	spec.stop_flag = w->o->stop_flag;
 	spec.grace_secs = 10;
 
@@ -291,7 +332,8 @@ static const char *process_shard(struct worker *w, size_t i)
 		 * retry limit; the lock is released at once so a resubmitted job resumes now. */
 		es_json_set_str(a, "status", "preempted");
 		save_attempt(w, a);
-		es_claim_release(&w->c, i, w->c.token);
+		if (!ta.released)
+			es_claim_release(&w->c, i, w->c.token);
 		event(w, "preempted", i, -1, -1, oc.duration_secs, NULL);
 		result = "preempted";
 		goto out;
@@ -519,7 +561,11 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		"", es_hostname(), (int)getpid(), (int)*o->stop_flag);
 out:
 	if (w.head.running) {
-		es_ray_head_stop(&w.head);
+		/* After a signal the launcher may kill us within a second: no graceful steps. */
+		if (res->stopped_by_signal)
+			es_ray_head_kill(&w.head);
+		else
+			es_ray_head_stop(&w.head);
 		printf("Stopped the node-local Ray head\n");
 		fflush(stdout);
 	}

@@ -55,6 +55,10 @@ struct es_attempt_spec {
 	int (*tick)(void *arg);      /* heartbeat hook, may be NULL; nonzero: stop (aborted) */
 	void *tick_arg;
 	volatile sig_atomic_t *stop_flag; /* may be NULL; set by the caller's SIGTERM/SIGINT handler */
+	/* Called once, at once, when *stop_flag is seen and before the child is stopped (which
+	 * may take the grace period): the worker releases its lock there, because a launcher
+	 * such as mpirun may SIGKILL it a second after its SIGTERM. May be NULL. */
+	void (*on_stop)(void *arg);
 	double grace_secs;           /* SIGTERM first, SIGKILL this much later; 0: 10 s */
 };
 
