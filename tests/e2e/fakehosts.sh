@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Several "hosts" on one machine for the end-to-end tests: source it after lib.sh.
 #
 # Open MPI starts its daemon (orted) on every host of the hostfile through an rsh agent. Ours

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Per-rank exit codes and pids for the MPI end-to-end tests: source it after lib.sh.
 #
 # mpirun returns only one code for the whole job, so every rank runs under $T/rank.sh, which
@@ -18,7 +19,7 @@ MPIRUN=${MPIEXEC:-mpirun}
 # every rank's code passes RANKS_NOABORT. Beware: with it mpirun exits 0 whatever the ranks
 # return, and a rank killed under the wrapper leaves the job hanging, so the runs that check
 # mpirun's code or kill a rank use the default.
-RANKS_NOABORT="--mca orte_abort_on_non_zero_status 0"
+export RANKS_NOABORT="--mca orte_abort_on_non_zero_status 0"
 
 ranks_setup() {
   mkdir -p "$T/ranks"
