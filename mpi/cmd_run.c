@@ -34,9 +34,10 @@
 struct run {
 	int rank, size;
 	MPI_Request stop_recv;
-	int stop_buf;
+	int stop_buf;                /* a peer's stop notice: the exit code that peer ends with */
+	int stopped_by_peer;         /* this rank's worker stopped because of such a notice */
 	int stop_sent;
-	int stop_sig;                /* the buffer of the stop sends: it must outlive them */
+	int stop_code;               /* the buffer of the stop sends: it must outlive them */
 	MPI_Request *stop_sends;
 };
 
@@ -83,24 +84,33 @@ static double agree_min_double(double v, MPI_Op op)
 	return out;
 }
 
-/* Called by the worker about once a second: another rank was stopped, or this one was. */
+/* Tell every other rank, once, that this one stops with exit code `code`: they stop too (their
+ * workers release their claims), so the whole job ends together with one code. */
+static void send_stop(struct run *r, int code)
+{
+	if (r->stop_sent)
+		return;
+	r->stop_sent = 1;
+	r->stop_code = code;
+	for (int i = 0; i < r->size; i++)
+		if (i != r->rank)
+			MPI_Isend(&r->stop_code, 1, MPI_INT, i, TAG_STOP, MPI_COMM_WORLD, &r->stop_sends[i]);
+}
+
+/* Called by the worker about once a second while this rank has no stop signal of its own:
+ * nonzero when another rank told this one to stop. */
 static int should_stop(void *arg)
 {
 	struct run *r = arg;
-	int got = 0;
+	if (r->stopped_by_peer)
+		return 1;
 	if (r->stop_recv != MPI_REQUEST_NULL) {
+		int got = 0;
 		MPI_Test(&r->stop_recv, &got, MPI_STATUS_IGNORE);
-		if (got)
+		if (got) {
+			r->stopped_by_peer = 1;
 			return 1;
-	}
-	volatile sig_atomic_t *flag = stop_flag();
-	if (*flag && !r->stop_sent) {
-		/* Tell every other rank, so that the whole job ends together with one code. */
-		r->stop_sent = 1;
-		r->stop_sig = (int)*flag;
-		for (int i = 0; i < r->size; i++)
-			if (i != r->rank)
-				MPI_Isend(&r->stop_sig, 1, MPI_INT, i, TAG_STOP, MPI_COMM_WORLD, &r->stop_sends[i]);
+		}
 	}
 	return 0;
 }
@@ -297,8 +307,16 @@ int cmd_run(int argc, char **argv)
 		if (seen_mr) wo.max_retries = pc.o.policy.max_retries;
 		int wrc = es_worker_run(&wo, &wres);
 		wcode = wrc ? 2 : wres.exit_code;
-		if (*stop_flag() || wres.stopped_by_signal)
-			should_stop(&r); /* make sure the others hear of it */
+		if (wrc) {
+			/* This rank cannot work (say the job folder is not mounted on its node). The
+			 * job fails anyway, so stop the others now; in strict mode they could never
+			 * finish without this rank's share and would wait forever. */
+			send_stop(&r, 2);
+		} else if (r.stopped_by_peer && wres.stopped_by_signal) {
+			wcode = r.stop_buf; /* end with the code of the rank that stopped the job */
+		} else if (*stop_flag() || wres.stopped_by_signal) {
+			send_stop(&r, wcode);
+		}
 	}
 	int agreed = agree_max(wcode);
 	/* The spread of the first claims (only ranks that claimed something count). */
