@@ -14,17 +14,25 @@
 #     FAKEHOSTS_AGENT_ARGS    the mpirun options that select the agent (no hostfile)
 #     FAKEHOSTS_MPIRUN_ARGS   --hostfile + the agent options: mpirun $FAKEHOSTS_MPIRUN_ARGS -np N -npernode 1 ...
 #
+# FAKEHOSTS_HIDE="nodeK DIR" in mpirun's environment hides DIR on nodeK (an empty folder is
+# mounted over it there): a node whose shared file system is not mounted.
+#
 # Paths under $T have no spaces, so the option strings can be split on whitespace.
 
 fakehosts_setup() {
   local n=$1 d=$T/fakehosts i
-  mkdir -p "$d"
+  mkdir -p "$d/empty"
   cat >"$d/agent.sh" <<'EOF'
 #!/bin/sh
 # Fake rsh agent: "agent.sh HOST CMD..." runs CMD here under the hostname HOST. CMD is a shell
 # command line, not just a program: mpirun started by its absolute path (as CTest's MPIEXEC is)
 # sends "PATH=/usr/bin:$PATH ; export PATH ; ... /usr/bin/orted ...", so no "exec" before it.
 h="$1"; shift
+# FAKEHOSTS_HIDE="HOST DIR" (inherited from mpirun's environment): on HOST an empty folder is
+# mounted over DIR in a private mount namespace, as if the shared file system were missing there.
+if [ -n "${FAKEHOSTS_HIDE:-}" ] && [ "${FAKEHOSTS_HIDE%% *}" = "$h" ]; then
+  exec unshare --uts --mount sh -c "hostname $h; mount --bind $(dirname "$0")/empty ${FAKEHOSTS_HIDE#* }; $*"
+fi
 exec unshare --uts sh -c "hostname $h; $*"
 EOF
   chmod +x "$d/agent.sh"

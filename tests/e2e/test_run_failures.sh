@@ -180,3 +180,24 @@ ranks_expect 3 0
 cmp "$T/ref.jsonl" "$J/merged.jsonl" || fail "output after the preemption differs from a clean run"
 one_accepted "$J"
 pass "SIGTERM to one rank: every rank exits 143, no lock left, attempts preempted, the rerun completes"
+
+# ---- 6. SIGINT to one rank: every rank ends with that rank's code, 130 (not 143)
+J=$T/int
+rm -f "$F"/started.*
+touch "$F/slow.all"
+ranks_reset
+# shellcheck disable=SC2086
+timeout 100 "$MPIRUN" $RANKS_NOABORT -np 2 "$T/rank.sh" "$BIN" run "${COMMON[@]}" --job-dir "$J" \
+  >"$T/int.out" 2>"$T/int.err" &
+mpi=$!
+two_started() { [ "$(find "$F" -name 'started.*' | wc -l)" -ge 2 ]; }
+wait_for 30 two_started
+kill -INT "$(cat "$T/ranks/pid.0")"
+got=0
+wait "$mpi" || got=$?
+[ "$got" != 124 ] || { cat "$T/int.err"; fail "the ranks did not stop after SIGINT"; }
+rm -f "$F/slow.all"
+ranks_expect 2 130
+no_processor_left
+[ -z "$(ls -A "$J/state/locks")" ] || fail "locks left after SIGINT: $(ls "$J/state/locks")"
+pass "SIGINT to one rank: every rank exits 130, no lock left"

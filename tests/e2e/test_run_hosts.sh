@@ -137,3 +137,23 @@ ranks_expect 4 0
 [ "$(done_hosts "$T/transient" | tr '\n' ' ')" = "node1 node2 node3 node4 " ] || fail "done records name: $(done_hosts "$T/transient")"
 cmp "$T/ref.jsonl" "$T/transient/merged.jsonl" || fail "output after a transient failure differs"
 pass "strict mode with a transient failure: the retry is taken, every rank exits 0"
+
+# ---- one node without the shared file system: its worker cannot start. Every rank stops at
+# once with exit 2 (in strict mode the others could never finish without that node's share),
+# the claims are released, and the same command completes the job once the node sees the files.
+mkdir -p "$T/shared"
+ranks_reset
+start=$(date +%s)
+# shellcheck disable=SC2086
+run_expect 0 env FAKEHOSTS_HIDE="node4 $T/shared" timeout 100 "$MPIRUN" $FAKEHOSTS_MPIRUN_ARGS $RANKS_NOABORT \
+  -np 4 -npernode 1 "$T/rank.sh" "$BIN" run "${COMMON[@]}" --job-dir "$T/shared/job" --nodes 4 --require-all-nodes
+ranks_expect 4 2
+[ $(($(date +%s) - start)) -lt 30 ] || fail "stopping took $(($(date +%s) - start)) s"
+grep -qF "[rank 3 node4] ERROR: Job manifest not found: $T/shared/job/manifest.json" "$T/err" || { cat "$T/err"; fail "no message from node4"; }
+expect_err "the job did not complete (exit code 2 on at least one rank)"
+[ -z "$(ls -A "$T/shared/job/state/locks")" ] || fail "locks left: $(ls "$T/shared/job/state/locks")"
+ranks_reset
+run_expect 0 fake_mpirun -np 4 -npernode 1 "$T/rank.sh" "$BIN" run "${COMMON[@]}" --job-dir "$T/shared/job" --nodes 4 --require-all-nodes
+ranks_expect 4 0
+cmp "$T/ref.jsonl" "$T/shared/job/merged.jsonl" || fail "output after the resumed run differs"
+pass "a node without the shared files stops every rank at once with exit 2; the rerun completes"
