@@ -465,7 +465,7 @@ static void test_lease(void)
 	CHECK(taken > 0);
 	fprintf(stderr, "lease: taken over %.3f s after the first observation (lease 1 s)\n", taken - first);
 	CHECK(taken - first >= 1.0);
-	CHECK(taken - first < 1.5);
+	CHECK(taken - first < 2.0); /* generous: the machine may be loaded */
 	CHECK(obs.took_over);
 	CHECK_STR_EQ(obs.took_over_token, tok);
 	lock_token(&m, i, now_tok);
