@@ -42,6 +42,13 @@ static void on_signal(int sig)
 	got_signal = sig;
 }
 
+/* Only there so that SIGCHLD interrupts ppoll() below: the processor's exit is seen at once
+ * instead of at the next 100 ms poll timeout. */
+static void on_sigchld(int sig)
+{
+	(void)sig;
+}
+
 struct proc_entry {
 	pid_t pid, ppid;
 	char state;
@@ -290,12 +297,15 @@ int es_attempt_supervise_main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
-	/* waitpid() needs SIGCHLD at its default (SIG_IGN would auto-reap). */
-	sa.sa_handler = SIG_DFL;
+	/* waitpid() needs SIGCHLD caught, not ignored (SIG_IGN would auto-reap). It stays blocked
+	 * except inside ppoll(), so an exit between reap() and ppoll() is not missed. */
+	sa.sa_handler = on_sigchld;
 	sigaction(SIGCHLD, &sa, NULL);
-	sigset_t none;
+	sigset_t none, chld;
 	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_SETMASK, &chld, NULL);
 
 	int ep[2];
 	if (pipe2(ep, O_CLOEXEC) != 0) {
@@ -327,6 +337,7 @@ int es_attempt_supervise_main(int argc, char **argv)
 		sigaction(SIGINT, &dfl, NULL);
 		sigaction(SIGHUP, &dfl, NULL);
 		sigaction(SIGPIPE, &dfl, NULL);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (cwd && chdir(cwd) != 0)
 			child_fail(ep[1], errno, 'c');
 		execvp(prog[0], prog);
@@ -375,7 +386,8 @@ int es_attempt_supervise_main(int argc, char **argv)
 			break;
 		}
 		struct pollfd pfd = { .fd = ctl, .events = POLLIN };
-		if (poll(&pfd, 1, 100) > 0) {
+		struct timespec tick = { 0, 100 * 1000 * 1000 };
+		if (ppoll(&pfd, 1, &tick, &none) > 0) {
 			char c;
 			ssize_t n = read(ctl, &c, 1);
 			if (n > 0) {
@@ -394,7 +406,15 @@ int es_attempt_supervise_main(int argc, char **argv)
 	 * still runs for whatever it left behind (a Ray daemon, a setsid() helper). The group
 	 * is signalled only while the processor is unreaped, so its number cannot have been
 	 * reused by then. */
-	long left = child_done ? signal_descendants(0) : 0;
+	long left = 0;
+	if (child_done) {
+		/* Orphans of the processor are re-parented to us (we are a subreaper), so when we
+		 * have no child at all there is no descendant either: skip the /proc scan. */
+		if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
+			left = 0;
+		else
+			left = signal_descendants(0);
+	}
 	if (why)
 		fprintf(stderr, "\n[eshard-mpi] stopping the processor: %s\n", why);
 	else if (left > 0)
