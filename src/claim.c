@@ -166,7 +166,9 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 	const struct es_manifest *m = c->m;
 	const char *id = m->shards[i].id;
 	struct es_lease_obs *o = &c->obs[i];
-	int fd = open(lock_path, O_RDONLY | O_CLOEXEC);
+	/* O_RDWR: NFS emulates flock() with fcntl() locks, and an exclusive one needs a file
+	 * open for writing (flock(2), "NFS details"); read-only, every takeover fails EBADF. */
+	int fd = open(lock_path, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT) {
 			o->valid = 0;
@@ -175,8 +177,11 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 		return es_error_errno(ES_EIO, "cannot open lock '%s'", lock_path);
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int busy = errno == EWOULDBLOCK || errno == EINTR;
+		if (!busy)
+			es_error_errno(ES_EIO, "cannot lock '%s' to check it for a stale takeover", lock_path);
 		close(fd);
-		return 0; /* someone is releasing, publishing, refreshing or taking it over */
+		return busy ? 0 : ES_EIO; /* busy: someone is releasing, publishing, refreshing or taking it over */
 	}
 	int rc = 0;
 	struct stat st;
