@@ -392,6 +392,16 @@ static const char *process_shard(struct worker *w, size_t i)
 	if (rc < 0) {
 		result = finish_failure(w, i, a, es_last_error());
 	} else if (rc == 1) {
+		/* a was read before materializing: keep the "stale" mark a reclaimer wrote since
+		 * (before its rename), or finish_lost would see "running" and not count it. */
+		cJSON *cur = load_attempt(w);
+		const char *st = es_json_get_str(cur, "status"), *at = es_json_get_str(cur, "stale_at");
+		if (st && !strcmp(st, "stale")) {
+			es_json_set_str(a, "status", "stale");
+			if (at)
+				es_json_set_str(a, "stale_at", at);
+		}
+		cJSON_Delete(cur);
 		es_json_set(a, "result", result_json(&mat));
 		save_attempt(w, a);
 		result = finish_lost(w, i);
