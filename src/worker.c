@@ -264,7 +264,14 @@ static const char *process_shard(struct worker *w, size_t i)
 {
 	if (w->o->ray_per_rank && ensure_ray_head(w)) {
 		cJSON *a = load_attempt(w);
-		const char *r = finish_failure(w, i, a, es_last_error());
+		const char *r = "preempted";
+		if (!stopped(w->o)) {
+			r = finish_failure(w, i, a, es_last_error());
+		} else { /* a SIGTERM cut the head's start short: not the shard's failure */
+			es_json_set_str(a, "status", "preempted");
+			save_attempt(w, a);
+			es_claim_release(&w->c, i, w->c.token);
+		}
 		cJSON_Delete(a);
 		return r;
 	}
