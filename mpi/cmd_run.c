@@ -203,7 +203,7 @@ int cmd_run(int argc, char **argv)
 
 	install_stop_handlers();
 	int provided;
-	MPI_Init_thread(NULL, NULL, MPI_THREAD_SINGLE, &provided);
+	MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided); /* prepare and merge run helper threads on rank 0 */
 	struct run r;
 	memset(&r, 0, sizeof(r));
 	MPI_Comm_rank(MPI_COMM_WORLD, &r.rank);
