@@ -201,13 +201,22 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 		*o = (struct es_lease_obs){ 1, st.st_dev, st.st_ino, mt, h, now_mono, o->done };
 	}
 	double age = es_time_epoch() - ((double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9);
-	int stale = age > (double)c->policy.lock_timeout_secs ||
-		    now_mono - o->since_mono >= c->policy.lease_secs;
-	if (!stale)
-		goto out; /* rc 0: live */
 	es_log_quiet_begin();
 	lock = es_json_parse(content.data, content.len, lock_path);
 	es_log_quiet_end();
+	/* The lease rule applies only to locks whose owner refreshes them (an eshard-mpi lock has
+	 * a "heartbeat" field): a reference worker never does, and its live shard must not be
+	 * taken over after one lease. The longer of our lease and the owner's counts, so a
+	 * worker started with a longer --lease-secs is not judged by a shorter one. An unreadable
+	 * lock (torn or empty) is judged by its lease too: its owner would have rewritten it. */
+	double lease = c->policy.lease_secs, owner_lease;
+	int leased = !lock || cJSON_GetObjectItemCaseSensitive(lock, "heartbeat") != NULL;
+	if (lock && !es_json_get_num(lock, "lease_secs", &owner_lease) && owner_lease > lease)
+		lease = owner_lease;
+	int stale = age > (double)c->policy.lock_timeout_secs ||
+		    (leased && now_mono - o->since_mono >= lease);
+	if (!stale)
+		goto out; /* rc 0: live */
 	mark_attempt_stale(m, lock);
 	char tok[33], dest[4096];
 	if ((rc = es_fs_token(tok)) != 0)
@@ -418,7 +427,10 @@ static int lock_owned(const char *lock_path, const char *token, int nonblock, in
 	struct stat st;
 	struct es_buf content = ES_BUF_INIT;
 	int rc = 1;
-	if (same_file_at(fd, lock_path, &st) && read_fd(fd, &content, lock_path) == 0) {
+	/* Not the one at the path (moved or replaced): not ours. A read error (ESTALE, EIO) is an
+	 * error, not a lost lease: a heartbeat must not abort a live shard over a hiccup. */
+	if (same_file_at(fd, lock_path, &st) && (rc = read_fd(fd, &content, lock_path)) == 0) {
+		rc = 1;
 		es_log_quiet_begin();
 		cJSON *l = es_json_parse(content.data, content.len, lock_path);
 		es_log_quiet_end();

@@ -362,7 +362,7 @@ static int merge_all(const struct es_manifest *m, struct reader *rd, struct es_m
 		} else if (!(rc = result_path(m, id, rel, &rpath))) {
 			rc = merge_file(rd, rpath.data, &rows);
 			if (!rc && (rows != want_rows || strcmp(rd->h->file_hex, sha)))
-				rc = es_error(ES_EINVAL, "Result checksum or row count mismatch for %s", id);
+				rc = es_error(ES_EINVAL, "Result checksum or row count mismatch for %s: %s", id, rpath.data);
 			r->rows += rows;
 		}
 		cJSON_Delete(rec);
@@ -392,9 +392,9 @@ int es_merge_run(const char *job_dir, const char *output, int overwrite, double 
 	if ((rc = es_status_count(&m, lock_timeout, &c)))
 		goto out;
 	if (c.done != c.total) {
-		rc = es_error(ES_EINVAL, "Cannot merge an incomplete job: pending=%lld running=%lld stale=%lld failed=%lld done=%lld",
+		rc = es_error(ES_EINVAL, "Cannot merge an incomplete job: pending=%lld running=%lld stale=%lld failed=%lld done=%lld (%s)",
 			      (long long)c.pending, (long long)c.running, (long long)c.stale,
-			      (long long)c.failed, (long long)c.done);
+			      (long long)c.failed, (long long)c.done, m.job_dir);
 		goto out;
 	}
 	if ((rc = es_fs_resolve(output, &out)))

@@ -711,6 +711,11 @@ int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *re
 		rc = es_error(ES_EUSAGE, "--num-shards must be a positive integer, got %lld", (long long)o->num_shards);
 		goto out;
 	}
+	if (o->policy.heartbeat_secs * 2 > o->policy.lease_secs) {
+		rc = es_error(ES_EUSAGE, "--heartbeat-secs (%g) must be at most half of --lease-secs (%g), or live shards would be taken over",
+			      o->policy.heartbeat_secs, o->policy.lease_secs);
+		goto out;
+	}
 	ray_address = strip_dup(o->ray_address ? o->ray_address : "local");
 	if (!ray_address || !*ray_address) {
 		rc = es_error(ES_EUSAGE, "--ray-address must not be empty");
@@ -801,7 +806,7 @@ int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *re
 	if ((rc = run_pass1(&scan, jl, max_line, tmp.data, files, &p1)))
 		goto out;
 	if (p1.rows == 0) {
-		rc = es_error(ES_EINVAL, "Input dataset contains no records");
+		rc = es_error(ES_EINVAL, "Input dataset contains no records: %s", dataset.data);
 		goto out;
 	}
 	if ((uint64_t)o->num_shards > p1.rows) {

@@ -467,6 +467,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	struct worker w;
 	memset(&w, 0, sizeof(w));
 	memset(res, 0, sizeof(*res));
+	w.ev.fd = -1; /* so that an early exit does not close descriptor 0 */
 	w.o = o;
 	int rc = es_manifest_load(o->job_dir, &w.m);
 	if (rc)
@@ -477,6 +478,11 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	if (o->poll_interval_secs > 0) p.poll_interval_secs = o->poll_interval_secs;
 	if (o->heartbeat_secs > 0) p.heartbeat_secs = o->heartbeat_secs;
 	if (o->lease_secs > 0) p.lease_secs = o->lease_secs;
+	if (p.heartbeat_secs * 2 > p.lease_secs) {
+		rc = es_error(ES_EUSAGE, "the heartbeat (%g s) must be at most half the lease (%g s): a live shard would be taken over; "
+			      "set --heartbeat-secs lower or --lease-secs higher", p.heartbeat_secs, p.lease_secs);
+		goto out;
+	}
 	w.ray_address = o->ray_address ? o->ray_address : w.m.ray_address;
 	if (!*w.ray_address) {
 		rc = es_error(ES_EUSAGE, "--ray-address must not be empty");
