@@ -160,7 +160,7 @@ int cmd_run(int argc, char **argv)
 	size_t n = prepare_cli_options(&pc, opts);
 	const char *output = NULL, *run_id = NULL, *ray_mode = NULL;
 	int64_t nodes = 0;
-	int require_all = 0, retry_failed = 0, allow_mismatch = 0;
+	int require_all = 0, retry_failed = 0, allow_mismatch = 0, no_runner = 0;
 	int seen_lease = 0, seen_hb = 0, seen_lt = 0, seen_mr = 0;
 	double attempt_timeout = 0;
 	/* Policy options given explicitly also override a job prepared earlier (a resubmission). */
@@ -177,6 +177,7 @@ int cmd_run(int argc, char **argv)
 	opts[n++] = (struct es_opt){ "retry-failed", ES_OPT_FLAG, &retry_failed, NULL, NULL, "requeue failed shards before work starts" };
 	opts[n++] = (struct es_opt){ "attempt-timeout-secs", ES_OPT_POS_NUM, &attempt_timeout, NULL, NULL, "kill an attempt that runs longer (counted as failed)" };
 	opts[n++] = (struct es_opt){ "ray-mode", ES_OPT_STR, &ray_mode, NULL, "MODE", "per-attempt (default) or per-rank: one node-local Ray head per rank, reused by every shard" };
+	opts[n++] = (struct es_opt){ "no-dj-runner", ES_OPT_FLAG, &no_runner, NULL, NULL, "per-rank mode: plain dj-process per shard instead of the persistent Data-Juicer runner" };
 	opts[n++] = (struct es_opt){ "allow-version-mismatch", ES_OPT_FLAG, &allow_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" };
 	static const struct es_cmd_help help = {
 		"run",
@@ -298,6 +299,7 @@ int cmd_run(int argc, char **argv)
 		wo.attempt_timeout_secs = attempt_timeout;
 		wo.allow_version_mismatch = allow_mismatch;
 		wo.ray_mode_name = ray_mode;
+		wo.ray_no_runner = no_runner;
 		wo.ray_rank_on_host = slot;
 		wo.ray_ranks_on_host = slots;
 		worker_cli_finish(&wo, "run"); /* checked before MPI started */

@@ -59,6 +59,7 @@ size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts)
 		{ "allow-version-mismatch", ES_OPT_FLAG, &o->allow_version_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" },
 		{ "run-id", ES_OPT_STR, &o->run_id, NULL, "ID", "submission id recorded in events and done records" },
 		{ "ray-mode", ES_OPT_STR, &o->ray_mode_name, NULL, "MODE", "per-attempt (default: Ray starts inside every shard's run) or per-rank (one node-local Ray head reused by every shard)" },
+		{ "no-dj-runner", ES_OPT_FLAG, &o->ray_no_runner, NULL, NULL, "per-rank mode: run plain dj-process per shard instead of the persistent Data-Juicer runner" },
 	};
 	memcpy(opts, t, sizeof(t));
 	return sizeof(t) / sizeof(t[0]);

@@ -13,6 +13,11 @@
 #include "json.h"
 
 #include <math.h>
+#include <errno.h>
+#include <sys/wait.h>
+#include <spawn.h>
+#include <poll.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +32,15 @@ void es_worker_opts_init(struct es_worker_opts *o)
 	o->max_retries = -1;
 }
 
+/* Per-rank mode: the persistent Data-Juicer runner (see runner_start). */
+struct runner {
+	pid_t pid;                  /* 0: not running */
+	int stdin_fd;               /* write end of its stdin; closing it stops the runner */
+	char sock[600];
+	char exe[4096];             /* the Python that runs it */
+	char script[4096];
+};
+
 struct worker {
 	const struct es_worker_opts *o;
 	struct es_manifest m;
@@ -34,6 +48,7 @@ struct worker {
 	struct es_events ev;
 	const char *ray_address;
 	struct es_ray_head head;     /* per-rank mode */
+	struct runner runner;        /* per-rank mode: the persistent Data-Juicer runner */
 	char *dj_commit;
 };
 
@@ -207,11 +222,181 @@ static const char *finish_lost(struct worker *w, size_t i)
 	return "lost";
 }
 
+
+/* ---------------- per-rank mode: the persistent Data-Juicer runner ----------------
+ *
+ * scripts/dj_runner.py imports Data-Juicer once, connects to the rank's Ray head once and runs
+ * each shard's dj-process argv in-process, sent by a small client that is the attempt's
+ * processor (so the attempt is supervised, logged and killed like any other). It saves the
+ * Python start-up, the Ray connection and the new Ray workers of every shard. Its stdin is a
+ * pipe that only this process holds: when the worker dies in any way, the runner exits.
+ */
+
+static const char *runner_script(void)
+{
+	const char *env = getenv("ESHARD_DJ_RUNNER");
+	if (env && *env)
+		return env;
+#ifdef ESHARD_SOURCE_DIR
+	return ESHARD_SOURCE_DIR "/scripts/dj_runner.py";
+#else
+	return NULL;
+#endif
+}
+
+static int has_space(const char *s)
+{
+	return strpbrk(s, " \t\n") != NULL;
+}
+
+static void runner_stop(struct runner *r, int now)
+{
+	if (!r->pid)
+		return;
+	if (r->stdin_fd >= 0)
+		close(r->stdin_fd);
+	r->stdin_fd = -1;
+	int st;
+	double until = es_time_mono() + (now ? 0 : 5.0);
+	while (waitpid(r->pid, &st, WNOHANG) == 0) {
+		if (es_time_mono() >= until) {
+			kill(-r->pid, SIGKILL);
+			waitpid(r->pid, &st, 0);
+			break;
+		}
+		es_sleep(0.02);
+	}
+	unlink(r->sock);
+	r->pid = 0;
+}
+
+static int runner_alive(struct runner *r)
+{
+	int st;
+	if (!r->pid)
+		return 0;
+	if (waitpid(r->pid, &st, WNOHANG) == r->pid) {
+		r->pid = 0;
+		if (r->stdin_fd >= 0)
+			close(r->stdin_fd);
+		r->stdin_fd = -1;
+		return 0;
+	}
+	return 1;
+}
+
+/* Start the runner against the head and wait for its "ready" line. 0 on success; on failure a
+ * warning says why and the shard runs dj-process directly (nothing is lost but time). */
+static int runner_start(struct worker *w, char **env)
+{
+	struct runner *r = &w->runner;
+	const struct es_processor *p = &w->m.processor;
+	const char *script = runner_script();
+	if (p->kind != ES_PROC_DATA_JUICER || p->dj_root || !script || access(script, R_OK) != 0)
+		return 1;
+	/* The Python that imports Data-Juicer: --python, else the one beside dj-process. */
+	if (p->python) {
+		snprintf(r->exe, sizeof(r->exe), "%s", p->python);
+	} else if (p->dj_process && strchr(p->dj_process, '/') && !has_space(p->dj_process)) {
+		snprintf(r->exe, sizeof(r->exe), "%s", p->dj_process);
+		char *slash = strrchr(r->exe, '/');
+		snprintf(slash + 1, sizeof(r->exe) - (size_t)(slash + 1 - r->exe), "python");
+	} else {
+		snprintf(r->exe, sizeof(r->exe), "python3");
+	}
+	snprintf(r->script, sizeof(r->script), "%s", script);
+	snprintf(r->sock, sizeof(r->sock), "%s/djr.sock", w->head.temp_dir);
+	if (has_space(r->exe) || has_space(r->script) || has_space(r->sock))
+		return 1; /* the processor argv is split on blanks */
+	int in[2], out[2];
+	if (pipe2(in, O_CLOEXEC) != 0)
+		return es_error_errno(ES_EIO, "cannot create a pipe for the Data-Juicer runner");
+	if (pipe2(out, O_CLOEXEC) != 0) {
+		close(in[0]);
+		close(in[1]);
+		return es_error_errno(ES_EIO, "cannot create a pipe for the Data-Juicer runner");
+	}
+	char log[700];
+	snprintf(log, sizeof(log), "%s/dj_runner.log", w->head.temp_dir);
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&at);
+	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	sigset_t none, dflt;
+	sigemptyset(&none);
+	sigemptyset(&dflt);
+	sigaddset(&dflt, SIGTERM);
+	sigaddset(&dflt, SIGINT);
+	sigaddset(&dflt, SIGPIPE);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &dflt);
+	posix_spawnattr_setpgroup(&at, 0);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+	char *argv[] = { r->exe, r->script, (char *)"serve", (char *)"--socket", r->sock,
+			 (char *)"--ray-address", w->head.address, NULL };
+	pid_t pid;
+	int e = posix_spawnp(&pid, r->exe, &fa, &at, argv, env);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	close(in[0]);
+	close(out[1]);
+	if (e) {
+		close(in[1]);
+		close(out[0]);
+		es_warning("cannot start the Data-Juicer runner '%s': %s; shards run dj-process directly", r->exe, strerror(e));
+		return 1;
+	}
+	r->pid = pid;
+	r->stdin_fd = in[1];
+	/* Wait for "ready" (Data-Juicer's imports can take a while on a cold cache). */
+	char line[512];
+	size_t len = 0;
+	double until = es_time_mono() + 180.0;
+	int ok = 0;
+	while (es_time_mono() < until && !(w->o->stop_flag && *w->o->stop_flag)) {
+		struct pollfd pfd = { out[0], POLLIN, 0 };
+		int pr = poll(&pfd, 1, 200);
+		if (pr < 0 && errno != EINTR)
+			break;
+		if (pr <= 0)
+			continue;
+		ssize_t n = read(out[0], line + len, sizeof(line) - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		line[len] = '\0';
+		if (strchr(line, '\n')) {
+			ok = !strncmp(line, "ready\n", 6);
+			break;
+		}
+		if (len == sizeof(line) - 1)
+			break;
+	}
+	close(out[0]);
+	if (!ok) {
+		line[strcspn(line, "\n")] = '\0';
+		es_warning("the Data-Juicer runner did not start (%s; see %s); shards run dj-process directly",
+			   len ? line : "no ready line", log);
+		runner_stop(r, 1);
+		return 1;
+	}
+	printf("Started the persistent Data-Juicer runner (pid %d) on %s\n", (int)pid, r->sock);
+	fflush(stdout);
+	return 0;
+}
+
 /* Per-rank mode: make sure this worker's Ray head is up; its address becomes the shard's. */
 static int ensure_ray_head(struct worker *w)
 {
-	if (w->head.running && es_ray_head_alive(&w->head) == 1)
+	if (w->head.running && es_ray_head_alive(&w->head) == 1) {
+		if (w->runner.pid && !runner_alive(&w->runner))
+			es_warning("the Data-Juicer runner is gone; the next shards run dj-process directly until the head restarts");
 		return 0;
+	}
+	runner_stop(&w->runner, 1);
 	if (w->head.running) {
 		es_warning("the node-local Ray head at %s is gone; starting a new one", w->head.address);
 		es_ray_head_stop(&w->head);
@@ -234,7 +419,7 @@ static int ensure_ray_head(struct worker *w)
 	size_t n_env = 0;
 	while (environ[n_env])
 		n_env++;
-	char **env = calloc(n_env + 3, sizeof(*env));
+	char **env = calloc(n_env + 4, sizeof(*env));
 	if (!env)
 		return es_error(ES_ENOMEM, "out of memory");
 	size_t k = 0;
@@ -245,18 +430,26 @@ static int ensure_ray_head(struct worker *w)
 		env[k++] = cache.data;
 	if (hf.len)
 		env[k++] = hf.data;
+	/* Keep a few idle Ray workers: with --num-cpus 1 Ray would kill the spare one after each
+	 * shard and the next shard would wait for a new worker (docs/dj-notes.md). */
+	if (!getenv("RAY_num_workers_soft_limit"))
+		env[k++] = (char *)"RAY_num_workers_soft_limit=4";
 	ro.env = env;
 	double t0 = es_time_mono();
 	int rc = es_ray_head_start(&ro, &w->head);
+	if (!rc) {
+		printf("Started a node-local Ray head at %s in %.1f s (temp dir %s)\n", w->head.address,
+		       es_time_mono() - t0, w->head.temp_dir);
+		fflush(stdout);
+		if (!w->o->ray_no_runner)
+			runner_start(w, env);
+	}
 	free(env);
 	es_buf_free(&cache);
 	es_buf_free(&hf);
 	if (rc)
 		return rc;
 	w->ray_address = w->head.address;
-	printf("Started a node-local Ray head at %s in %.1f s (temp dir %s)\n", w->head.address,
-	       es_time_mono() - t0, w->head.temp_dir);
-	fflush(stdout);
 	return 0;
 }
 
@@ -288,6 +481,16 @@ static const char *process_shard(struct worker *w, size_t i)
 	spec.attempt_dir = adir.data;
 	spec.token = w->c.token;
 	spec.proc = &w->m.processor;
+	struct es_processor via_runner;
+	char runner_cmd[10000];
+	if (w->runner.pid && runner_alive(&w->runner)) {
+		/* The attempt's processor is the runner's client; the dj-process argv follows "--". */
+		via_runner = w->m.processor;
+		snprintf(runner_cmd, sizeof(runner_cmd), "%s %s run --socket %s -- dj-process", w->runner.exe,
+			 w->runner.script, w->runner.sock);
+		via_runner.dj_process = runner_cmd;
+		spec.proc = &via_runner;
+	}
 	spec.ray_address = w->ray_address;
 	spec.supervisor_exe = w->o->supervisor_exe;
 	spec.timeout_secs = w->o->attempt_timeout_secs;
@@ -468,6 +671,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	memset(&w, 0, sizeof(w));
 	memset(res, 0, sizeof(*res));
 	w.ev.fd = -1; /* so that an early exit does not close descriptor 0 */
+	w.runner.stdin_fd = -1;
 	w.o = o;
 	int rc = es_manifest_load(o->job_dir, &w.m);
 	if (rc)
@@ -583,6 +787,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	fprintf(stderr, "%sWorker %s:%d stopped by signal %d; its claims were released for other workers\n",
 		"", es_hostname(), (int)getpid(), (int)*o->stop_flag);
 out:
+	runner_stop(&w.runner, res->stopped_by_signal);
 	if (w.head.running) {
 		/* After a signal the launcher may kill us within a second: no graceful steps. */
 		if (res->stopped_by_signal)

@@ -32,6 +32,9 @@ struct es_worker_opts {
 	 * the host's CPUs and GPUs. */
 	int ray_per_rank;
 	const char *ray_mode_name;   /* the option as given ("per-attempt", "per-rank") */
+	/* Per-rank mode runs Data-Juicer shards through a persistent runner (scripts/dj_runner.py)
+	 * that imports Data-Juicer and connects to the head once; 1: plain dj-process per shard. */
+	int ray_no_runner;
 	int ray_rank_on_host, ray_ranks_on_host;
 	int allow_version_mismatch;
 	const char *run_id;          /* recorded in events and done records when set */

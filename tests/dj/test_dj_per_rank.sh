@@ -4,7 +4,7 @@
 # SIGTERM.
 . "$(dirname "$0")/lib_dj.sh"
 cd "$SRC"
-our_ray() { pgrep -f -a 'eshard-ray-' | grep -v pgrep || true; }
+our_ray() { pgrep -f -a 'eshard-ray-|dj_runner.py serve' | grep -v pgrep || true; }
 [ -z "$(our_ray)" ] || { our_ray; fail "Ray heads of an earlier run are still there"; }
 
 run_expect 0 "$MPIEXEC" --oversubscribe -np 2 "$BIN" run --config configs/demo.yaml --dataset-path configs/demo-data \
@@ -21,8 +21,25 @@ for f in sorted(os.listdir(os.path.join(job, "state/done"))):
     addrs.add(d["ray_address"])
     log = open(os.path.join(job, os.path.dirname(d["output_path"]), "process.log")).read()
     assert "Connected to Ray cluster" in log or d["ray_address"] in log, "shard did not use the rank's head"
+    assert "dj_runner: reusing the Ray connection to " + d["ray_address"] in log, "shard did not run in the rank's persistent runner"
 assert 1 <= len(addrs) <= 2, addrs
-print("every shard ran against its rank's head:", sorted(addrs))
+print("every shard ran in its rank's runner against its rank's head:", sorted(addrs))
+PY
+grep -q 'Started the persistent Data-Juicer runner' "$T/out" || fail "no persistent runner was started"
+
+# The runner's output equals one plain dj-process run of the same recipe over the whole input.
+"$DJ" --config configs/demo.yaml --dataset_path "$SRC/configs/demo-data" --export_path "$T/plain/out.jsonl" \
+  --work_dir "$T/plain/work" >"$T/plain.log" 2>&1 || { tail -30 "$T/plain.log"; fail "plain dj-process run failed"; }
+python3 - "$T/plain/out.jsonl" "$T/job/merged.jsonl" <<'PY'
+import json, os, sys
+def rows(path):
+    files = [path] if os.path.isfile(path) else sorted(
+        os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if not f.startswith((".", "_")))
+    return {r["id"]: r for p in files for r in map(json.loads, open(p, encoding="utf-8"))}
+plain, ours = rows(sys.argv[1]), rows(sys.argv[2])
+assert sorted(plain) == sorted(ours) and len(ours) == 55, (len(plain), len(ours))
+assert all(plain[i]["text"] == ours[i]["text"] for i in plain)
+print("per-rank output equals one plain dj-process run:", len(ours), "records")
 PY
 sleep 1
 [ -z "$(our_ray)" ] || { our_ray; fail "Ray processes left after the job"; }
