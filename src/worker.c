@@ -716,6 +716,20 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 			}
 			capped = 1;
 		}
+		/* Per-rank mode: the head (and runner) start before a claim, not while holding one:
+		 * a start can take longer than a lease, and a node that cannot start Ray must not use
+		 * up the retries of the shards it claims. */
+		struct es_status_counts pre;
+		if (w.o->ray_per_rank && !capped && !w.head.running &&
+		    !es_status_count(&w.m, (double)p.lock_timeout_secs, &pre) && pre.pending + pre.stale > 0) {
+			if ((rc = ensure_ray_head(&w)) != 0) {
+				if (stopped(o))
+					break;
+				rc = es_error(rc, "cannot start the node-local Ray head on %s; this worker stops: %s",
+					      es_hostname(), es_last_error());
+				goto out;
+			}
+		}
 		int claimed = 0;
 		size_t i = 0;
 		for (; !capped && i < w.m.n_shards && !stopped(o); i++) {
