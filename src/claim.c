@@ -54,18 +54,7 @@ int es_claim_marker_exists(const struct es_manifest *m, const char *kind, const 
 {
 	char p[4096];
 	int rc = marker_path(m, kind, shard_id, p, sizeof(p));
-	if (rc)
-		return rc;
-	/* open(), not stat(): on NFS an open revalidates the entry (close-to-open consistency),
-	 * where a cached negative lookup could hide a fresh marker. */
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		close(fd);
-		return 1;
-	}
-	if (errno == ENOENT)
-		return 0;
-	return es_error_errno(ES_EIO, "cannot open '%s'", p);
+	return rc ? rc : es_fs_exists_fresh(p);
 }
 
 int es_claimer_init(struct es_claimer *c, const struct es_manifest *m, const struct es_policy *p)

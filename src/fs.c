@@ -304,6 +304,18 @@ int es_fs_read_file(const char *path, struct es_buf *out, size_t max)
 	return rc;
 }
 
+int es_fs_exists_fresh(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		close(fd);
+		return 1;
+	}
+	if (errno == ENOENT || errno == ENOTDIR)
+		return 0;
+	return errno == EACCES || errno == EISDIR ? 1 : es_error_errno(ES_EIO, "cannot open '%s'", path);
+}
+
 int es_fs_exists(const char *path)
 {
 	struct stat st;

@@ -22,19 +22,6 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* open(), not stat(), so that NFS revalidates the entry (see status.c). */
-static int exists_by_open(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		close(fd);
-		return 1;
-	}
-	if (errno == ENOENT || errno == ENOTDIR)
-		return 0;
-	return errno == EACCES || errno == EISDIR ? 1 : es_error_errno(ES_EIO, "cannot open '%s'", path);
-}
-
 static int check_unknown(const struct es_manifest *m, const char *const *ids, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -97,7 +84,7 @@ int es_retry_run(const char *job_dir, int all_failed, const char *const *ids, si
 			continue;
 		es_buf_reset(&p);
 		es_buf_printf(&p, "%s/state/failed/%s.json", m.job_dir, id);
-		if ((rc = exists_by_open(p.data)) < 0)
+		if ((rc = es_fs_exists_fresh(p.data)) < 0)
 			goto out;
 		if (rc == 1)
 			targets[nt++] = id;
@@ -128,7 +115,7 @@ int es_retry_run(const char *job_dir, int all_failed, const char *const *ids, si
 		}
 		es_buf_reset(&p);
 		es_buf_printf(&p, "%s/state/done/%s.json", m.job_dir, targets[i]);
-		if ((rc = exists_by_open(p.data)) < 0)
+		if ((rc = es_fs_exists_fresh(p.data)) < 0)
 			goto out;
 		if (rc == 1) {
 			rc = es_error(ES_EINVAL, "Cannot retry %s: it is already complete", targets[i]);

@@ -39,21 +39,6 @@ static double effective_timeout(const struct es_manifest *m, double lock_timeout
 	return lock_timeout > 0 ? lock_timeout : (double)m->policy.lock_timeout_secs;
 }
 
-/* Does a marker exist? open(), not stat(): on NFS an open revalidates the entry, where a cached
- * negative lookup could hide a fresh marker (DESIGN.md "NFS caches metadata"). */
-static int marker_exists(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		close(fd);
-		return 1;
-	}
-	if (errno == ENOENT || errno == ENOTDIR)
-		return 0;
-	/* It is there but we cannot open it (permissions, a folder in the way): it exists. */
-	return errno == EACCES || errno == EISDIR ? 1 : es_error_errno(ES_EIO, "cannot open '%s'", path);
-}
-
 struct lock_view {
 	int exists;
 	double age;       /* max(0, now - mtime) */
@@ -293,11 +278,11 @@ int es_status_count(const struct es_manifest *m, double lock_timeout, struct es_
 		enum es_shard_state s = ES_SHARD_PENDING;
 		if ((rc = shard_paths(m, m->shards[i].id, &done, &failed, &lock)))
 			break;
-		if ((rc = marker_exists(done.data)) < 0)
+		if ((rc = es_fs_exists_fresh(done.data)) < 0)
 			break;
 		if (rc == 1) {
 			s = ES_SHARD_DONE;
-		} else if ((rc = marker_exists(failed.data)) < 0) {
+		} else if ((rc = es_fs_exists_fresh(failed.data)) < 0) {
 			break;
 		} else if (rc == 1) {
 			s = ES_SHARD_FAILED;

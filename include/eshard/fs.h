@@ -53,6 +53,11 @@ int es_fs_read_file(const char *path, struct es_buf *out, size_t max);
 int es_fs_resolve(const char *path, struct es_buf *out);
 /* Expand a leading "~" or "~/" to $HOME. */
 int es_fs_expand_user(const char *path, struct es_buf *out);
+/* Does a file that another node publishes exist? 1 yes, 0 no, negative on an I/O error.
+ * open(), not stat(): on NFS an open revalidates the entry (close-to-open consistency), where
+ * a cached negative lookup could hide a fresh marker (DESIGN.md "NFS caches metadata"). A path
+ * that is there but cannot be opened (permissions, a folder in the way) exists. */
+int es_fs_exists_fresh(const char *path);
 /* 1 if path exists (lstat), 0 if not, negative on another error. */
 int es_fs_exists(const char *path);
 /* Copy a file byte for byte with its mode and times (like cp -p); dst is fsynced. */
