@@ -112,7 +112,9 @@ int es_manifest_load(const char *job_dir, struct es_manifest *m)
 		const char *id = es_json_get_str(s, "id"), *sp = es_json_get_str(s, "path");
 		const char *sha = es_json_get_str(s, "sha256");
 		/* A shard id names files under state/ and attempts/: it must be one plain name. */
-		if (!id || !*id || strchr(id, '/') || !strcmp(id, ".") || !strcmp(id, "..") || !sp) {
+		/* The shard path is read by workers: it must stay inside the job folder. */
+		if (!id || !*id || strchr(id, '/') || !strcmp(id, ".") || !strcmp(id, "..") || !sp || !*sp ||
+		    sp[0] == '/' || !strncmp(sp, "../", 3) || strstr(sp, "/../") || !strcmp(sp, "..")) {
 			rc = es_error(ES_EINVAL, "Manifest shard %zu has a missing or unsafe id or path: %s", i, path.data);
 			goto out;
 		}

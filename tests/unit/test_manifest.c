@@ -1,0 +1,59 @@
+/* manifest: the reader checks of REFERENCE.md §2.3 and the safety of shard ids and paths. */
+#include "testlib.h"
+
+#include "eshard/fs.h"
+#include "eshard/log.h"
+#include "eshard/manifest.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int load_with(const char *t, const char *name, const char *json)
+{
+	char dir[4096], p[4200];
+	snprintf(dir, sizeof(dir), "%s/%s", t, name);
+	es_fs_mkdirs(dir, 0755);
+	snprintf(p, sizeof(p), "%s/manifest.json", dir);
+	es_fs_write_atomic(p, json, strlen(json));
+	struct es_manifest m;
+	es_log_quiet_begin();
+	int rc = es_manifest_load(dir, &m);
+	es_log_quiet_end();
+	if (!rc)
+		es_manifest_free(&m);
+	return rc;
+}
+
+#define OK_EXEC "\"execution\": {\"executor_type\": \"ray\", \"ray_address\": \"local\"}"
+
+int main(void)
+{
+	char *t = test_tmpdir();
+	CHECK_INT_EQ(load_with(t, "good", "{\"schema_version\": 2, " OK_EXEC ", \"shards\": [{\"id\": \"part-00000-of-00001\", "
+				 "\"index\": 0, \"path\": \"shards/part-00000-of-00001.jsonl\", \"rows\": 1}]}"), 0);
+	CHECK_INT_EQ(load_with(t, "schema3", "{\"schema_version\": 3, " OK_EXEC ", \"shards\": [{\"id\": \"a\", \"path\": \"shards/a.jsonl\"}]}"), ES_EINVAL);
+	CHECK(strstr(es_last_error(), "schema_version") != NULL);
+	CHECK_INT_EQ(load_with(t, "noshards", "{\"schema_version\": 2, " OK_EXEC ", \"shards\": []}"), ES_EINVAL);
+	CHECK_INT_EQ(load_with(t, "noray", "{\"schema_version\": 2, \"execution\": {\"executor_type\": \"default\", \"ray_address\": \"local\"}, "
+				   "\"shards\": [{\"id\": \"a\", \"path\": \"shards/a.jsonl\"}]}"), ES_EINVAL);
+	static const char *const bad_paths[] = { "/etc/passwd", "../x.jsonl", "shards/../../x.jsonl", "..", "" };
+	for (size_t i = 0; i < sizeof(bad_paths) / sizeof(bad_paths[0]); i++) {
+		char json[512], name[32];
+		snprintf(name, sizeof(name), "badpath%zu", i);
+		snprintf(json, sizeof(json), "{\"schema_version\": 2, " OK_EXEC ", \"shards\": [{\"id\": \"a\", \"path\": \"%s\"}]}", bad_paths[i]);
+		CHECK_INT_EQ(load_with(t, name, json), ES_EINVAL);
+	}
+	static const char *const bad_ids[] = { "../a", "a/b", ".", "..", "" };
+	for (size_t i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++) {
+		char json[512], name[32];
+		snprintf(name, sizeof(name), "badid%zu", i);
+		snprintf(json, sizeof(json), "{\"schema_version\": 2, " OK_EXEC ", \"shards\": [{\"id\": \"%s\", \"path\": \"shards/a.jsonl\"}]}", bad_ids[i]);
+		CHECK_INT_EQ(load_with(t, name, json), ES_EINVAL);
+	}
+	struct es_manifest m;
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_manifest_load("/nonexistent/job", &m), ES_ENOENT);
+	es_log_quiet_end();
+	CHECK(strstr(es_last_error(), "manifest") != NULL);
+	return test_done();
+}
