@@ -97,6 +97,22 @@ static int read_lock(const char *path, int want_doc, struct lock_view *lv)
 	return 0;
 }
 
+/* The lease that applies to a lock: none for a lock without a "heartbeat" field (a reference
+ * worker never refreshes its lock, so only lock_timeout judges it, as in the claim module),
+ * else the longer of the job's lease and the one the owner wrote. An unreadable lock is judged
+ * by the job's lease (its owner would have rewritten it). */
+static double lock_lease(const struct lock_view *lv, double job_lease)
+{
+	if (!lv->doc)
+		return job_lease;
+	if (!cJSON_GetObjectItemCaseSensitive(lv->doc, "heartbeat"))
+		return 0;
+	double owner;
+	if (!es_json_get_num(lv->doc, "lease_secs", &owner) && owner > job_lease)
+		return owner;
+	return job_lease;
+}
+
 static int is_stale(double age, double lock_timeout, double lease)
 {
 	/* The reference rule, then the lease: a live owner refreshes the mtime every heartbeat. */
@@ -288,10 +304,11 @@ int es_status_count(const struct es_manifest *m, double lock_timeout, struct es_
 			s = ES_SHARD_FAILED;
 		} else {
 			struct lock_view lv;
-			if ((rc = read_lock(lock.data, 0, &lv)))
+			if ((rc = read_lock(lock.data, 1, &lv)))
 				break;
 			if (lv.exists)
-				s = is_stale(lv.age, timeout, m->policy.lease_secs) ? ES_SHARD_STALE : ES_SHARD_RUNNING;
+				s = is_stale(lv.age, timeout, lock_lease(&lv, m->policy.lease_secs)) ? ES_SHARD_STALE : ES_SHARD_RUNNING;
+			cJSON_Delete(lv.doc);
 		}
 		rc = 0;
 		count_state(c, s);
@@ -360,7 +377,7 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 		r->state = ES_SHARD_PENDING;
 		return 0;
 	}
-	r->state = is_stale(lv.age, timeout, m->policy.lease_secs) ? ES_SHARD_STALE : ES_SHARD_RUNNING;
+	r->state = is_stale(lv.age, timeout, lock_lease(&lv, m->policy.lease_secs)) ? ES_SHARD_STALE : ES_SHARD_RUNNING;
 	r->lock_age_secs = lv.age;
 	if (!lv.doc) {
 		r->metadata_error = 1;

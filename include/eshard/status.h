@@ -10,7 +10,8 @@
  *   1. state/done/<id>.json exists   -> done    (owner = the record's hostname)
  *   2. state/failed/<id>.json exists -> failed  (error = the record's last_error)
  *   3. state/locks/<id>.lock exists  -> running, or stale when age > lock_timeout_secs (the
- *      reference rule) or age > policy.lease_secs (eshard-mpi leases), where
+ *      reference rule) or, for a lock that carries eshard-mpi's "heartbeat" field, age >
+ *      the longer of policy.lease_secs and the lock's own lease_secs (leases), where
  *      age = max(0, now - the lock's mtime)
  *   4. otherwise                     -> pending
  * Leases: the lock owner rewrites its lock in place every heartbeat_secs, so a live lock's mtime
