@@ -862,6 +862,13 @@ int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *re
 			goto out;
 		}
 	}
+	/* The folders that got entries must reach the disk before the rename publishes them. */
+	static const char *const synced[] = { "shards", "state", "state/history" };
+	for (size_t i = 0; i < sizeof(synced) / sizeof(synced[0]); i++) {
+		es_path_join(&path, stage.data, synced[i]);
+		if ((rc = es_fs_fsync_dir(path.data)))
+			goto out;
+	}
 	struct job_facts facts = { job_dir.data, slash + 1, config.data, recipe_sha, ray_address, &recipe,
 				   &scan, files, &p1, shards, n, warnings, n_warnings };
 	cJSON *man = build_manifest(o, &facts);
