@@ -368,29 +368,12 @@ int es_attempt_argv(const struct es_attempt_spec *s, char ***argv_out, size_t *a
 	return rc;
 }
 
-static const char *const drop_prefixes[] = {
-	"OMPI_", "PMIX_", "PMI_", "PRTE_", "HYDRA_", "MV2_COMM_WORLD_", "SLURM_", "SLURMD_",
-	"MASTER_", "DJ_ELASTIC_",
-};
-static const char *const drop_names[] = {
-	"WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
-	"ROLE_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PAI_JOB_ID", "DLC_JOB_ID", "JOB_ID",
-	"RAY_ADDRESS",
-	/* Set below; dropping the inherited copies keeps exactly one of each. */
-	"DJ_PRODUCED_DATA_DIR", "ESHARD_SHARD_ID", "ESHARD_ATTEMPT_DIR",
-};
-
+/* What the child must not inherit: the launcher's identity (util.c), and the variables set
+ * below, so that exactly one of each remains. */
 static int env_dropped(const char *kv)
 {
-	const char *eq = strchr(kv, '=');
-	size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
-	for (size_t i = 0; i < sizeof(drop_prefixes) / sizeof(drop_prefixes[0]); i++)
-		if (!strncmp(kv, drop_prefixes[i], strlen(drop_prefixes[i])))
-			return 1;
-	for (size_t i = 0; i < sizeof(drop_names) / sizeof(drop_names[0]); i++)
-		if (strlen(drop_names[i]) == klen && !strncmp(kv, drop_names[i], klen))
-			return 1;
-	return 0;
+	return es_env_is_launcher_identity(kv) || es_env_name_is(kv, "DJ_PRODUCED_DATA_DIR") ||
+	       es_env_name_is(kv, "ESHARD_SHARD_ID") || es_env_name_is(kv, "ESHARD_ATTEMPT_DIR");
 }
 
 /* The value of name in env, or NULL when absent (an empty value counts as set, like

@@ -680,27 +680,13 @@ static int choose_ports(const struct es_ray_opts *o, struct es_ray_head *h, long
 
 /* ---- start ---- */
 
-static const char *const drop_prefixes[] = {
-	"OMPI_", "PMIX_", "PMI_", "PRTE_", "HYDRA_", "MV2_COMM_WORLD_", "SLURM_", "SLURMD_",
-	"MASTER_", "DJ_ELASTIC_", "ESHARD_RAY_",
-};
-static const char *const drop_names[] = {
-	"WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
-	"ROLE_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "PAI_JOB_ID", "DLC_JOB_ID", "JOB_ID",
-	"RAY_ADDRESS", "RAY_USAGE_STATS_ENABLED",
-};
-
+/* What the head must not inherit: the launcher's identity (util.c), a marker or usage setting
+ * of another head (set below), and CUDA_VISIBLE_DEVICES when this head gets its own slice. */
 static int env_dropped(const char *kv, int drop_cvd)
 {
-	const char *eq = strchr(kv, '=');
-	size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
-	for (size_t i = 0; i < sizeof(drop_prefixes) / sizeof(drop_prefixes[0]); i++)
-		if (!strncmp(kv, drop_prefixes[i], strlen(drop_prefixes[i])) && klen >= strlen(drop_prefixes[i]))
-			return 1;
-	for (size_t i = 0; i < sizeof(drop_names) / sizeof(drop_names[0]); i++)
-		if (strlen(drop_names[i]) == klen && !strncmp(kv, drop_names[i], klen))
-			return 1;
-	return drop_cvd && klen == 20 && !strncmp(kv, "CUDA_VISIBLE_DEVICES", 20);
+	return es_env_is_launcher_identity(kv) || !strncmp(kv, "ESHARD_RAY_", 11) ||
+	       es_env_name_is(kv, "RAY_USAGE_STATS_ENABLED") ||
+	       (drop_cvd && es_env_name_is(kv, "CUDA_VISIBLE_DEVICES"));
 }
 
 static int build_env(const struct es_ray_opts *o, const struct es_ray_head *h, struct strv *env)

@@ -419,12 +419,14 @@ static int ensure_ray_head(struct worker *w)
 	size_t n_env = 0;
 	while (environ[n_env])
 		n_env++;
-	char **env = calloc(n_env + 4, sizeof(*env));
+	char **env = calloc(n_env + 5, sizeof(*env));
 	if (!env)
 		return es_error(ES_ENOMEM, "out of memory");
 	size_t k = 0;
+	/* Without the launcher's identity: this environment also starts the Data-Juicer runner. */
 	for (size_t e = 0; e < n_env; e++)
-		if ((!cache.len || strncmp(environ[e], "XDG_CACHE_HOME=", 15)) && (!hf.len || strncmp(environ[e], "HF_HOME=", 8)))
+		if ((!cache.len || !es_env_name_is(environ[e], "XDG_CACHE_HOME")) && (!hf.len || !es_env_name_is(environ[e], "HF_HOME")) &&
+		    !es_env_is_launcher_identity(environ[e]))
 			env[k++] = environ[e];
 	if (cache.len)
 		env[k++] = cache.data;
@@ -434,6 +436,7 @@ static int ensure_ray_head(struct worker *w)
 	 * shard and the next shard would wait for a new worker (docs/dj-notes.md). */
 	if (!getenv("RAY_num_workers_soft_limit"))
 		env[k++] = (char *)"RAY_num_workers_soft_limit=4";
+	env[k++] = (char *)"DJ_ELASTIC_SHARD_CHILD=1";
 	ro.env = env;
 	double t0 = es_time_mono();
 	int rc = es_ray_head_start(&ro, &w->head);

@@ -19,6 +19,13 @@ const char *es_hostname(void);        /* cached gethostname() */
 /* Strict decimal parse of the whole string; 0 or ES_EUSAGE (no message). */
 int es_parse_i64(const char *s, int64_t *out);
 int es_parse_double(const char *s, double *out);
+/* 1 when the environment entry kv ("NAME=value") tells a launcher's identity that a child
+ * must not see (DESIGN.md "Known pitfalls"): Open MPI, PMIx/PMI, Slurm, torch-style WORLD_SIZE
+ * and RANK, MASTER_*, the job ids that make newer Data-Juicer versions start an elastic run of
+ * their own (PAI_JOB_ID, DLC_JOB_ID, JOB_ID, DJ_ELASTIC_*), and an inherited RAY_ADDRESS. */
+int es_env_is_launcher_identity(const char *kv);
+/* 1 when kv's name is name. */
+int es_env_name_is(const char *kv, const char *name);
 /* Test builds: ESHARD_TEST_CRASH_AT=<name> makes the process _exit(99) at that point. */
 void es_crash_point(const char *name);
 
