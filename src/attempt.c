@@ -37,59 +37,16 @@ extern char **environ;
 /* The supervisor's end of the socket pair, as the supervisor sees it. */
 #define SUPERVISOR_FD 3
 
-/* ---- a NULL-terminated string vector ---- */
+/* ---- argv and environment vectors (struct es_strv, buf.h) ---- */
 
-struct vec {
-	char **v;
-	size_t n, cap;
-};
-
-static int vec_push(struct vec *a, char *s)
+static int vec_pushdup(struct es_strv *a, const char *s)
 {
-	if (!s)
-		return es_error(ES_ENOMEM, "out of memory");
-	if (a->n + 2 > a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 16;
-		char **v = realloc(a->v, cap * sizeof(*v));
-		if (!v) {
-			free(s);
-			return es_error(ES_ENOMEM, "out of memory");
-		}
-		a->v = v;
-		a->cap = cap;
-	}
-	a->v[a->n++] = s;
-	a->v[a->n] = NULL;
-	return 0;
+	return es_strv_push(a, strdup(s));
 }
 
-static int vec_pushdup(struct vec *a, const char *s)
-{
-	return vec_push(a, strdup(s));
-}
-
-static int vec_pushf(struct vec *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int vec_pushf(struct vec *a, const char *fmt, ...)
-{
-	struct es_buf b = ES_BUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
-	int rc = es_buf_vprintf(&b, fmt, ap);
-	va_end(ap);
-	if (rc)
-		return rc;
-	return vec_push(a, es_buf_detach(&b, NULL));
-}
-
-static void vec_free(struct vec *a)
-{
-	es_argv_free(a->v);
-	a->v = NULL;
-	a->n = a->cap = 0;
-}
 
 /* Hand the vector over, never as NULL: an empty vector becomes { NULL }. */
-static int vec_finish(struct vec *a, char ***out, size_t *n)
+static int vec_finish(struct es_strv *a, char ***out, size_t *n)
 {
 	if (!a->v) {
 		a->v = calloc(1, sizeof(char *));
@@ -122,7 +79,7 @@ static int is_blank(char c)
 }
 
 /* Split a template into words (quote removal only); on a syntax error, *why says which. */
-static int split_template(const char *t, struct vec *words, const char **why)
+static int split_template(const char *t, struct es_strv *words, const char **why)
 {
 	struct es_buf w = ES_BUF_INIT;
 	int in_word = 0, rc = 0;
@@ -131,7 +88,7 @@ static int split_template(const char *t, struct vec *words, const char **why)
 		char c = *p;
 		if (c == '\0' || is_blank(c)) {
 			if (in_word) {
-				rc = vec_push(words, es_buf_detach(&w, NULL));
+				rc = es_strv_push(words, es_buf_detach(&w, NULL));
 				in_word = 0;
 			}
 			if (c == '\0')
@@ -227,9 +184,9 @@ static int substitute(const char *word, struct placeholder *ph, size_t n_ph, str
 /* Expand a template into argv; errors are reported with code (usage at prepare, invalid job
  * state at run time). */
 static int expand_template(const char *tmpl, struct placeholder *ph, size_t n_ph, int code,
-			   struct vec *argv)
+			   struct es_strv *argv)
 {
-	struct vec words = { 0 };
+	struct es_strv words = { 0 };
 	struct es_buf word = ES_BUF_INIT, why = ES_BUF_INIT;
 	const char *syntax;
 	int rc = split_template(tmpl ? tmpl : "", &words, &syntax);
@@ -242,11 +199,11 @@ static int expand_template(const char *tmpl, struct placeholder *ph, size_t n_ph
 		if (rc == ES_EINVAL)
 			rc = es_error(code, "bad processor command template '%s': %s", tmpl, why.data);
 		if (!rc)
-			rc = vec_push(argv, es_buf_detach(&word, NULL));
+			rc = es_strv_push(argv, es_buf_detach(&word, NULL));
 	}
 	es_buf_free(&word);
 	es_buf_free(&why);
-	vec_free(&words);
+	es_strv_free(&words);
 	return rc;
 }
 
@@ -256,9 +213,9 @@ int es_command_template_check(const char *tmpl)
 		{ "input", "x", 0 }, { "output", "x", 0 }, { "attempt_dir", "x", 0 },
 		{ "shard_id", "x", 0 }, { "job_dir", "x", 0 },
 	};
-	struct vec argv = { 0 };
+	struct es_strv argv = { 0 };
 	int rc = expand_template(tmpl, ph, sizeof(ph) / sizeof(ph[0]), ES_EUSAGE, &argv);
-	vec_free(&argv);
+	es_strv_free(&argv);
 	if (!rc && (!ph[0].used || !ph[1].used))
 		rc = es_error(ES_EUSAGE, "bad processor command template '%s': it must use both {input} and {output}",
 			      tmpl);
@@ -277,7 +234,7 @@ static int check_spec(const struct es_attempt_spec *s)
 	return 0;
 }
 
-static int split_blanks(const char *cmd, struct vec *argv)
+static int split_blanks(const char *cmd, struct es_strv *argv)
 {
 	int rc = 0;
 	size_t before = argv->n;
@@ -288,7 +245,7 @@ static int split_blanks(const char *cmd, struct vec *argv)
 		while (*p && !is_blank(*p))
 			p++;
 		if (p > start)
-			rc = vec_push(argv, strndup(start, (size_t)(p - start)));
+			rc = es_strv_push(argv, strndup(start, (size_t)(p - start)));
 	}
 	if (!rc && argv->n == before)
 		rc = es_error(ES_EINVAL, "the Data-Juicer process command '%s' is empty", cmd);
@@ -300,7 +257,7 @@ int es_attempt_argv(const struct es_attempt_spec *s, char ***argv_out, size_t *a
 	int rc = check_spec(s);
 	if (rc)
 		return rc;
-	struct vec argv = { 0 };
+	struct es_strv argv = { 0 };
 	struct es_buf root = ES_BUF_INIT;
 	const struct es_processor *p = s->proc;
 	if (cwd)
@@ -323,7 +280,7 @@ int es_attempt_argv(const struct es_attempt_spec *s, char ***argv_out, size_t *a
 			if (!rc)
 				rc = vec_pushdup(&argv, p->python && *p->python ? p->python : "python3");
 			if (!rc)
-				rc = vec_pushf(&argv, "%s/tools/process_data.py",
+				rc = es_strv_pushf(&argv, "%s/tools/process_data.py",
 					       strcmp(root.data, "/") ? root.data : "");
 			if (!rc && cwd && !(*cwd = strdup(root.data)))
 				rc = es_error(ES_ENOMEM, "out of memory");
@@ -335,30 +292,30 @@ int es_attempt_argv(const struct es_attempt_spec *s, char ***argv_out, size_t *a
 		char tok12[13];
 		snprintf(tok12, sizeof(tok12), "%s", s->token);
 		if (!rc) rc = vec_pushdup(&argv, "--config");
-		if (!rc) rc = vec_pushf(&argv, "%s/recipe.yaml", J);
+		if (!rc) rc = es_strv_pushf(&argv, "%s/recipe.yaml", J);
 		if (!rc) rc = vec_pushdup(&argv, "--dataset_path");
 		if (!rc) rc = vec_pushdup(&argv, s->input_path);
 		if (!rc) rc = vec_pushdup(&argv, "--export_path");
-		if (!rc) rc = vec_pushf(&argv, "%s/ray-output.jsonl", A);
+		if (!rc) rc = es_strv_pushf(&argv, "%s/ray-output.jsonl", A);
 		if (!rc) rc = vec_pushdup(&argv, "--executor_type");
 		if (!rc) rc = vec_pushdup(&argv, "ray");
 		if (!rc) rc = vec_pushdup(&argv, "--ray_address");
 		if (!rc) rc = vec_pushdup(&argv, s->ray_address);
 		if (!rc) rc = vec_pushdup(&argv, "--work_dir");
-		if (!rc) rc = vec_pushf(&argv, "%s/work", A);
+		if (!rc) rc = es_strv_pushf(&argv, "%s/work", A);
 		if (!rc) rc = vec_pushdup(&argv, "--job_id");
-		if (!rc) rc = vec_pushf(&argv, "%s_%s_%s", s->job_id, s->shard_id, tok12);
+		if (!rc) rc = es_strv_pushf(&argv, "%s_%s_%s", s->job_id, s->shard_id, tok12);
 		if (!rc) rc = vec_pushdup(&argv, "--event_log_dir");
-		if (!rc) rc = vec_pushf(&argv, "%s/logs", A);
+		if (!rc) rc = es_strv_pushf(&argv, "%s/logs", A);
 		if (!rc) rc = vec_pushdup(&argv, "--checkpoint_dir");
-		if (!rc) rc = vec_pushf(&argv, "%s/checkpoints", A);
+		if (!rc) rc = es_strv_pushf(&argv, "%s/checkpoints", A);
 		if (!rc) rc = vec_pushdup(&argv, "--partition_dir");
-		if (!rc) rc = vec_pushf(&argv, "%s/partitions", A);
+		if (!rc) rc = es_strv_pushf(&argv, "%s/partitions", A);
 	}
 	if (!rc)
 		rc = vec_finish(&argv, argv_out, argc);
 	if (rc) {
-		vec_free(&argv);
+		es_strv_free(&argv);
 		if (cwd) {
 			free(*cwd);
 			*cwd = NULL;
@@ -394,7 +351,7 @@ int es_attempt_env(const struct es_attempt_spec *s, char *const *env, char ***ou
 		return rc;
 	if (!env)
 		env = environ;
-	struct vec v = { 0 };
+	struct es_strv v = { 0 };
 	const struct es_processor *p = s->proc;
 	int dj_root = p->kind == ES_PROC_DATA_JUICER && p->dj_root && *p->dj_root;
 	const char *xdg = env_get(env, "XDG_CACHE_HOME");
@@ -410,34 +367,34 @@ int es_attempt_env(const struct es_attempt_spec *s, char *const *env, char ***ou
 		rc = vec_pushdup(&v, *e);
 	}
 	if (!rc) rc = vec_pushdup(&v, "DJ_ELASTIC_SHARD_CHILD=1");
-	if (!rc) rc = vec_pushf(&v, "DJ_PRODUCED_DATA_DIR=%s/produced", s->attempt_dir);
+	if (!rc) rc = es_strv_pushf(&v, "DJ_PRODUCED_DATA_DIR=%s/produced", s->attempt_dir);
 	if (!rc && !xdg)
-		rc = vec_pushf(&v, "XDG_CACHE_HOME=%s/cache", s->job_dir);
+		rc = es_strv_pushf(&v, "XDG_CACHE_HOME=%s/cache", s->job_dir);
 	if (!rc && !hf) {
 		if (xdg)
-			rc = vec_pushf(&v, "HF_HOME=%s/huggingface", xdg);
+			rc = es_strv_pushf(&v, "HF_HOME=%s/huggingface", xdg);
 		else
-			rc = vec_pushf(&v, "HF_HOME=%s/cache/huggingface", s->job_dir);
+			rc = es_strv_pushf(&v, "HF_HOME=%s/cache/huggingface", s->job_dir);
 	}
 	if (!rc && strcmp(s->ray_address, "local") != 0)
-		rc = vec_pushf(&v, "RAY_ADDRESS=%s", s->ray_address);
+		rc = es_strv_pushf(&v, "RAY_ADDRESS=%s", s->ray_address);
 	if (!rc && dj_root) {
 		rc = es_fs_resolve(p->dj_root, &root);
 		if (!rc && pypath && *pypath)
-			rc = vec_pushf(&v, "PYTHONPATH=%s:%s", root.data, pypath);
+			rc = es_strv_pushf(&v, "PYTHONPATH=%s:%s", root.data, pypath);
 		else if (!rc)
-			rc = vec_pushf(&v, "PYTHONPATH=%s", root.data);
+			rc = es_strv_pushf(&v, "PYTHONPATH=%s", root.data);
 	}
 	if (!rc && p->kind == ES_PROC_COMMAND) {
-		rc = vec_pushf(&v, "ESHARD_SHARD_ID=%s", s->shard_id);
+		rc = es_strv_pushf(&v, "ESHARD_SHARD_ID=%s", s->shard_id);
 		if (!rc)
-			rc = vec_pushf(&v, "ESHARD_ATTEMPT_DIR=%s", s->attempt_dir);
+			rc = es_strv_pushf(&v, "ESHARD_ATTEMPT_DIR=%s", s->attempt_dir);
 	}
 	es_buf_free(&root);
 	if (!rc)
 		rc = vec_finish(&v, out, NULL);
 	if (rc)
-		vec_free(&v);
+		es_strv_free(&v);
 	return rc;
 }
 
@@ -549,17 +506,17 @@ static void ask_stop(struct run_state *r)
 static int spawn_supervisor(const struct es_attempt_spec *s, char **argv, const char *cwd,
 			    char **env, int log_fd, int sup_fd, pid_t *pid)
 {
-	struct vec sv = { 0 };
+	struct es_strv sv = { 0 };
 	double grace = s->grace_secs > 0 ? s->grace_secs : DEFAULT_GRACE_SECS;
 	int rc = vec_pushdup(&sv, s->supervisor_exe);
 	if (!rc) rc = vec_pushdup(&sv, "__supervise");
 	if (!rc) rc = vec_pushdup(&sv, "--fd");
-	if (!rc) rc = vec_pushf(&sv, "%d", SUPERVISOR_FD);
+	if (!rc) rc = es_strv_pushf(&sv, "%d", SUPERVISOR_FD);
 	if (!rc) rc = vec_pushdup(&sv, "--grace");
-	if (!rc) rc = vec_pushf(&sv, "%.17g", grace);
+	if (!rc) rc = es_strv_pushf(&sv, "%.17g", grace);
 	if (!rc && s->timeout_secs > 0) {
 		rc = vec_pushdup(&sv, "--timeout");
-		if (!rc) rc = vec_pushf(&sv, "%.17g", s->timeout_secs);
+		if (!rc) rc = es_strv_pushf(&sv, "%.17g", s->timeout_secs);
 	}
 	if (!rc && cwd) {
 		rc = vec_pushdup(&sv, "--cwd");
@@ -569,7 +526,7 @@ static int spawn_supervisor(const struct es_attempt_spec *s, char **argv, const 
 	for (char **a = argv; !rc && *a; a++)
 		rc = vec_pushdup(&sv, *a);
 	if (rc) {
-		vec_free(&sv);
+		es_strv_free(&sv);
 		return -ENOMEM;
 	}
 
@@ -582,7 +539,7 @@ static int spawn_supervisor(const struct es_attempt_spec *s, char **argv, const 
 	if (!err && (err = posix_spawnattr_init(&at)) != 0)
 		posix_spawn_file_actions_destroy(&fa);
 	if (err) {
-		vec_free(&sv);
+		es_strv_free(&sv);
 		return -err;
 	}
 	/* Its own process group, so that the worker's job-control and terminal signals reach
@@ -599,7 +556,7 @@ static int spawn_supervisor(const struct es_attempt_spec *s, char **argv, const 
 	err = posix_spawn(pid, s->supervisor_exe, &fa, &at, sv.v, env);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
-	vec_free(&sv);
+	es_strv_free(&sv);
 	return -err;
 }
 

@@ -104,3 +104,45 @@ char *es_buf_detach(struct es_buf *b, size_t *len)
 	es_buf_init(b, b->max);
 	return p;
 }
+
+int es_strv_push(struct es_strv *a, char *s)
+{
+	if (!s)
+		return es_error(ES_ENOMEM, "out of memory");
+	if (a->n + 2 > a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 16;
+		char **v = realloc(a->v, cap * sizeof(*v));
+		if (!v) {
+			free(s);
+			return es_error(ES_ENOMEM, "out of memory");
+		}
+		a->v = v;
+		a->cap = cap;
+	}
+	a->v[a->n++] = s;
+	a->v[a->n] = NULL;
+	return 0;
+}
+
+int es_strv_pushf(struct es_strv *a, const char *fmt, ...)
+{
+	struct es_buf b = ES_BUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = es_buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	if (rc) {
+		es_buf_free(&b);
+		return rc;
+	}
+	return es_strv_push(a, es_buf_detach(&b, NULL));
+}
+
+void es_strv_free(struct es_strv *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->v[i]);
+	free(a->v);
+	a->v = NULL;
+	a->n = a->cap = 0;
+}

@@ -66,53 +66,6 @@ static int read_quiet(const char *path, struct es_buf *out, size_t max)
 	return 0;
 }
 
-struct strv {
-	char **v;
-	size_t n, cap;
-};
-
-static int strv_push(struct strv *s, char *str)
-{
-	if (!str)
-		return es_error(ES_ENOMEM, "out of memory");
-	if (s->n + 2 > s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 64;
-		char **v = realloc(s->v, cap * sizeof(*v));
-		if (!v) {
-			free(str);
-			return es_error(ES_ENOMEM, "out of memory");
-		}
-		s->v = v;
-		s->cap = cap;
-	}
-	s->v[s->n++] = str;
-	s->v[s->n] = NULL;
-	return 0;
-}
-
-static int strv_pushf(struct strv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int strv_pushf(struct strv *s, const char *fmt, ...)
-{
-	struct es_buf b = ES_BUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
-	int rc = es_buf_vprintf(&b, fmt, ap);
-	va_end(ap);
-	if (rc) {
-		es_buf_free(&b);
-		return rc;
-	}
-	return strv_push(s, es_buf_detach(&b, NULL));
-}
-
-static void strv_free(struct strv *s)
-{
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i]);
-	free(s->v);
-	s->v = NULL;
-	s->n = s->cap = 0;
-}
 
 static const char *env_get(char *const *env, const char *name)
 {
@@ -689,18 +642,18 @@ static int env_dropped(const char *kv, int drop_cvd)
 	       (drop_cvd && es_env_name_is(kv, "CUDA_VISIBLE_DEVICES"));
 }
 
-static int build_env(const struct es_ray_opts *o, const struct es_ray_head *h, struct strv *env)
+static int build_env(const struct es_ray_opts *o, const struct es_ray_head *h, struct es_strv *env)
 {
 	char *const *src = o->env ? o->env : environ;
 	int rc = 0;
 	for (char *const *e = src; !rc && e && *e; e++)
 		if (!env_dropped(*e, h->cuda_visible_devices[0] != '\0'))
-			rc = strv_push(env, strdup(*e));
-	if (!rc) rc = strv_pushf(env, "RAY_USAGE_STATS_ENABLED=0");
-	if (!rc) rc = strv_pushf(env, "DJ_ELASTIC_SHARD_CHILD=1");
-	if (!rc) rc = strv_pushf(env, "%s=%s", TOKEN_VAR, h->token);
+			rc = es_strv_push(env, strdup(*e));
+	if (!rc) rc = es_strv_pushf(env, "RAY_USAGE_STATS_ENABLED=0");
+	if (!rc) rc = es_strv_pushf(env, "DJ_ELASTIC_SHARD_CHILD=1");
+	if (!rc) rc = es_strv_pushf(env, "%s=%s", TOKEN_VAR, h->token);
 	if (!rc && h->cuda_visible_devices[0])
-		rc = strv_pushf(env, "CUDA_VISIBLE_DEVICES=%s", h->cuda_visible_devices);
+		rc = es_strv_pushf(env, "CUDA_VISIBLE_DEVICES=%s", h->cuda_visible_devices);
 	return rc;
 }
 
@@ -910,32 +863,32 @@ static int check_opts(const struct es_ray_opts *o)
 	return 0;
 }
 
-static int build_argv(const struct es_ray_head *h, const char *ray, struct strv *argv)
+static int build_argv(const struct es_ray_head *h, const char *ray, struct es_strv *argv)
 {
 	int P = h->port;
-	int rc = strv_pushf(argv, "%s", ray);
-	if (!rc) rc = strv_pushf(argv, "start");
-	if (!rc) rc = strv_pushf(argv, "--head");
-	if (!rc) rc = strv_pushf(argv, "--temp-dir=%s", h->temp_dir);
-	if (!rc) rc = strv_pushf(argv, "--port=%d", P);
-	if (!rc) rc = strv_pushf(argv, "--node-manager-port=%d", P + 1);
-	if (!rc) rc = strv_pushf(argv, "--object-manager-port=%d", P + 2);
-	if (!rc) rc = strv_pushf(argv, "--include-dashboard=false");
+	int rc = es_strv_pushf(argv, "%s", ray);
+	if (!rc) rc = es_strv_pushf(argv, "start");
+	if (!rc) rc = es_strv_pushf(argv, "--head");
+	if (!rc) rc = es_strv_pushf(argv, "--temp-dir=%s", h->temp_dir);
+	if (!rc) rc = es_strv_pushf(argv, "--port=%d", P);
+	if (!rc) rc = es_strv_pushf(argv, "--node-manager-port=%d", P + 1);
+	if (!rc) rc = es_strv_pushf(argv, "--object-manager-port=%d", P + 2);
+	if (!rc) rc = es_strv_pushf(argv, "--include-dashboard=false");
 	/* The minimal dashboard process still gets a port argument (it does not listen on it
 	 * in 2.52), and the agents listen on theirs: all of them stay inside the block. No
 	 * --ray-client-server-port: plain `ray` (without [client]) refuses it. */
-	if (!rc) rc = strv_pushf(argv, "--dashboard-port=%d", P + 3);
-	if (!rc) rc = strv_pushf(argv, "--dashboard-agent-listen-port=%d", P + 4);
-	if (!rc) rc = strv_pushf(argv, "--dashboard-agent-grpc-port=%d", P + 5);
-	if (!rc) rc = strv_pushf(argv, "--runtime-env-agent-port=%d", P + 6);
-	if (!rc) rc = strv_pushf(argv, "--metrics-export-port=%d", P + 7);
-	if (!rc) rc = strv_pushf(argv, "--min-worker-port=%d", P + ES_RAY_FIXED_PORTS);
-	if (!rc) rc = strv_pushf(argv, "--max-worker-port=%d", P + ES_RAY_PORT_BLOCK - 1);
-	if (!rc) rc = strv_pushf(argv, "--num-cpus=%d", h->num_cpus);
+	if (!rc) rc = es_strv_pushf(argv, "--dashboard-port=%d", P + 3);
+	if (!rc) rc = es_strv_pushf(argv, "--dashboard-agent-listen-port=%d", P + 4);
+	if (!rc) rc = es_strv_pushf(argv, "--dashboard-agent-grpc-port=%d", P + 5);
+	if (!rc) rc = es_strv_pushf(argv, "--runtime-env-agent-port=%d", P + 6);
+	if (!rc) rc = es_strv_pushf(argv, "--metrics-export-port=%d", P + 7);
+	if (!rc) rc = es_strv_pushf(argv, "--min-worker-port=%d", P + ES_RAY_FIXED_PORTS);
+	if (!rc) rc = es_strv_pushf(argv, "--max-worker-port=%d", P + ES_RAY_PORT_BLOCK - 1);
+	if (!rc) rc = es_strv_pushf(argv, "--num-cpus=%d", h->num_cpus);
 	if (!rc && h->num_gpus >= 0)
-		rc = strv_pushf(argv, "--num-gpus=%d", h->num_gpus);
-	if (!rc) rc = strv_pushf(argv, "--object-store-memory=%lld", h->object_store_bytes);
-	if (!rc) rc = strv_pushf(argv, "--disable-usage-stats");
+		rc = es_strv_pushf(argv, "--num-gpus=%d", h->num_gpus);
+	if (!rc) rc = es_strv_pushf(argv, "--object-store-memory=%lld", h->object_store_bytes);
+	if (!rc) rc = es_strv_pushf(argv, "--disable-usage-stats");
 	return rc;
 }
 
@@ -959,7 +912,7 @@ static void undo_launch(struct es_ray_head *h)
 static int launch(const struct es_ray_opts *o, struct es_ray_head *h, const char *ray, char *const *envp,
 		  double deadline, int *race)
 {
-	struct strv argv = { 0 };
+	struct es_strv argv = { 0 };
 	struct es_buf log = ES_BUF_INIT, tail = ES_BUF_INIT;
 	int log_fd = -1, status = 0;
 	*race = 0;
@@ -1047,7 +1000,7 @@ static int launch(const struct es_ray_opts *o, struct es_ray_head *h, const char
 out:
 	if (log_fd >= 0)
 		close(log_fd);
-	strv_free(&argv);
+	es_strv_free(&argv);
 	es_buf_free(&log);
 	es_buf_free(&tail);
 	return rc;
@@ -1064,7 +1017,7 @@ int es_ray_head_start(const struct es_ray_opts *o, struct es_ray_head *h)
 		return rc;
 
 	struct es_buf ray = ES_BUF_INIT, base = ES_BUF_INIT;
-	struct strv env = { 0 };
+	struct es_strv env = { 0 };
 	struct gpus g = { { 0 }, 0, 0 };
 	int temp_made = 0;
 
@@ -1128,7 +1081,7 @@ out:
 	if (rc && temp_made && !o->keep_temp_dir)
 		es_fs_remove_tree(h->temp_dir);
 	gpus_free(&g);
-	strv_free(&env);
+	es_strv_free(&env);
 	es_buf_free(&ray);
 	es_buf_free(&base);
 	return rc;

@@ -36,4 +36,15 @@ void es_buf_setlen(struct es_buf *b, size_t len);
 /* Hand the bytes to the caller (malloc'd, NUL-terminated) and reset the buffer. */
 char *es_buf_detach(struct es_buf *b, size_t *len);
 
+/* A NULL-terminated vector of malloc'd strings (an argv or an environment being built). */
+struct es_strv {
+	char **v;     /* NULL until the first push; then always NULL-terminated */
+	size_t n, cap;
+};
+#define ES_STRV_INIT { NULL, 0, 0 }
+/* Append s, taking it over (freed on failure); s NULL means out of memory. */
+int es_strv_push(struct es_strv *a, char *s);
+int es_strv_pushf(struct es_strv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void es_strv_free(struct es_strv *a);
+
 #endif
