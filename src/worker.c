@@ -526,6 +526,11 @@ static const char *process_shard(struct worker *w, size_t i)
 
 	struct es_attempt_outcome oc;
 	rc = es_attempt_run(&spec, &oc);
+	/* A launcher that stops a job (scancel, a node's shutdown) signals every process of it at
+	 * once: the child can die of that signal just before we see our own. A child that failed
+	 * while we were being stopped was stopped, not broken: it must not count as a failure. */
+	if (!rc && !oc.preempted && oc.return_code != 0 && w->o->stop_flag && *w->o->stop_flag)
+		oc.preempted = 1;
 	char now[40];
 	es_time_now_iso(now);
 	cJSON_Delete(a);

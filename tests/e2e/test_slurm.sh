@@ -185,7 +185,12 @@ grep -q 'stopped by signal 15; its claims were released' "$T/slurm-$id.out" || {
 python3 - "$T/cancel" <<'PY' || fail "the cancelled attempt is not recorded as preempted"
 import glob, json, sys
 st = [json.load(open(p)).get("status") for p in glob.glob(sys.argv[1] + "/attempts/*/*/attempt.json")]
-sys.exit(0 if st and all(s == "preempted" for s in st) else 1)
+ok = st and all(s == "preempted" for s in st)
+if not ok:
+    print("attempt statuses:", st, file=sys.stderr)
+    for p in glob.glob(sys.argv[1] + "/attempts/*/*/attempt.json"):
+        print(open(p).read(), file=sys.stderr)
+sys.exit(0 if ok else 1)
 PY
 for i in $(seq 1 50); do pgrep -f "$T/proc.sh" >/dev/null || break; sleep 0.1; done
 ! pgrep -f "$T/proc.sh" >/dev/null || fail "a processor outlived the cancelled job"
