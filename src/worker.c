@@ -704,7 +704,6 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		goto out;
 	if ((rc = es_claimer_init(&w.c, &w.m, &p)))
 		goto out;
-	w.c.run_id = o->run_id;
 	es_events_open(&w.ev, w.m.job_dir, o->run_id);
 	double poll = o->poll_interval_override > 0 ? o->poll_interval_override : (double)p.poll_interval_secs;
 	printf("Worker %s:%d started for %s\n", es_hostname(), (int)getpid(), w.m.job_id);
@@ -712,6 +711,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	char last_idle[256] = "";
 	int capped = 0;
 	int64_t done_here = 0;
+	long long work_left = -1;    /* pending + stale shards at the last count; -1: not counted */
 	for (;;) {
 		if (stopped(o))
 			break;
@@ -726,10 +726,12 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		}
 		/* Per-rank mode: the head (and runner) start before a claim, not while holding one:
 		 * a start can take longer than a lease, and a node that cannot start Ray must not use
-		 * up the retries of the shards it claims. */
+		 * up the retries of the shards it claims.
+		 * Whether work is left is known from the last idle poll; only the first pass counts. */
 		struct es_status_counts pre;
-		if (w.o->ray_per_rank && !capped && !w.head.running &&
-		    !es_status_count(&w.m, (double)p.lock_timeout_secs, &pre) && pre.pending + pre.stale > 0) {
+		if (work_left < 0 && w.o->ray_per_rank && !es_status_count(&w.m, (double)p.lock_timeout_secs, &pre))
+			work_left = pre.pending + pre.stale;
+		if (w.o->ray_per_rank && !capped && !w.head.running && work_left > 0) {
 			if ((rc = ensure_ray_head(&w)) != 0) {
 				if (stopped(o))
 					break;
@@ -780,6 +782,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 			goto out;
 		long long total = st.total, done = st.done, failed = st.failed;
 		long long pending = st.pending, running = st.running, stale = st.stale;
+		work_left = pending + stale;
 		if (done == total) {
 			printf("All %lld shards completed\n", total);
 			fflush(stdout);

@@ -32,7 +32,6 @@ struct es_lease_obs; /* what this process has seen of each lock, for the lease r
 struct es_claimer {
 	const struct es_manifest *m;
 	struct es_policy policy;     /* effective policy */
-	const char *run_id;          /* recorded in done records when set */
 	struct es_lease_obs *obs;    /* one per manifest shard */
 	/* Filled by es_claim_try on success: */
 	char token[33];
