@@ -156,13 +156,13 @@ int cmd_run(int argc, char **argv)
 {
 	struct prepare_cli pc;
 	prepare_cli_init(&pc);
-	struct es_opt opts[ES_PREPARE_MAX_OPTS + 12];
+	struct es_opt opts[ES_PREPARE_MAX_OPTS + 13];
 	size_t n = prepare_cli_options(&pc, opts);
 	const char *output = NULL, *run_id = NULL, *ray_mode = NULL;
 	int64_t nodes = 0;
 	int require_all = 0, retry_failed = 0, allow_mismatch = 0, no_runner = 0;
 	int seen_lease = 0, seen_hb = 0, seen_lt = 0, seen_mr = 0;
-	double attempt_timeout = 0;
+	double attempt_timeout = 0, preempt_grace = 0;
 	/* Policy options given explicitly also override a job prepared earlier (a resubmission). */
 	for (size_t i = 0; i < n; i++) {
 		if (!strcmp(opts[i].name, "lease-secs")) opts[i].seen = &seen_lease;
@@ -176,6 +176,7 @@ int cmd_run(int argc, char **argv)
 	opts[n++] = (struct es_opt){ "run-id", ES_OPT_STR, &run_id, NULL, "ID", "submission id (default PAI_JOB_ID, DLC_JOB_ID, JOB_ID, SLURM_JOB_ID, or made up)" };
 	opts[n++] = (struct es_opt){ "retry-failed", ES_OPT_FLAG, &retry_failed, NULL, NULL, "requeue failed shards before work starts" };
 	opts[n++] = (struct es_opt){ "attempt-timeout-secs", ES_OPT_POS_NUM, &attempt_timeout, NULL, NULL, "kill an attempt that runs longer (counted as failed)" };
+	opts[n++] = (struct es_opt){ "preempt-grace-secs", ES_OPT_POS_NUM, &preempt_grace, NULL, NULL, "a processor killed by a stop signal from outside: wait this long (default 5) for the rank's own stop before counting a failure" };
 	opts[n++] = (struct es_opt){ "ray-mode", ES_OPT_STR, &ray_mode, NULL, "MODE", "per-attempt (default) or per-rank: one node-local Ray head per rank, reused by every shard" };
 	opts[n++] = (struct es_opt){ "no-dj-runner", ES_OPT_FLAG, &no_runner, NULL, NULL, "per-rank mode: plain dj-process per shard instead of the persistent Data-Juicer runner" };
 	opts[n++] = (struct es_opt){ "allow-version-mismatch", ES_OPT_FLAG, &allow_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" };
@@ -299,6 +300,7 @@ int cmd_run(int argc, char **argv)
 		wo.should_stop_arg = &r;
 		wo.supervisor_exe = self_exe();
 		wo.attempt_timeout_secs = attempt_timeout;
+		wo.preempt_grace_secs = preempt_grace;
 		wo.allow_version_mismatch = allow_mismatch;
 		wo.ray_mode_name = ray_mode;
 		wo.ray_no_runner = no_runner;

@@ -60,6 +60,7 @@ size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts)
 		{ "run-id", ES_OPT_STR, &o->run_id, NULL, "ID", "submission id recorded in events and done records" },
 		{ "ray-mode", ES_OPT_STR, &o->ray_mode_name, NULL, "MODE", "per-attempt (default: Ray starts inside every shard's run) or per-rank (one node-local Ray head reused by every shard)" },
 		{ "no-dj-runner", ES_OPT_FLAG, &o->ray_no_runner, NULL, NULL, "per-rank mode: run plain dj-process per shard instead of the persistent Data-Juicer runner" },
+		{ "preempt-grace-secs", ES_OPT_POS_NUM, &o->preempt_grace_secs, NULL, NULL, "a processor killed by a stop signal from outside: wait this long (default 5) for the worker's own stop before counting a failure" },
 	};
 	memcpy(opts, t, sizeof(t));
 	return sizeof(t) / sizeof(t[0]);

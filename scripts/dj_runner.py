@@ -16,7 +16,8 @@ Exit codes of serve: 0 stdin EOF, 1 startup failure ("error ..." on stdout inste
 
 run: the client a shard attempt runs as its processor. It sends the request with its own fds 1
 and 2 and exits with the run's return code; 2 when it cannot connect, 3 when the runner went
-away before replying, 143 on SIGTERM.
+away before replying. A stop signal (SIGTERM, SIGINT, SIGHUP) kills it with that signal, so
+that the worker sees the processor die of it (a scheduler's stop, not a broken shard).
 
 Protocol (one request per connection): client -> runner: 4-byte big-endian length + UTF-8 JSON
 {"v": 1, "argv": [...], "cwd": "...", "env": {NAME: value or null}}, with fds 1 and 2 attached
@@ -56,7 +57,8 @@ def _usage(msg):
 # --------------------------------------------------------------------------- client (run)
 
 def client_main(args):
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
     path = None
     i = 0
     while i < len(args):

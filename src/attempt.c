@@ -456,9 +456,10 @@ static void parse_report(struct run_state *r, const char *l)
 			r->out->started = 1;
 		}
 	} else if (!strncmp(l, "status ", 7)) {
-		int rc = 0, to = 0;
-		if (sscanf(l + 7, "%d %d", &rc, &to) == 2) {
+		int rc = 0, to = 0, sig = 0;
+		if (sscanf(l + 7, "%d %d %d", &rc, &to, &sig) >= 2) {
 			r->out->return_code = rc;
+			r->out->supervisor_signal = sig;
 			if (to)
 				r->out->timed_out = 1;
 			r->reported = 1;
@@ -695,6 +696,8 @@ int es_attempt_run(const struct es_attempt_spec *s, struct es_attempt_outcome *o
 		} else {
 			append_log(log_fd, "\n[eshard-mpi] the supervisor %s without a report\n", how);
 			out->return_code = w == r.sup && WIFSIGNALED(st) ? -WTERMSIG(st) : -SIGKILL;
+			if (w == r.sup && WIFSIGNALED(st))
+				out->supervisor_signal = WTERMSIG(st);
 		}
 	}
 	if (!out->started) {

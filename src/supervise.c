@@ -453,6 +453,9 @@ int es_attempt_supervise_main(int argc, char **argv)
 		rc = WEXITSTATUS(child_status);
 	else if (child_done && WIFSIGNALED(child_status))
 		rc = -WTERMSIG(child_status);
-	say(ctl, "status %d %d\n", rc, timed_out);
+	/* The last field is the signal the supervisor itself got (0: none), also when it came
+	 * after the processor had already ended: a scheduler that stops a job signals all of its
+	 * processes, and the worker uses this to tell such a stop from a broken processor. */
+	say(ctl, "status %d %d %d\n", rc, timed_out, (int)got_signal);
 	return 0;
 }

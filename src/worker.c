@@ -35,6 +35,8 @@ void es_worker_opts_init(struct es_worker_opts *o)
 /* Per-rank mode: the persistent Data-Juicer runner (see runner_start). */
 struct runner {
 	pid_t pid;                  /* 0: not running */
+	int ended;                  /* it was reaped; status holds its wait status */
+	int status;
 	int stdin_fd;               /* write end of its stdin; closing it stops the runner */
 	char sock[600];
 	char exe[4096];             /* the Python that runs it */
@@ -277,6 +279,8 @@ static int runner_alive(struct runner *r)
 		return 0;
 	if (waitpid(r->pid, &st, WNOHANG) == r->pid) {
 		r->pid = 0;
+		r->ended = 1;
+		r->status = st;
 		if (r->stdin_fd >= 0)
 			close(r->stdin_fd);
 		r->stdin_fd = -1;
@@ -456,6 +460,117 @@ static int ensure_ray_head(struct worker *w)
 	return 0;
 }
 
+/* ---------------- stops from outside ----------------
+ *
+ * A scheduler that ends a job (scancel, a container runtime, a node drain) signals every
+ * process of the job, not only the one it started, in no fixed order: the processor, its
+ * supervisor, the Data-Juicer runner or the Ray head can die of that signal a moment before
+ * this worker gets its own. Such an attempt was preempted, not broken; counted as a failure it
+ * would burn a retry each time and, after --max-retries of them, fail a healthy shard.
+ */
+
+#define DEFAULT_PREEMPT_GRACE_SECS 5.0
+
+static double preempt_grace(const struct worker *w)
+{
+	return w->o->preempt_grace_secs > 0 ? w->o->preempt_grace_secs : DEFAULT_PREEMPT_GRACE_SECS;
+}
+
+/* The signals a scheduler stops processes with. */
+static int is_stop_signal(int sig)
+{
+	return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGKILL;
+}
+
+static const char *signal_name(int sig, char *buf, size_t n)
+{
+	const char *abbrev = sigabbrev_np(sig);
+	snprintf(buf, n, "SIG%s", abbrev ? abbrev : "?");
+	return buf;
+}
+
+/* A wait status (or exit code) that a stop signal explains: the signal, else 0. Exit codes
+ * 128+N are the shell's way to pass on a child's death by signal N (and what scripts that trap
+ * SIGTERM return). */
+static int stop_signal_of_status(int st)
+{
+	if (WIFSIGNALED(st) && is_stop_signal(WTERMSIG(st)))
+		return WTERMSIG(st);
+	if (WIFEXITED(st) && WEXITSTATUS(st) > 128 && is_stop_signal(WEXITSTATUS(st) - 128))
+		return WEXITSTATUS(st) - 128;
+	return 0;
+}
+
+/* Why a failed attempt may have been stopped from outside (a stop signal that no eshard-mpi
+ * process sent: the supervisor reports every stop it makes, as timed_out or after our own
+ * request), written into buf; NULL when nothing points that way. */
+static const char *outside_stop_hint(struct worker *w, const struct es_attempt_outcome *oc, int via_runner,
+				     char *buf, size_t n)
+{
+	int rc = oc->return_code;
+	char name[32];
+	if (!oc->started || oc->timed_out || oc->aborted || oc->preempted)
+		return NULL;
+	if (oc->supervisor_signal) {
+		snprintf(buf, n, "its supervisor got signal %d (%s)", oc->supervisor_signal,
+			 signal_name(oc->supervisor_signal, name, sizeof(name)));
+		return buf;
+	}
+	if (rc < 0 && is_stop_signal(-rc)) {
+		snprintf(buf, n, "it was killed by signal %d (%s), which eshard-mpi did not send", -rc,
+			 signal_name(-rc, name, sizeof(name)));
+		return buf;
+	}
+	if (rc > 128 && is_stop_signal(rc - 128)) {
+		snprintf(buf, n, "exit code %d is how a process reports signal %d (%s)", rc, rc - 128,
+			 signal_name(rc - 128, name, sizeof(name)));
+		return buf;
+	}
+	/* Ray's driver turns SIGTERM into sys.exit(15), so a Data-Juicer run on Ray that was
+	 * stopped exits 15. */
+	if (w->m.processor.kind == ES_PROC_DATA_JUICER && rc == SIGTERM) {
+		snprintf(buf, n, "exit code 15 is how a Ray driver reports SIGTERM");
+		return buf;
+	}
+	if (via_runner && !runner_alive(&w->runner) && w->runner.ended) {
+		int sig = stop_signal_of_status(w->runner.status);
+		if (sig) {
+			snprintf(buf, n, "the Data-Juicer runner was stopped by signal %d (%s)", sig,
+				 signal_name(sig, name, sizeof(name)));
+			return buf;
+		}
+	}
+	if (w->o->ray_per_rank && w->head.running && es_ray_head_alive(&w->head) != 1) {
+		snprintf(buf, n, "the node-local Ray head died during the attempt");
+		return buf;
+	}
+	return NULL;
+}
+
+/* Wait up to the preemption grace for this worker's own stop; 1 when it came. */
+static int await_stop(struct worker *w)
+{
+	double until = es_time_mono() + preempt_grace(w);
+	while (!stopped(w->o)) {
+		if (es_time_mono() >= until)
+			return 0;
+		es_sleep(0.02);
+	}
+	return 1;
+}
+
+/* "Processor killed by signal 15 (SIGTERM)" or "Data-Juicer returned exit code 1". */
+static void describe_exit(const struct worker *w, const struct es_attempt_outcome *oc, struct es_buf *out)
+{
+	const char *what = w->m.processor.kind == ES_PROC_COMMAND ? "Processor" : "Data-Juicer";
+	char name[32];
+	if (oc->started && oc->return_code < 0)
+		es_buf_printf(out, "%s killed by signal %d (%s)", what, -oc->return_code,
+			      signal_name(-oc->return_code, name, sizeof(name)));
+	else
+		es_buf_printf(out, "%s returned exit code %d", what, oc->return_code);
+}
+
 static const char *process_shard(struct worker *w, size_t i)
 {
 	if (w->o->ray_per_rank && ensure_ray_head(w)) {
@@ -525,12 +640,26 @@ static const char *process_shard(struct worker *w, size_t i)
 	event(w, "start", i, sh->rows, sh->size_bytes, -1, NULL);
 
 	struct es_attempt_outcome oc;
+	int via_runner_used = spec.proc == &via_runner;
+	if (via_runner_used)
+		w->runner.ended = 0;
 	rc = es_attempt_run(&spec, &oc);
-	/* A launcher that stops a job (scancel, a node's shutdown) signals every process of it at
-	 * once: the child can die of that signal just before we see our own. A child that failed
-	 * while we were being stopped was stopped, not broken: it must not count as a failure. */
-	if (!rc && !oc.preempted && oc.return_code != 0 && w->o->stop_flag && *w->o->stop_flag)
-		oc.preempted = 1;
+	/* A launcher that stops a job (scancel, a container runtime, a node's shutdown) signals
+	 * every process of it at once, in no fixed order: the child can die of that signal before
+	 * our own arrives. A child that failed while we were being stopped was stopped, not
+	 * broken, and must not count as a failure; one that died of a stop signal nobody here
+	 * sent gets the grace to see whether our own stop follows (see outside_stop_hint). */
+	char hint[160] = "";
+	int waited = 0;
+	if (!rc && !oc.preempted && oc.return_code != 0) {
+		if (stopped(w->o)) {
+			oc.preempted = 1;
+		} else if (outside_stop_hint(w, &oc, via_runner_used, hint, sizeof(hint))) {
+			waited = 1;
+			if (await_stop(w))
+				oc.preempted = 1;
+		}
+	}
 	char now[40];
 	es_time_now_iso(now);
 	cJSON_Delete(a);
@@ -566,10 +695,12 @@ static const char *process_shard(struct worker *w, size_t i)
 		result = finish_failure(w, i, a, tmp.data);
 		goto out;
 	}
-	const char *what = w->m.processor.kind == ES_PROC_COMMAND ? "Processor" : "Data-Juicer";
 	if (!oc.started || oc.return_code != 0) {
 		es_buf_reset(&tmp);
-		es_buf_printf(&tmp, "%s returned exit code %d", what, oc.return_code);
+		describe_exit(w, &oc, &tmp);
+		if (waited)
+			es_buf_printf(&tmp, "; not a preemption: %s, but no stop reached the worker within %g s",
+				      hint, preempt_grace(w));
 		result = finish_failure(w, i, a, tmp.data);
 		goto out;
 	}

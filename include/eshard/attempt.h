@@ -69,6 +69,7 @@ struct es_attempt_outcome {
 	int timed_out;               /* stopped because timeout_secs passed */
 	int preempted;               /* stopped because *stop_flag was set */
 	int aborted;                 /* stopped because tick() returned nonzero */
+	int supervisor_signal;       /* a signal the supervisor itself got from outside, or 0 */
 	char start_error[512];       /* why it could not start ("" when started) */
 };
 
@@ -138,7 +139,8 @@ int es_attempt_run(const struct es_attempt_spec *s, struct es_attempt_outcome *o
  *   "started <pid>\n"                 after a successful exec of PROGRAM,
  *   "error <errno> <stage> <what>\n"  when chdir (stage "chdir") or exec (stage "exec")
  *                                     failed, followed by nothing else,
- *   "status <rc> <timed_out>\n"       once the tree is gone: rc is the exit code, or -signal.
+ *   "status <rc> <timed_out> <sig>\n" once the tree is gone: rc is the exit code, or -signal;
+ *                                     sig is a signal the supervisor itself got (0: none).
  * Returns the process exit code: 0 after a report, 2 on a usage error. Must run before any
  * MPI call, in a process that did not initialize MPI.
  */

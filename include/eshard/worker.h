@@ -52,6 +52,11 @@ struct es_worker_opts {
 	 * never becomes terminal and the run waits forever. */
 	int cap_counts_done;
 	int quiet_idle;              /* print the idle line only once per change of counts */
+	/* A processor that dies of a stop signal (SIGTERM, SIGINT, SIGHUP, SIGKILL) that no
+	 * eshard-mpi process sent may be the first victim of a scheduler stopping the whole job:
+	 * the worker waits this long (<= 0: 5 s) for its own stop before it counts the attempt
+	 * as failed; if the stop comes, the attempt is preempted. */
+	double preempt_grace_secs;
 };
 
 struct es_worker_result {
