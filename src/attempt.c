@@ -8,6 +8,7 @@
 #include "eshard/jsonl.h"
 #include "eshard/log.h"
 #include "eshard/prepare.h"
+#include "eshard/proc.h"
 #include "eshard/sha.h"
 #include "eshard/util.h"
 
@@ -325,93 +326,50 @@ int es_attempt_argv(const struct es_attempt_spec *s, char ***argv_out, size_t *a
 	return rc;
 }
 
-/* What the child must not inherit: the launcher's identity (util.c), and the variables set
- * below, so that exactly one of each remains. */
-static int env_dropped(const char *kv)
-{
-	return es_env_is_launcher_identity(kv) || es_env_name_is(kv, "DJ_PRODUCED_DATA_DIR") ||
-	       es_env_name_is(kv, "ESHARD_SHARD_ID") || es_env_name_is(kv, "ESHARD_ATTEMPT_DIR");
-}
-
-/* The value of name in env, or NULL when absent (an empty value counts as set, like
- * Python's os.environ.setdefault). */
-static const char *env_get(char *const *env, const char *name)
-{
-	size_t n = strlen(name);
-	for (; env && *env; env++)
-		if (!strncmp(*env, name, n) && (*env)[n] == '=')
-			return *env + n + 1;
-	return NULL;
-}
-
 int es_attempt_env(const struct es_attempt_spec *s, char *const *env, char ***out)
 {
 	int rc = check_spec(s);
 	if (rc)
 		return rc;
-	if (!env)
-		env = environ;
-	struct es_strv v = { 0 };
 	const struct es_processor *p = s->proc;
-	int dj_root = p->kind == ES_PROC_DATA_JUICER && p->dj_root && *p->dj_root;
-	const char *xdg = env_get(env, "XDG_CACHE_HOME");
-	const char *hf = env_get(env, "HF_HOME");
-	const char *pypath = env_get(env, "PYTHONPATH");
-	struct es_buf root = ES_BUF_INIT;
-
-	for (char *const *e = env; !rc && *e; e++) {
-		if (env_dropped(*e))
-			continue;
-		if (dj_root && !strncmp(*e, "PYTHONPATH=", 11))
-			continue;
-		rc = vec_pushdup(&v, *e);
-	}
-	if (!rc) rc = vec_pushdup(&v, "DJ_ELASTIC_SHARD_CHILD=1");
-	if (!rc) rc = es_strv_pushf(&v, "DJ_PRODUCED_DATA_DIR=%s/produced", s->attempt_dir);
-	if (!rc && !xdg)
-		rc = es_strv_pushf(&v, "XDG_CACHE_HOME=%s/cache", s->job_dir);
-	if (!rc && !hf) {
-		if (xdg)
-			rc = es_strv_pushf(&v, "HF_HOME=%s/huggingface", xdg);
-		else
-			rc = es_strv_pushf(&v, "HF_HOME=%s/cache/huggingface", s->job_dir);
-	}
-	if (!rc && strcmp(s->ray_address, "local") != 0)
-		rc = es_strv_pushf(&v, "RAY_ADDRESS=%s", s->ray_address);
-	if (!rc && dj_root) {
-		rc = es_fs_resolve(p->dj_root, &root);
-		if (!rc && pypath && *pypath)
-			rc = es_strv_pushf(&v, "PYTHONPATH=%s:%s", root.data, pypath);
-		else if (!rc)
-			rc = es_strv_pushf(&v, "PYTHONPATH=%s", root.data);
-	}
+	struct es_buf cache = ES_BUF_INIT, root = ES_BUF_INIT, produced = ES_BUF_INIT, sid = ES_BUF_INIT,
+		      adir = ES_BUF_INIT;
+	struct es_strv v = ES_STRV_INIT;
+	/* Set here, so that exactly one of each remains even when the worker has them. */
+	static const char *const drop[] = { "DJ_PRODUCED_DATA_DIR", "ESHARD_SHARD_ID", "ESHARD_ATTEMPT_DIR", NULL };
+	const char *vars[4] = { NULL };
+	rc = es_path_join(&cache, s->job_dir, "cache");
+	if (!rc)
+		rc = es_buf_printf(&produced, "DJ_PRODUCED_DATA_DIR=%s/produced", s->attempt_dir);
+	vars[0] = produced.data;
 	if (!rc && p->kind == ES_PROC_COMMAND) {
-		rc = es_strv_pushf(&v, "ESHARD_SHARD_ID=%s", s->shard_id);
+		rc = es_buf_printf(&sid, "ESHARD_SHARD_ID=%s", s->shard_id);
 		if (!rc)
-			rc = es_strv_pushf(&v, "ESHARD_ATTEMPT_DIR=%s", s->attempt_dir);
+			rc = es_buf_printf(&adir, "ESHARD_ATTEMPT_DIR=%s", s->attempt_dir);
+		vars[1] = sid.data;
+		vars[2] = adir.data;
 	}
-	es_buf_free(&root);
+	int dj_root = p->kind == ES_PROC_DATA_JUICER && p->dj_root && *p->dj_root;
+	if (!rc && dj_root)
+		rc = es_fs_resolve(p->dj_root, &root);
+	struct es_env_spec es = {
+		.base = env, .cache_dir = cache.data, .ray_address = s->ray_address,
+		.pythonpath_first = dj_root ? root.data : NULL, .drop = drop, .vars = vars,
+	};
+	if (!rc)
+		rc = es_env_child(&es, &v);
 	if (!rc)
 		rc = vec_finish(&v, out, NULL);
-	if (rc)
-		es_strv_free(&v);
+	es_strv_free(&v);
+	es_buf_free(&cache);
+	es_buf_free(&root);
+	es_buf_free(&produced);
+	es_buf_free(&sid);
+	es_buf_free(&adir);
 	return rc;
 }
 
 /* ---- the worker side of a supervised run ---- */
-
-/* Give fd a number of at least 10 (close-on-exec), so that the spawn's dup2() onto 0-3 can
- * never find its source already overwritten. */
-static int high_fd(int fd)
-{
-	if (fd < 0 || fd >= 10)
-		return fd;
-	int h = fcntl(fd, F_DUPFD_CLOEXEC, 10);
-	int e = errno;
-	close(fd);
-	errno = e;
-	return h;
-}
 
 static void append_log(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void append_log(int fd, const char *fmt, ...)
@@ -439,10 +397,16 @@ static void os_error_text(char *out, size_t n, int err, const char *what)
 struct run_state {
 	const struct es_attempt_spec *s;
 	struct es_attempt_outcome *out;
+	char **argv, **env, *cwd;
+	int log_fd;             /* A/process.log */
 	int fd;                 /* worker's end of the socket pair */
-	pid_t sup;              /* the supervisor */
+	int sup_fd;             /* the supervisor's end, until it is started */
+	struct es_proc sup;     /* the supervisor; its pid leads its process group */
 	pid_t child;            /* the processor, once "started" was read; its process group */
 	int reported;           /* a "status" or "error" line was read */
+	int stop_sent;          /* 1: due, 2: sent */
+	int killed;             /* the worker killed the supervisor's group itself */
+	double t0;
 	char line[4096];
 	size_t line_len;
 };
@@ -504,10 +468,13 @@ static void ask_stop(struct run_state *r)
 		;
 }
 
+/* The supervisor: its own process group, so that the worker's job-control and terminal
+ * signals reach only the worker, which decides; stdin /dev/null, stdout and stderr the log, its
+ * end of the socket pair as descriptor 3 and nothing else (proc resets its signals). */
 static int spawn_supervisor(const struct es_attempt_spec *s, char **argv, const char *cwd,
-			    char **env, int log_fd, int sup_fd, pid_t *pid)
+			    char **env, int log_fd, int sup_fd, struct es_proc *sup)
 {
-	struct es_strv sv = { 0 };
+	struct es_strv sv = ES_STRV_INIT;
 	double grace = s->grace_secs > 0 ? s->grace_secs : DEFAULT_GRACE_SECS;
 	int rc = vec_pushdup(&sv, s->supervisor_exe);
 	if (!rc) rc = vec_pushdup(&sv, "__supervise");
@@ -526,44 +493,154 @@ static int spawn_supervisor(const struct es_attempt_spec *s, char **argv, const 
 	if (!rc) rc = vec_pushdup(&sv, "--");
 	for (char **a = argv; !rc && *a; a++)
 		rc = vec_pushdup(&sv, *a);
-	if (rc) {
-		es_strv_free(&sv);
-		return -ENOMEM;
+	if (!rc) {
+		struct es_proc_spec ps;
+		es_proc_spec_init(&ps, sv.v);
+		ps.envp = env;
+		ps.fd[0] = ES_PROC_DEVNULL;
+		ps.fd[1] = ps.fd[2] = log_fd;
+		ps.extra = &sup_fd;
+		ps.n_extra = 1;
+		ps.new_group = 1;
+		es_log_quiet_begin(); /* the caller words the start failure like the reference */
+		rc = es_proc_spawn(&ps, sup);
+		es_log_quiet_end();
 	}
-
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	sigset_t none, all;
-	sigemptyset(&none);
-	sigfillset(&all);
-	int err = posix_spawn_file_actions_init(&fa);
-	if (!err && (err = posix_spawnattr_init(&at)) != 0)
-		posix_spawn_file_actions_destroy(&fa);
-	if (err) {
-		es_strv_free(&sv);
-		return -err;
-	}
-	/* Its own process group, so that the worker's job-control and terminal signals reach
-	 * only the worker, which decides; a clean signal state, whatever the worker (an MPI rank
-	 * with its own handlers) has installed or blocked. */
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &all);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
-	posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
-	posix_spawn_file_actions_adddup2(&fa, sup_fd, SUPERVISOR_FD);
-	err = posix_spawn(pid, s->supervisor_exe, &fa, &at, sv.v, env);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
 	es_strv_free(&sv);
-	return -err;
+	return rc;
 }
 
 static double elapsed_since(double t0)
 {
 	return es_time_mono() - t0;
+}
+
+static const char *who(const struct es_attempt_spec *s)
+{
+	return s->proc->kind == ES_PROC_COMMAND ? "processor" : "Data-Juicer";
+}
+
+/* argv, environment, A/work/<job_id>, the log and the socket pair. */
+static int run_setup(struct run_state *r)
+{
+	const struct es_attempt_spec *s = r->s;
+	struct es_buf path = ES_BUF_INIT;
+	char tok12[13];
+	snprintf(tok12, sizeof(tok12), "%s", s->token);
+	int rc = es_attempt_argv(s, &r->argv, NULL, &r->cwd);
+	if (!rc)
+		rc = es_attempt_env(s, NULL, &r->env);
+	if (!rc)
+		rc = es_buf_printf(&path, "%s/work/%s_%s_%s", s->attempt_dir, s->job_id, s->shard_id, tok12);
+	if (!rc)
+		rc = es_fs_mkdirs(path.data, 0777);
+	if (!rc)
+		rc = es_path_join(&path, s->attempt_dir, "process.log");
+	if (!rc && (r->log_fd = open(path.data, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666)) < 0)
+		rc = es_error_errno(ES_EIO, "cannot open '%s'", path.data);
+	int sv[2];
+	if (!rc && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		rc = es_error_errno(ES_EIO, "cannot create a socket pair for the supervisor");
+	else if (!rc) {
+		r->fd = sv[0];
+		r->sup_fd = sv[1];
+	}
+	es_buf_free(&path);
+	return rc;
+}
+
+/* Ask for a stop once it is due (the stop flag or tick()); returns the new hard deadline. */
+static double check_stop(struct run_state *r, double *next_tick, double hard_deadline)
+{
+	const struct es_attempt_spec *s = r->s;
+	double tick_secs = s->tick_secs > 0 ? s->tick_secs : DEFAULT_TICK_SECS;
+	double grace = s->grace_secs > 0 ? s->grace_secs : DEFAULT_GRACE_SECS;
+	double now = es_time_mono();
+	if (!r->stop_sent && s->stop_flag && *s->stop_flag) {
+		r->out->preempted = 1;
+		r->stop_sent = 1;
+		if (s->on_stop)
+			s->on_stop(s->tick_arg);
+	}
+	if (!r->stop_sent && s->tick && now >= *next_tick) {
+		*next_tick = now + tick_secs;
+		if (s->tick(s->tick_arg)) {
+			r->out->aborted = 1;
+			r->stop_sent = 1;
+		}
+	}
+	if (r->stop_sent == 1) {
+		ask_stop(r);
+		r->stop_sent = 2;
+		double d = es_time_mono() + grace + REPORT_SLACK_SECS;
+		if (!hard_deadline || d < hard_deadline)
+			hard_deadline = d;
+	}
+	return hard_deadline;
+}
+
+/* Poll every 100 ms until the supervisor's report ends (EOF), or until the hard deadline,
+ * when the worker kills what it knows itself. */
+static int run_watch(struct run_state *r)
+{
+	const struct es_attempt_spec *s = r->s;
+	double grace = s->grace_secs > 0 ? s->grace_secs : DEFAULT_GRACE_SECS;
+	double next_tick = r->t0 + (s->tick_secs > 0 ? s->tick_secs : DEFAULT_TICK_SECS);
+	double hard_deadline = s->timeout_secs > 0 ? r->t0 + s->timeout_secs + grace + REPORT_SLACK_SECS : 0;
+	for (;;) {
+		hard_deadline = check_stop(r, &next_tick, hard_deadline);
+		if (hard_deadline && es_time_mono() >= hard_deadline) {
+			/* The supervisor is wedged or gone without a report: take down what we know. */
+			es_proc_kill_group(r->sup.pid, SIGKILL);
+			if (r->child > 0)
+				es_proc_kill_group(r->child, SIGKILL);
+			append_log(r->log_fd, "\n[eshard-mpi] the supervisor did not report in time; killed it\n");
+			r->killed = 1;
+			return 0;
+		}
+		struct pollfd pfd = { .fd = r->fd, .events = POLLIN };
+		int pr = poll(&pfd, 1, POLL_MS);
+		if (pr < 0 && errno != EINTR) {
+			int rc = es_error_errno(ES_EIO, "cannot poll the supervisor");
+			es_proc_kill_group(r->sup.pid, SIGKILL);
+			return rc;
+		}
+		if (pr > 0 && read_reports(r))
+			return 0;
+	}
+}
+
+/* Reap the supervisor and settle the outcome from its report, or from how it ended. */
+static void run_collect(struct run_state *r)
+{
+	struct es_attempt_outcome *out = r->out;
+	int st = 0;
+	int reaped = es_proc_wait(r->sup.pid, &st, 0) == 1;
+	out->duration_secs = elapsed_since(r->t0);
+	if (r->killed) {
+		out->return_code = -SIGKILL;
+		if (!r->stop_sent)
+			out->timed_out = 1;
+	} else if (!r->reported) {
+		/* The supervisor ended without a final line. Before "started" it never ran the
+		 * processor (a wrong supervisor_exe, say); after, it was killed and the processor
+		 * got SIGKILL through its parent-death signal. */
+		char how[64] = "ended";
+		if (reaped)
+			es_proc_describe_status(st, how, sizeof(how));
+		if (r->child > 0)
+			es_proc_kill_group(r->child, SIGKILL);
+		if (!out->started) {
+			snprintf(out->start_error, sizeof(out->start_error),
+				 "the supervisor '%s __supervise' %s before starting it", r->s->supervisor_exe, how);
+			out->return_code = -1;
+		} else {
+			append_log(r->log_fd, "\n[eshard-mpi] the supervisor %s without a report\n", how);
+			out->return_code = reaped && WIFSIGNALED(st) ? -WTERMSIG(st) : -SIGKILL;
+			if (reaped && WIFSIGNALED(st))
+				out->supervisor_signal = WTERMSIG(st);
+		}
+	}
 }
 
 int es_attempt_run(const struct es_attempt_spec *s, struct es_attempt_outcome *out)
@@ -575,149 +652,36 @@ int es_attempt_run(const struct es_attempt_spec *s, struct es_attempt_outcome *o
 		rc = es_error(ES_EINTERNAL, "no supervisor executable given");
 	if (rc)
 		return rc;
-
-	char **argv = NULL, **env = NULL, *cwd = NULL;
-	struct es_buf path = ES_BUF_INIT;
-	int log_fd = -1, sv[2] = { -1, -1 };
-	const char *who = s->proc->kind == ES_PROC_COMMAND ? "processor" : "Data-Juicer";
-	char tok12[13];
-	snprintf(tok12, sizeof(tok12), "%s", s->token);
-
-	rc = es_attempt_argv(s, &argv, NULL, &cwd);
-	if (!rc)
-		rc = es_attempt_env(s, NULL, &env);
-	if (!rc)
-		rc = es_buf_printf(&path, "%s/work/%s_%s_%s", s->attempt_dir, s->job_id, s->shard_id, tok12);
-	if (!rc)
-		rc = es_fs_mkdirs(path.data, 0777);
-	if (!rc)
-		rc = es_path_join(&path, s->attempt_dir, "process.log");
-	if (!rc) {
-		log_fd = high_fd(open(path.data, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666));
-		if (log_fd < 0)
-			rc = es_error_errno(ES_EIO, "cannot open '%s'", path.data);
-	}
-	if (!rc) {
-		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-			rc = es_error_errno(ES_EIO, "cannot create a socket pair for the supervisor");
-		} else {
-			sv[0] = high_fd(sv[0]);
-			sv[1] = high_fd(sv[1]);
-			if (sv[0] < 0 || sv[1] < 0)
-				rc = es_error_errno(ES_EIO, "cannot move the supervisor's socket");
-		}
-	}
-	if (rc)
+	struct run_state r = { .s = s, .out = out, .log_fd = -1, .fd = -1, .sup_fd = -1 };
+	if ((rc = run_setup(&r)) != 0)
 		goto done;
-
-	struct run_state r = { .s = s, .out = out, .fd = sv[0] };
-	double t0 = es_time_mono();
-	int err = spawn_supervisor(s, argv, cwd, env, log_fd, sv[1], &r.sup);
-	close(sv[1]);
-	sv[1] = -1;
-	if (err) {
-		os_error_text(out->start_error, sizeof(out->start_error), -err, s->supervisor_exe);
-		append_log(log_fd, "\nUnable to start %s: %s\n", who, out->start_error);
-		out->duration_secs = elapsed_since(t0);
-		goto done;
-	}
-
-	double tick_secs = s->tick_secs > 0 ? s->tick_secs : DEFAULT_TICK_SECS;
-	double grace = s->grace_secs > 0 ? s->grace_secs : DEFAULT_GRACE_SECS;
-	double next_tick = t0 + tick_secs;
-	double hard_deadline = s->timeout_secs > 0 ? t0 + s->timeout_secs + grace + REPORT_SLACK_SECS : 0;
-	int stop_sent = 0, killed = 0;
-	for (;;) {
-		double now = es_time_mono();
-		if (!stop_sent && s->stop_flag && *s->stop_flag) {
-			out->preempted = 1;
-			stop_sent = 1;
-			if (s->on_stop)
-				s->on_stop(s->tick_arg);
-		}
-		if (!stop_sent && s->tick && now >= next_tick) {
-			next_tick = now + tick_secs;
-			if (s->tick(s->tick_arg)) {
-				out->aborted = 1;
-				stop_sent = 1;
-			}
-		}
-		if (stop_sent == 1) {
-			ask_stop(&r);
-			stop_sent = 2;
-			double d = es_time_mono() + grace + REPORT_SLACK_SECS;
-			if (!hard_deadline || d < hard_deadline)
-				hard_deadline = d;
-		}
-		if (hard_deadline && es_time_mono() >= hard_deadline) {
-			/* The supervisor is wedged or gone without a report: take down what we know. */
-			kill(-r.sup, SIGKILL);
-			if (r.child > 0)
-				kill(-r.child, SIGKILL);
-			append_log(log_fd, "\n[eshard-mpi] the supervisor did not report in time; killed it\n");
-			killed = 1;
-			break;
-		}
-		struct pollfd pfd = { .fd = r.fd, .events = POLLIN };
-		int pr = poll(&pfd, 1, POLL_MS);
-		if (pr < 0 && errno != EINTR) {
-			rc = es_error_errno(ES_EIO, "cannot poll the supervisor");
-			kill(-r.sup, SIGKILL);
-			break;
-		}
-		if (pr > 0 && read_reports(&r))
-			break;
-	}
-
-	int st = 0;
-	pid_t w;
-	while ((w = waitpid(r.sup, &st, 0)) < 0 && errno == EINTR)
-		;
-	out->duration_secs = elapsed_since(t0);
-	if (killed) {
-		out->return_code = -SIGKILL;
-		if (!stop_sent)
-			out->timed_out = 1;
-	} else if (!r.reported) {
-		/* The supervisor ended without a final line. Before "started" it never ran the
-		 * processor (a wrong supervisor_exe, say); after, it was killed and the processor
-		 * got SIGKILL through its parent-death signal. */
-		char how[64] = "ended";
-		if (w == r.sup && WIFEXITED(st))
-			snprintf(how, sizeof(how), "exited with status %d", WEXITSTATUS(st));
-		else if (w == r.sup && WIFSIGNALED(st))
-			snprintf(how, sizeof(how), "was killed by signal %d", WTERMSIG(st));
-		if (r.child > 0)
-			kill(-r.child, SIGKILL);
-		if (!out->started) {
-			snprintf(out->start_error, sizeof(out->start_error),
-				 "the supervisor '%s __supervise' %s before starting it", s->supervisor_exe, how);
-			out->return_code = -1;
-		} else {
-			append_log(log_fd, "\n[eshard-mpi] the supervisor %s without a report\n", how);
-			out->return_code = w == r.sup && WIFSIGNALED(st) ? -WTERMSIG(st) : -SIGKILL;
-			if (w == r.sup && WIFSIGNALED(st))
-				out->supervisor_signal = WTERMSIG(st);
-		}
+	r.t0 = es_time_mono();
+	int started = spawn_supervisor(s, r.argv, r.cwd, r.env, r.log_fd, r.sup_fd, &r.sup) == 0;
+	close(r.sup_fd);
+	r.sup_fd = -1;
+	if (!started) {
+		os_error_text(out->start_error, sizeof(out->start_error), r.sup.err ? r.sup.err : EIO, s->supervisor_exe);
+		out->duration_secs = elapsed_since(r.t0);
+	} else {
+		rc = run_watch(&r);
+		run_collect(&r);
 	}
 	if (!out->started) {
 		out->return_code = -1;
 		if (!out->start_error[0])
 			snprintf(out->start_error, sizeof(out->start_error), "unknown error");
-		append_log(log_fd, "\nUnable to start %s: %s\n", who, out->start_error);
+		append_log(r.log_fd, "\nUnable to start %s: %s\n", who(s), out->start_error);
 	}
-
 done:
-	if (sv[0] >= 0)
-		close(sv[0]);
-	if (sv[1] >= 0)
-		close(sv[1]);
-	if (log_fd >= 0 && close(log_fd) != 0 && !rc)
+	if (r.fd >= 0)
+		close(r.fd);
+	if (r.sup_fd >= 0)
+		close(r.sup_fd);
+	if (r.log_fd >= 0 && close(r.log_fd) != 0 && !rc)
 		rc = es_error_errno(ES_EIO, "cannot close '%s/process.log'", s->attempt_dir);
-	es_buf_free(&path);
-	es_argv_free(argv);
-	es_argv_free(env);
-	free(cwd);
+	es_argv_free(r.argv);
+	es_argv_free(r.env);
+	free(r.cwd);
 	return rc;
 }
 

@@ -10,6 +10,7 @@
  * little more than one copy of the data on disk at any moment.
  */
 #include "eshard/prepare.h"
+#include "eshard/proc.h"
 #include "eshard/fs.h"
 #include "eshard/jsonl.h"
 #include "eshard/log.h"
@@ -815,11 +816,7 @@ int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *re
 		goto out;
 	}
 	es_crash_point("prepare-after-scan");
-#ifdef ESHARD_TEST_HOOKS
-	const char *hook = getenv("ESHARD_TEST_HOOK_AFTER_SCAN");
-	if (hook && *hook && system(hook) != 0)
-		es_warning("test hook '%s' failed", hook);
-#endif
+	es_proc_test_hook("ESHARD_TEST_HOOK_AFTER_SCAN");
 
 	/* Steps 9-10: the recipe snapshot and the shards. */
 	es_path_join(&path, stage.data, "recipe.yaml");

@@ -6,6 +6,7 @@
 #include "eshard/buf.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
+#include "eshard/proc.h"
 #include "eshard/util.h"
 
 #include <arpa/inet.h>
@@ -17,7 +18,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,15 +66,6 @@ static int read_quiet(const char *path, struct es_buf *out, size_t max)
 	return 0;
 }
 
-
-static const char *env_get(char *const *env, const char *name)
-{
-	size_t n = strlen(name);
-	for (; env && *env; env++)
-		if (!strncmp(*env, name, n) && (*env)[n] == '=')
-			return *env + n + 1;
-	return NULL;
-}
 
 /* ---- the head's processes: group and token ---- */
 
@@ -263,10 +254,8 @@ static int kill_rest(const struct es_ray_head *h)
 	struct members ms = { 0 };
 	int rc = list_members(h, &ms);
 	for (int round = 0; !rc && ms.n && round < 5; round++) {
-		if (kill(-h->pgid, SIGKILL) != 0 && errno != ESRCH) {
-			rc = es_error_errno(ES_EIO, "cannot kill the Ray head's process group %d", (int)h->pgid);
+		if ((rc = es_proc_kill_group(h->pgid, SIGKILL)) != 0)
 			break;
-		}
 		wait_gone(&ms, es_time_mono() + 2.0);
 		rc = list_members(h, &ms);
 	}
@@ -282,13 +271,9 @@ static void stop_watchdog(struct es_ray_head *h)
 	if (h->watchdog_pid > 0) {
 		/* Signal it only while it is still our unreaped child: once reaped (by us here, or
 		 * by a waitpid(-1) elsewhere in the process) its pid may belong to anyone. */
-		pid_t w;
-		while ((w = waitpid(h->watchdog_pid, NULL, WNOHANG)) < 0 && errno == EINTR)
-			;
-		if (w == 0) {
+		if (es_proc_wait(h->watchdog_pid, NULL, 1) == 0) {
 			kill(h->watchdog_pid, SIGKILL);
-			while (waitpid(h->watchdog_pid, NULL, 0) < 0 && errno == EINTR)
-				;
+			es_proc_wait(h->watchdog_pid, NULL, 0);
 		}
 		h->watchdog_pid = 0;
 	}
@@ -417,7 +402,7 @@ static int find_gpus(char *const *env, struct gpus *g)
 {
 	g->n = 0;
 	g->from_env = 0;
-	const char *cvd = env_get(env, "CUDA_VISIBLE_DEVICES");
+	const char *cvd = es_env_get(env, "CUDA_VISIBLE_DEVICES");
 	if (cvd) {
 		g->from_env = 1;
 		const char *p = cvd;
@@ -633,27 +618,24 @@ static int choose_ports(const struct es_ray_opts *o, struct es_ray_head *h, long
 
 /* ---- start ---- */
 
-/* What the head must not inherit: the launcher's identity (util.c), a marker or usage setting
- * of another head (set below), and CUDA_VISIBLE_DEVICES when this head gets its own slice. */
-static int env_dropped(const char *kv, int drop_cvd)
-{
-	return es_env_is_launcher_identity(kv) || !strncmp(kv, "ESHARD_RAY_", 11) ||
-	       es_env_name_is(kv, "RAY_USAGE_STATS_ENABLED") ||
-	       (drop_cvd && es_env_name_is(kv, "CUDA_VISIBLE_DEVICES"));
-}
-
+/* The head's environment (proc's es_env_child: without the launcher's identity), with the
+ * token that marks its processes, no usage reports, and its own CUDA_VISIBLE_DEVICES when it
+ * gets a slice of the GPUs. */
 static int build_env(const struct es_ray_opts *o, const struct es_ray_head *h, struct es_strv *env)
 {
-	char *const *src = o->env ? o->env : environ;
-	int rc = 0;
-	for (char *const *e = src; !rc && e && *e; e++)
-		if (!env_dropped(*e, h->cuda_visible_devices[0] != '\0'))
-			rc = es_strv_push(env, strdup(*e));
-	if (!rc) rc = es_strv_pushf(env, "RAY_USAGE_STATS_ENABLED=0");
-	if (!rc) rc = es_strv_pushf(env, "DJ_ELASTIC_SHARD_CHILD=1");
-	if (!rc) rc = es_strv_pushf(env, "%s=%s", TOKEN_VAR, h->token);
-	if (!rc && h->cuda_visible_devices[0])
-		rc = es_strv_pushf(env, "CUDA_VISIBLE_DEVICES=%s", h->cuda_visible_devices);
+	struct es_buf token = ES_BUF_INIT, cvd = ES_BUF_INIT;
+	const char *vars[4] = { "RAY_USAGE_STATS_ENABLED=0", NULL, NULL, NULL };
+	int rc = es_buf_printf(&token, "%s=%s", TOKEN_VAR, h->token);
+	vars[1] = token.data;
+	if (!rc && h->cuda_visible_devices[0]) {
+		rc = es_buf_printf(&cvd, "CUDA_VISIBLE_DEVICES=%s", h->cuda_visible_devices);
+		vars[2] = cvd.data;
+	}
+	struct es_env_spec es = { .base = o->env, .vars = vars };
+	if (!rc)
+		rc = es_env_child(&es, env);
+	es_buf_free(&token);
+	es_buf_free(&cvd);
 	return rc;
 }
 
@@ -682,7 +664,7 @@ static int find_ray(const struct es_ray_opts *o, struct es_buf *out)
 			return 0;
 		es_buf_reset(out);
 	}
-	const char *path = env_get(o->env ? o->env : environ, "PATH");
+	const char *path = es_env_get(o->env, "PATH");
 	if (!path)
 		path = "/usr/local/bin:/usr/bin:/bin";
 	while (*path) {
@@ -754,41 +736,29 @@ static void output_tail(const char *log, struct es_buf *out)
 	es_buf_free(&b);
 }
 
-static int spawn_in_group(pid_t *pid, const char *exe, char *const *argv, char *const *envp, pid_t pgroup,
-			  int out_fd, int extra_fd)
+/* A process of the head: in the head's group (pgroup > 0) or leading a new one (0), stdin
+ * /dev/null, stdout and stderr out_fd, extra_fd (when >= 0) as 3, nothing else: the head lives
+ * for the whole run and must not keep the rank's descriptors (MPI sockets, lock files whose
+ * flock would outlive a release). */
+static int spawn_in_group(pid_t *pid, char *const *argv, char *const *envp, pid_t pgroup, int out_fd, int extra_fd)
 {
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	int err = posix_spawn_file_actions_init(&fa);
-	if (err)
-		return err;
-	if ((err = posix_spawnattr_init(&at)) != 0) {
-		posix_spawn_file_actions_destroy(&fa);
-		return err;
+	struct es_proc_spec ps;
+	es_proc_spec_init(&ps, argv);
+	ps.envp = envp;
+	ps.fd[0] = ES_PROC_DEVNULL;
+	ps.fd[1] = ps.fd[2] = out_fd;
+	if (extra_fd >= 0) {
+		ps.extra = &extra_fd;
+		ps.n_extra = 1;
 	}
-	sigset_t none, all;
-	sigemptyset(&none);
-	sigfillset(&all);
-	/* Own process group (stop and kill address it), no blocked signals and default handlers
-	 * (the rank may ignore or catch SIGTERM; the head must not inherit that). */
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	posix_spawnattr_setpgroup(&at, pgroup);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &all);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-	posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
-	if (extra_fd >= 0)
-		posix_spawn_file_actions_adddup2(&fa, extra_fd, 3);
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-	/* The head lives for the whole run: it must not keep the rank's descriptors that lack
-	 * O_CLOEXEC (MPI sockets, and above all lock files whose flock would outlive a release). */
-	posix_spawn_file_actions_addclosefrom_np(&fa, extra_fd >= 0 ? 4 : 3);
-#endif
-	err = posix_spawn(pid, exe, &fa, &at, argv, envp);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	return err;
+	if (pgroup > 0)
+		ps.join_group = pgroup;
+	else
+		ps.new_group = 1;
+	struct es_proc p;
+	int rc = es_proc_spawn(&ps, &p);
+	*pid = p.pid;
+	return rc;
 }
 
 /* The watchdog: a shell in the head's group that waits for EOF on a pipe whose write end only
@@ -799,27 +769,13 @@ static int start_watchdog(struct es_ray_head *h, char *const *envp)
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) != 0)
 		return es_error_errno(ES_EIO, "cannot create the Ray head's watchdog pipe");
-	int rd = p[0];
-	if (rd == 3) {
-		/* dup2(3, 3) would leave O_CLOEXEC set; move it out of the way. */
-		rd = fcntl(p[0], F_DUPFD_CLOEXEC, 10);
-		close(p[0]);
-		if (rd < 0) {
-			close(p[1]);
-			return es_error_errno(ES_EIO, "cannot create the Ray head's watchdog pipe");
-		}
-	}
-	int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	char *argv[] = { "/bin/sh", "-c", "read -r _ <&3; kill -KILL 0", "eshard-ray-watchdog", NULL };
 	pid_t pid = 0;
-	int err = devnull < 0 ? errno : spawn_in_group(&pid, "/bin/sh", argv, envp, h->pgid, devnull, rd);
-	if (devnull >= 0)
-		close(devnull);
-	close(rd);
-	if (err) {
+	int rc = spawn_in_group(&pid, argv, envp, h->pgid, ES_PROC_DEVNULL, p[0]);
+	close(p[0]);
+	if (rc) {
 		close(p[1]);
-		errno = err;
-		return es_error_errno(ES_EIO, "cannot start the Ray head's watchdog /bin/sh");
+		return es_error(rc, "cannot start the Ray head's watchdog /bin/sh: %s", es_last_error());
 	}
 	h->watchdog_pid = pid;
 	h->watchdog_fd = p[1];
@@ -927,22 +883,18 @@ static int launch(const struct es_ray_opts *o, struct es_ray_head *h, const char
 		goto out;
 	}
 	pid_t pid;
-	int err = spawn_in_group(&pid, ray, argv.v, envp, 0, log_fd, -1);
-	if (err) {
-		errno = err;
-		rc = es_error_errno(ES_EIO, "cannot start the Ray head '%s'", ray);
+	if ((rc = spawn_in_group(&pid, argv.v, envp, 0, log_fd, -1)) != 0)
 		goto out;
-	}
 	h->pgid = pid;
 	/* From here the group exists; a failure must take it down (undo_launch). */
 	h->running = 1;
 
 	for (;;) {
-		pid_t w = waitpid(pid, &status, WNOHANG);
-		if (w == pid)
+		int w = es_proc_wait(pid, &status, 1);
+		if (w == 1)
 			break;
-		if (w < 0 && errno != EINTR) {
-			rc = es_error_errno(ES_EIO, "cannot wait for `ray start`");
+		if (w < 0) {
+			rc = w;
 			break;
 		}
 		if (cancelled(o)) {
@@ -959,9 +911,8 @@ static int launch(const struct es_ray_opts *o, struct es_ray_head *h, const char
 	}
 	if (rc) {
 		/* `ray start` itself is still running: the group is certainly ours. */
-		kill(-pid, SIGKILL);
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
+		es_proc_kill_group(pid, SIGKILL);
+		es_proc_wait(pid, NULL, 0);
 		goto out;
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {

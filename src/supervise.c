@@ -12,6 +12,7 @@
  */
 #include "eshard/attempt.h"
 #include "eshard/log.h"
+#include "eshard/proc.h"
 #include "eshard/util.h"
 
 #include <ctype.h>
@@ -186,55 +187,6 @@ static void say(int fd, const char *fmt, ...)
 	}
 }
 
-static int close_from(unsigned lo, unsigned hi)
-{
-#ifdef SYS_close_range
-	return (int)syscall(SYS_close_range, lo, hi, 0);
-#else
-	(void)lo;
-	(void)hi;
-	errno = ENOSYS;
-	return -1;
-#endif
-}
-
-/* Close every inherited descriptor but stdio and the control socket: an MPI rank's sockets
- * and shared-memory files must not live on in the processor. */
-static void close_inherited(int keep)
-{
-	if (keep > 3 && close_from(3, (unsigned)keep - 1) == 0 && close_from((unsigned)keep + 1, ~0U) == 0)
-		return;
-	if (keep == 3 && close_from(4, ~0U) == 0)
-		return;
-	DIR *d = opendir("/proc/self/fd");
-	if (!d)
-		return;
-	struct dirent *de;
-	while ((de = readdir(d)) != NULL) {
-		if (!isdigit((unsigned char)de->d_name[0]))
-			continue;
-		int fd = (int)strtol(de->d_name, NULL, 10);
-		if (fd > 2 && fd != keep && fd != dirfd(d))
-			close(fd);
-	}
-	closedir(d);
-}
-
-struct exec_failure {
-	int err;
-	char stage; /* 'c' chdir, 'e' exec */
-};
-
-static void child_fail(int fd, int err, char stage)
-{
-	struct exec_failure f = { err, stage };
-	ssize_t w;
-	do
-		w = write(fd, &f, sizeof(f));
-	while (w < 0 && errno == EINTR);
-	_exit(127);
-}
-
 static int usage(void)
 {
 	es_error(ES_EUSAGE, "usage: eshard-mpi __supervise --fd N [--timeout SECS] [--grace SECS] "
@@ -242,12 +194,20 @@ static int usage(void)
 	return 2;
 }
 
-int es_attempt_supervise_main(int argc, char **argv)
+struct sup_args {
+	int ctl;                 /* the control socket */
+	double timeout, grace;
+	const char *cwd;
+	char **prog;
+};
+
+static int parse_args(int argc, char **argv, struct sup_args *a)
 {
 	int64_t fd = -1;
-	double timeout = 0, grace = 10;
-	const char *cwd = NULL;
 	int i;
+	a->timeout = 0;
+	a->grace = 10;
+	a->cwd = NULL;
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--")) {
 			i++;
@@ -260,34 +220,32 @@ int es_attempt_supervise_main(int argc, char **argv)
 			if (es_parse_i64(val, &fd) || fd < 3 || fd > 1 << 20)
 				return usage();
 		} else if (!strcmp(opt, "--timeout")) {
-			if (es_parse_double(val, &timeout) || timeout < 0)
+			if (es_parse_double(val, &a->timeout) || a->timeout < 0)
 				return usage();
 		} else if (!strcmp(opt, "--grace")) {
-			if (es_parse_double(val, &grace) || grace < 0)
+			if (es_parse_double(val, &a->grace) || a->grace < 0)
 				return usage();
 		} else if (!strcmp(opt, "--cwd")) {
-			cwd = val;
+			a->cwd = val;
 		} else {
 			return usage();
 		}
 	}
 	if (fd < 0 || i >= argc)
 		return usage();
-	int ctl = (int)fd;
-	char **prog = argv + i;
-	if (fcntl(ctl, F_SETFD, FD_CLOEXEC) != 0) {
-		es_error_errno(ES_EUSAGE, "__supervise: descriptor %d is not open", ctl);
+	a->ctl = (int)fd;
+	a->prog = argv + i;
+	if (fcntl(a->ctl, F_SETFD, FD_CLOEXEC) != 0) {
+		es_error_errno(ES_EUSAGE, "__supervise: descriptor %d is not open", a->ctl);
 		return 2;
 	}
+	return 0;
+}
 
-	/* Normally posix_spawn already made us a group leader; this covers a manual start. */
-	if (getpgrp() != getpid())
-		setpgid(0, 0);
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
-		es_warning("cannot become a child subreaper; processes that leave their parent may "
-			   "outlive the attempt: %s", strerror(errno));
-	close_inherited(ctl);
-
+/* Our own signal handling: stop signals end the watch, SIGCHLD wakes ppoll(); SIGCHLD stays
+ * blocked except inside ppoll(), so an exit between reap() and ppoll() is not missed. */
+static void install_signals(void)
+{
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sigemptyset(&sa.sa_mask);
@@ -297,117 +255,86 @@ int es_attempt_supervise_main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
-	/* waitpid() needs SIGCHLD caught, not ignored (SIG_IGN would auto-reap). It stays blocked
-	 * except inside ppoll(), so an exit between reap() and ppoll() is not missed. */
+	/* waitpid() needs SIGCHLD caught, not ignored (SIG_IGN would auto-reap). */
 	sa.sa_handler = on_sigchld;
 	sigaction(SIGCHLD, &sa, NULL);
-	sigset_t none, chld;
-	sigemptyset(&none);
+	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_SETMASK, &chld, NULL);
+}
 
-	int ep[2];
-	if (pipe2(ep, O_CLOEXEC) != 0) {
-		int e = errno;
-		es_error_errno(ES_EIO, "__supervise: cannot create a pipe");
-		say(ctl, "error %d exec %s\n", e, prog[0]);
-		return 0;
-	}
-	pid_t self = getpid();
+/* Start the processor: its own process group (one kill() reaches it and everything it starts,
+ * without reaching us), SIGKILL when we die, our stdio, nothing else. 0 with *child set, or 1
+ * after the "error" line was sent. */
+static int start_child(const struct sup_args *a, pid_t *child)
+{
+	struct es_proc_spec ps;
+	es_proc_spec_init(&ps, a->prog);
+	ps.cwd = a->cwd;
+	ps.new_group = 1;
+	ps.pdeathsig = SIGKILL;
+	struct es_proc p;
 	fflush(NULL);
-	pid_t child = fork();
-	if (child < 0) {
-		int e = errno;
-		say(ctl, "error %d exec %s\n", e, prog[0]);
-		return 0;
-	}
-	if (child == 0) {
-		/* Only async-signal-safe calls until exec. Its own process group, so that one
-		 * kill() reaches the processor and everything it starts without reaching us. */
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != self)
-			_exit(127);
-		struct sigaction dfl;
-		memset(&dfl, 0, sizeof(dfl));
-		dfl.sa_handler = SIG_DFL;
-		sigemptyset(&dfl.sa_mask);
-		sigaction(SIGTERM, &dfl, NULL);
-		sigaction(SIGINT, &dfl, NULL);
-		sigaction(SIGHUP, &dfl, NULL);
-		sigaction(SIGPIPE, &dfl, NULL);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (cwd && chdir(cwd) != 0)
-			child_fail(ep[1], errno, 'c');
-		execvp(prog[0], prog);
-		child_fail(ep[1], errno, 'e');
-	}
-	/* Also from this side, so that the group exists before the first kill(-child). */
-	setpgid(child, child);
-	close(ep[1]);
-	struct exec_failure f;
-	ssize_t got;
-	do
-		got = read(ep[0], &f, sizeof(f));
-	while (got < 0 && errno == EINTR);
-	close(ep[0]);
-	if (got == (ssize_t)sizeof(f)) {
-		int st;
-		while (waitpid(child, &st, 0) < 0 && errno == EINTR)
-			;
+	es_log_quiet_begin(); /* the worker words the failure ("Unable to start ...") */
+	int rc = es_proc_spawn(&ps, &p);
+	es_log_quiet_end();
+	if (rc) {
 		char what[4096];
-		snprintf(what, sizeof(what), "%s", f.stage == 'c' ? cwd : prog[0]);
-		for (char *p = what; *p; p++)
-			if (*p == '\n')
-				*p = '?';
-		say(ctl, "error %d %s %s\n", f.err, f.stage == 'c' ? "chdir" : "exec", what);
-		return 0;
+		int chdir_failed = p.stage && !strcmp(p.stage, "chdir");
+		snprintf(what, sizeof(what), "%s", chdir_failed ? a->cwd : a->prog[0]);
+		for (char *q = what; *q; q++)
+			if (*q == '\n')
+				*q = '?';
+		say(a->ctl, "error %d %s %s\n", p.err ? p.err : EIO, chdir_failed ? "chdir" : "exec", what);
+		return 1;
 	}
-	say(ctl, "started %ld\n", (long)child);
+	*child = p.pid;
+	return 0;
+}
 
+/* Wait for the processor's exit, a stop request, the worker's end, a signal or the timeout.
+ * Returns why it stopped waiting (NULL: the processor exited on its own). */
+static const char *watch(const struct sup_args *a, pid_t child, int *child_done, int *child_status,
+			 int *timed_out, char *why_buf, size_t n)
+{
 	double t0 = es_time_mono();
-	int child_done = 0, child_status = 0, timed_out = 0;
-	const char *why = NULL;
-	char why_buf[64];
+	sigset_t none;
+	sigemptyset(&none);
 	for (;;) {
-		reap(child, &child_done, &child_status);
-		if (child_done)
-			break;
+		reap(child, child_done, child_status);
+		if (*child_done)
+			return NULL;
 		if (got_signal) {
-			snprintf(why_buf, sizeof(why_buf), "the supervisor got signal %d", (int)got_signal);
-			why = why_buf;
-			break;
+			snprintf(why_buf, n, "the supervisor got signal %d", (int)got_signal);
+			return why_buf;
 		}
-		if (timeout > 0 && es_time_mono() - t0 >= timeout) {
-			timed_out = 1;
-			snprintf(why_buf, sizeof(why_buf), "timed out after %g s", timeout);
-			why = why_buf;
-			break;
+		if (a->timeout > 0 && es_time_mono() - t0 >= a->timeout) {
+			*timed_out = 1;
+			snprintf(why_buf, n, "timed out after %g s", a->timeout);
+			return why_buf;
 		}
-		struct pollfd pfd = { .fd = ctl, .events = POLLIN };
+		struct pollfd pfd = { .fd = a->ctl, .events = POLLIN };
 		struct timespec tick = { 0, 100 * 1000 * 1000 };
 		if (ppoll(&pfd, 1, &tick, &none) > 0) {
 			char c;
-			ssize_t n = read(ctl, &c, 1);
-			if (n > 0) {
-				why = "the worker asked";
-				break;
-			}
-			if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-				why = "the worker is gone";
-				break;
-			}
+			ssize_t r = read(a->ctl, &c, 1);
+			if (r > 0)
+				return "the worker asked";
+			if (r == 0 || (errno != EINTR && errno != EAGAIN))
+				return "the worker is gone";
 		}
 	}
+}
 
-	/* Tear down: SIGTERM to the processor's group and every descendant, wait up to grace,
-	 * then SIGKILL sweeps until nothing is left. After the processor exited on its own this
-	 * still runs for whatever it left behind (a Ray daemon, a setsid() helper). The group
-	 * is signalled only while the processor is unreaped, so its number cannot have been
-	 * reused by then. */
+/* Tear down: SIGTERM to the processor's group and every descendant, wait up to grace, then
+ * SIGKILL sweeps until nothing is left. After the processor exited on its own this still runs
+ * for whatever it left behind (a Ray daemon, a setsid() helper). The group is signalled only
+ * while the processor is unreaped, so its number cannot have been reused by then. */
+static void teardown(const struct sup_args *a, pid_t child, const char *why, int *child_done, int *child_status)
+{
 	long left = 0;
-	if (child_done) {
+	if (*child_done) {
 		/* Orphans of the processor are re-parented to us (we are a subreaper), so when we
 		 * have no child at all there is no descendant either: skip the /proc scan. */
 		if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
@@ -421,41 +348,63 @@ int es_attempt_supervise_main(int argc, char **argv)
 		fprintf(stderr, "\n[eshard-mpi] the processor exited and left %ld process(es) behind; "
 				"stopping them\n", left);
 	fflush(stderr);
-	if (!child_done || left > 0) {
-		if (!child_done)
-			kill(-child, SIGTERM);
-		signal_descendants(SIGTERM);
-		double until = es_time_mono() + grace;
-		while (es_time_mono() < until) {
-			reap(child, &child_done, &child_status);
-			if (child_done && signal_descendants(0) == 0)
-				break;
-			nap(50);
-		}
-		double sweep_end = es_time_mono() + KILL_SWEEP_SECS;
-		for (;;) {
-			reap(child, &child_done, &child_status);
-			if (!child_done)
-				kill(-child, SIGKILL);
-			long live = signal_descendants(SIGKILL);
-			if (child_done && live <= 0)
-				break;
-			if (es_time_mono() >= sweep_end) {
-				fprintf(stderr, "[eshard-mpi] %ld process(es) did not die after SIGKILL\n", live);
-				break;
-			}
-			nap(20);
-		}
+	if (*child_done && left <= 0)
+		return;
+	if (!*child_done)
+		es_proc_kill_group(child, SIGTERM);
+	signal_descendants(SIGTERM);
+	double until = es_time_mono() + a->grace;
+	while (es_time_mono() < until) {
+		reap(child, child_done, child_status);
+		if (*child_done && signal_descendants(0) == 0)
+			break;
+		nap(50);
 	}
+	double sweep_end = es_time_mono() + KILL_SWEEP_SECS;
+	for (;;) {
+		reap(child, child_done, child_status);
+		if (!*child_done)
+			es_proc_kill_group(child, SIGKILL);
+		long live = signal_descendants(SIGKILL);
+		if (*child_done && live <= 0)
+			break;
+		if (es_time_mono() >= sweep_end) {
+			fprintf(stderr, "[eshard-mpi] %ld process(es) did not die after SIGKILL\n", live);
+			break;
+		}
+		nap(20);
+	}
+}
 
-	int rc = -SIGKILL;
+int es_attempt_supervise_main(int argc, char **argv)
+{
+	struct sup_args a;
+	int rc = parse_args(argc, argv, &a);
+	if (rc)
+		return rc;
+	/* Normally the worker already made us a group leader; this covers a manual start. */
+	if (getpgrp() != getpid())
+		setpgid(0, 0);
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+		es_warning("cannot become a child subreaper; processes that leave their parent may "
+			   "outlive the attempt: %s", strerror(errno));
+	install_signals();
+	pid_t child;
+	if (start_child(&a, &child))
+		return 0;
+	say(a.ctl, "started %ld\n", (long)child);
+	int child_done = 0, child_status = 0, timed_out = 0;
+	char why_buf[64];
+	const char *why = watch(&a, child, &child_done, &child_status, &timed_out, why_buf, sizeof(why_buf));
+	teardown(&a, child, why, &child_done, &child_status);
+	int code = -SIGKILL;
 	if (child_done && WIFEXITED(child_status))
-		rc = WEXITSTATUS(child_status);
+		code = WEXITSTATUS(child_status);
 	else if (child_done && WIFSIGNALED(child_status))
-		rc = -WTERMSIG(child_status);
+		code = -WTERMSIG(child_status);
 	/* The last field is the signal the supervisor itself got (0: none), also when it came
 	 * after the processor had already ended: a scheduler that stops a job signals all of its
 	 * processes, and the worker uses this to tell such a stop from a broken processor. */
-	say(ctl, "status %d %d %d\n", rc, timed_out, (int)got_signal);
+	say(a.ctl, "status %d %d %d\n", code, timed_out, (int)got_signal);
 	return 0;
 }
