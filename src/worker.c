@@ -1,11 +1,12 @@
 #include "eshard/worker.h"
 #include "eshard/attempt.h"
 #include "eshard/claim.h"
+#include "eshard/djrunner.h"
 #include "eshard/events.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
-#include "eshard/ray.h"
+#include "eshard/proc.h"
 #include "eshard/recipe.h"
 #include "eshard/sha.h"
 #include "eshard/status.h"
@@ -32,25 +33,13 @@ void es_worker_opts_init(struct es_worker_opts *o)
 	o->max_retries = -1;
 }
 
-/* Per-rank mode: the persistent Data-Juicer runner (see runner_start). */
-struct runner {
-	pid_t pid;                  /* 0: not running */
-	int ended;                  /* it was reaped; status holds its wait status */
-	int status;
-	int stdin_fd;               /* write end of its stdin; closing it stops the runner */
-	char sock[600];
-	char exe[4096];             /* the Python that runs it */
-	char script[4096];
-};
-
 struct worker {
 	const struct es_worker_opts *o;
 	struct es_manifest m;
 	struct es_claimer c;
 	struct es_events ev;
 	const char *ray_address;
-	struct es_ray_head head;     /* per-rank mode */
-	struct runner runner;        /* per-rank mode: the persistent Data-Juicer runner */
+	struct es_djrunner dj;       /* per-rank mode: the Ray head and the Data-Juicer runner */
 	char *dj_commit;
 };
 
@@ -225,239 +214,13 @@ static const char *finish_lost(struct worker *w, size_t i)
 }
 
 
-/* ---------------- per-rank mode: the persistent Data-Juicer runner ----------------
- *
- * scripts/dj_runner.py imports Data-Juicer once, connects to the rank's Ray head once and runs
- * each shard's dj-process argv in-process, sent by a small client that is the attempt's
- * processor (so the attempt is supervised, logged and killed like any other). It saves the
- * Python start-up, the Ray connection and the new Ray workers of every shard. Its stdin is a
- * pipe that only this process holds: when the worker dies in any way, the runner exits.
- */
-
-static const char *runner_script(void)
-{
-	const char *env = getenv("ESHARD_DJ_RUNNER");
-	if (env && *env)
-		return env;
-#ifdef ESHARD_SOURCE_DIR
-	return ESHARD_SOURCE_DIR "/scripts/dj_runner.py";
-#else
-	return NULL;
-#endif
-}
-
-static int has_space(const char *s)
-{
-	return strpbrk(s, " \t\n") != NULL;
-}
-
-static void runner_stop(struct runner *r, int now)
-{
-	if (!r->pid)
-		return;
-	if (r->stdin_fd >= 0)
-		close(r->stdin_fd);
-	r->stdin_fd = -1;
-	int st;
-	double until = es_time_mono() + (now ? 0 : 5.0);
-	while (waitpid(r->pid, &st, WNOHANG) == 0) {
-		if (es_time_mono() >= until) {
-			kill(-r->pid, SIGKILL);
-			waitpid(r->pid, &st, 0);
-			break;
-		}
-		es_sleep(0.02);
-	}
-	unlink(r->sock);
-	r->pid = 0;
-}
-
-static int runner_alive(struct runner *r)
-{
-	int st;
-	if (!r->pid)
-		return 0;
-	if (waitpid(r->pid, &st, WNOHANG) == r->pid) {
-		r->pid = 0;
-		r->ended = 1;
-		r->status = st;
-		if (r->stdin_fd >= 0)
-			close(r->stdin_fd);
-		r->stdin_fd = -1;
-		return 0;
-	}
-	return 1;
-}
-
-/* Start the runner against the head and wait for its "ready" line. 0 on success; on failure a
- * warning says why and the shard runs dj-process directly (nothing is lost but time). */
-static int runner_start(struct worker *w, char **env)
-{
-	struct runner *r = &w->runner;
-	const struct es_processor *p = &w->m.processor;
-	const char *script = runner_script();
-	if (p->kind != ES_PROC_DATA_JUICER || p->dj_root || !script || access(script, R_OK) != 0)
-		return 1;
-	/* The Python that imports Data-Juicer: --python, else the one beside dj-process. */
-	if (p->python) {
-		snprintf(r->exe, sizeof(r->exe), "%s", p->python);
-	} else if (p->dj_process && strchr(p->dj_process, '/') && !has_space(p->dj_process)) {
-		snprintf(r->exe, sizeof(r->exe), "%s", p->dj_process);
-		char *slash = strrchr(r->exe, '/');
-		snprintf(slash + 1, sizeof(r->exe) - (size_t)(slash + 1 - r->exe), "python");
-	} else {
-		snprintf(r->exe, sizeof(r->exe), "python3");
-	}
-	snprintf(r->script, sizeof(r->script), "%s", script);
-	snprintf(r->sock, sizeof(r->sock), "%s/djr.sock", w->head.temp_dir);
-	if (has_space(r->exe) || has_space(r->script) || has_space(r->sock))
-		return 1; /* the processor argv is split on blanks */
-	int in[2], out[2];
-	if (pipe2(in, O_CLOEXEC) != 0)
-		return es_error_errno(ES_EIO, "cannot create a pipe for the Data-Juicer runner");
-	if (pipe2(out, O_CLOEXEC) != 0) {
-		close(in[0]);
-		close(in[1]);
-		return es_error_errno(ES_EIO, "cannot create a pipe for the Data-Juicer runner");
-	}
-	char log[700];
-	snprintf(log, sizeof(log), "%s/dj_runner.log", w->head.temp_dir);
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&at);
-	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-	posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-	sigset_t none, dflt;
-	sigemptyset(&none);
-	sigemptyset(&dflt);
-	sigaddset(&dflt, SIGTERM);
-	sigaddset(&dflt, SIGINT);
-	sigaddset(&dflt, SIGPIPE);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &dflt);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-	char *argv[] = { r->exe, r->script, (char *)"serve", (char *)"--socket", r->sock,
-			 (char *)"--ray-address", w->head.address, NULL };
-	pid_t pid;
-	int e = posix_spawnp(&pid, r->exe, &fa, &at, argv, env);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	close(in[0]);
-	close(out[1]);
-	if (e) {
-		close(in[1]);
-		close(out[0]);
-		es_warning("cannot start the Data-Juicer runner '%s': %s; shards run dj-process directly", r->exe, strerror(e));
-		return 1;
-	}
-	r->pid = pid;
-	r->stdin_fd = in[1];
-	/* Wait for "ready" (Data-Juicer's imports can take a while on a cold cache). */
-	char line[512];
-	size_t len = 0;
-	double until = es_time_mono() + 180.0;
-	int ok = 0;
-	while (es_time_mono() < until && !(w->o->stop_flag && *w->o->stop_flag)) {
-		struct pollfd pfd = { out[0], POLLIN, 0 };
-		int pr = poll(&pfd, 1, 200);
-		if (pr < 0 && errno != EINTR)
-			break;
-		if (pr <= 0)
-			continue;
-		ssize_t n = read(out[0], line + len, sizeof(line) - 1 - len);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-		line[len] = '\0';
-		if (strchr(line, '\n')) {
-			ok = !strncmp(line, "ready\n", 6);
-			break;
-		}
-		if (len == sizeof(line) - 1)
-			break;
-	}
-	close(out[0]);
-	if (!ok) {
-		line[strcspn(line, "\n")] = '\0';
-		es_warning("the Data-Juicer runner did not start (%s; see %s); shards run dj-process directly",
-			   len ? line : "no ready line", log);
-		runner_stop(r, 1);
-		return 1;
-	}
-	printf("Started the persistent Data-Juicer runner (pid %d) on %s\n", (int)pid, r->sock);
-	fflush(stdout);
-	return 0;
-}
-
 /* Per-rank mode: make sure this worker's Ray head is up; its address becomes the shard's. */
 static int ensure_ray_head(struct worker *w)
 {
-	if (w->head.running && es_ray_head_alive(&w->head) == 1) {
-		if (w->runner.pid && !runner_alive(&w->runner))
-			es_warning("the Data-Juicer runner is gone; the next shards run dj-process directly until the head restarts");
-		return 0;
-	}
-	runner_stop(&w->runner, 1);
-	if (w->head.running) {
-		es_warning("the node-local Ray head at %s is gone; starting a new one", w->head.address);
-		es_ray_head_stop(&w->head);
-	}
-	struct es_ray_opts ro;
-	memset(&ro, 0, sizeof(ro));
-	ro.python = w->m.processor.python ? w->m.processor.python : w->m.processor.dj_process;
-	ro.rank_on_host = w->o->ray_rank_on_host;
-	ro.ranks_on_host = w->o->ray_ranks_on_host > 0 ? w->o->ray_ranks_on_host : 1;
-	ro.cancel = w->o->stop_flag;
-	/* Data-Juicer's operators run in the head's Ray workers, which inherit the head's
-	 * environment, not the shard child's: give the head the job's cache folders (as every
-	 * shard child gets them), so models and caches land in the job folder's cache/. */
-	struct es_buf cache = ES_BUF_INIT, hf = ES_BUF_INIT;
-	const char *xdg = getenv("XDG_CACHE_HOME");
-	if (!xdg || !*xdg)
-		es_buf_printf(&cache, "XDG_CACHE_HOME=%s/cache", w->m.job_dir);
-	if (!getenv("HF_HOME") || !*getenv("HF_HOME"))
-		es_buf_printf(&hf, "HF_HOME=%s/huggingface", xdg && *xdg ? xdg : cache.data + strlen("XDG_CACHE_HOME="));
-	size_t n_env = 0;
-	while (environ[n_env])
-		n_env++;
-	char **env = calloc(n_env + 5, sizeof(*env));
-	if (!env)
-		return es_error(ES_ENOMEM, "out of memory");
-	size_t k = 0;
-	/* Without the launcher's identity: this environment also starts the Data-Juicer runner. */
-	for (size_t e = 0; e < n_env; e++)
-		if ((!cache.len || !es_env_name_is(environ[e], "XDG_CACHE_HOME")) && (!hf.len || !es_env_name_is(environ[e], "HF_HOME")) &&
-		    !es_env_is_launcher_identity(environ[e]))
-			env[k++] = environ[e];
-	if (cache.len)
-		env[k++] = cache.data;
-	if (hf.len)
-		env[k++] = hf.data;
-	/* Keep a few idle Ray workers: with --num-cpus 1 Ray would kill the spare one after each
-	 * shard and the next shard would wait for a new worker (docs/dj-notes.md). */
-	if (!getenv("RAY_num_workers_soft_limit"))
-		env[k++] = (char *)"RAY_num_workers_soft_limit=4";
-	env[k++] = (char *)"DJ_ELASTIC_SHARD_CHILD=1";
-	ro.env = env;
-	double t0 = es_time_mono();
-	int rc = es_ray_head_start(&ro, &w->head);
-	if (!rc) {
-		printf("Started a node-local Ray head at %s in %.1f s (temp dir %s)\n", w->head.address,
-		       es_time_mono() - t0, w->head.temp_dir);
-		fflush(stdout);
-		if (!w->o->ray_no_runner)
-			runner_start(w, env);
-	}
-	free(env);
-	es_buf_free(&cache);
-	es_buf_free(&hf);
-	if (rc)
-		return rc;
-	w->ray_address = w->head.address;
-	return 0;
+	int rc = es_djrunner_ensure(&w->dj);
+	if (!rc)
+		w->ray_address = es_djrunner_address(&w->dj);
+	return rc;
 }
 
 /* ---------------- stops from outside ----------------
@@ -476,31 +239,6 @@ static double preempt_grace(const struct worker *w)
 	return w->o->preempt_grace_secs > 0 ? w->o->preempt_grace_secs : DEFAULT_PREEMPT_GRACE_SECS;
 }
 
-/* The signals a scheduler stops processes with. */
-static int is_stop_signal(int sig)
-{
-	return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGKILL;
-}
-
-static const char *signal_name(int sig, char *buf, size_t n)
-{
-	const char *abbrev = sigabbrev_np(sig);
-	snprintf(buf, n, "SIG%s", abbrev ? abbrev : "?");
-	return buf;
-}
-
-/* A wait status (or exit code) that a stop signal explains: the signal, else 0. Exit codes
- * 128+N are the shell's way to pass on a child's death by signal N (and what scripts that trap
- * SIGTERM return). */
-static int stop_signal_of_status(int st)
-{
-	if (WIFSIGNALED(st) && is_stop_signal(WTERMSIG(st)))
-		return WTERMSIG(st);
-	if (WIFEXITED(st) && WEXITSTATUS(st) > 128 && is_stop_signal(WEXITSTATUS(st) - 128))
-		return WEXITSTATUS(st) - 128;
-	return 0;
-}
-
 /* Why a failed attempt may have been stopped from outside (a stop signal that no eshard-mpi
  * process sent: the supervisor reports every stop it makes, as timed_out or after our own
  * request), written into buf; NULL when nothing points that way. */
@@ -513,17 +251,17 @@ static const char *outside_stop_hint(struct worker *w, const struct es_attempt_o
 		return NULL;
 	if (oc->supervisor_signal) {
 		snprintf(buf, n, "its supervisor got signal %d (%s)", oc->supervisor_signal,
-			 signal_name(oc->supervisor_signal, name, sizeof(name)));
+			 es_proc_signal_name(oc->supervisor_signal, name, sizeof(name)));
 		return buf;
 	}
-	if (rc < 0 && is_stop_signal(-rc)) {
+	if (rc < 0 && es_proc_is_stop_signal(-rc)) {
 		snprintf(buf, n, "it was killed by signal %d (%s), which eshard-mpi did not send", -rc,
-			 signal_name(-rc, name, sizeof(name)));
+			 es_proc_signal_name(-rc, name, sizeof(name)));
 		return buf;
 	}
-	if (rc > 128 && is_stop_signal(rc - 128)) {
+	if (rc > 128 && es_proc_is_stop_signal(rc - 128)) {
 		snprintf(buf, n, "exit code %d is how a process reports signal %d (%s)", rc, rc - 128,
-			 signal_name(rc - 128, name, sizeof(name)));
+			 es_proc_signal_name(rc - 128, name, sizeof(name)));
 		return buf;
 	}
 	/* Ray's driver turns SIGTERM into sys.exit(15), so a Data-Juicer run on Ray that was
@@ -532,18 +270,8 @@ static const char *outside_stop_hint(struct worker *w, const struct es_attempt_o
 		snprintf(buf, n, "exit code 15 is how a Ray driver reports SIGTERM");
 		return buf;
 	}
-	if (via_runner && !runner_alive(&w->runner) && w->runner.ended) {
-		int sig = stop_signal_of_status(w->runner.status);
-		if (sig) {
-			snprintf(buf, n, "the Data-Juicer runner was stopped by signal %d (%s)", sig,
-				 signal_name(sig, name, sizeof(name)));
-			return buf;
-		}
-	}
-	if (w->o->ray_per_rank && w->head.running && es_ray_head_alive(&w->head) != 1) {
-		snprintf(buf, n, "the node-local Ray head died during the attempt");
+	if (w->o->ray_per_rank && es_djrunner_stop_hint(&w->dj, via_runner, buf, n))
 		return buf;
-	}
 	return NULL;
 }
 
@@ -566,7 +294,7 @@ static void describe_exit(const struct worker *w, const struct es_attempt_outcom
 	char name[32];
 	if (oc->started && oc->return_code < 0)
 		es_buf_printf(out, "%s killed by signal %d (%s)", what, -oc->return_code,
-			      signal_name(-oc->return_code, name, sizeof(name)));
+			      es_proc_signal_name(-oc->return_code, name, sizeof(name)));
 	else
 		es_buf_printf(out, "%s returned exit code %d", what, oc->return_code);
 }
@@ -600,13 +328,11 @@ static const char *process_shard(struct worker *w, size_t i)
 	spec.token = w->c.token;
 	spec.proc = &w->m.processor;
 	struct es_processor via_runner;
-	char runner_cmd[10000];
-	if (w->runner.pid && runner_alive(&w->runner)) {
+	const char *runner_cmd = w->o->ray_per_rank ? es_djrunner_command(&w->dj) : NULL;
+	if (runner_cmd) {
 		/* The attempt's processor is the runner's client; the dj-process argv follows "--". */
 		via_runner = w->m.processor;
-		snprintf(runner_cmd, sizeof(runner_cmd), "%s %s run --socket %s -- dj-process", w->runner.exe,
-			 w->runner.script, w->runner.sock);
-		via_runner.dj_process = runner_cmd;
+		via_runner.dj_process = (char *)runner_cmd;
 		spec.proc = &via_runner;
 	}
 	spec.ray_address = w->ray_address;
@@ -641,8 +367,6 @@ static const char *process_shard(struct worker *w, size_t i)
 
 	struct es_attempt_outcome oc;
 	int via_runner_used = spec.proc == &via_runner;
-	if (via_runner_used)
-		w->runner.ended = 0;
 	rc = es_attempt_run(&spec, &oc);
 	/* A launcher that stops a job (scancel, a container runtime, a node's shutdown) signals
 	 * every process of it at once, in no fixed order: the child can die of that signal before
@@ -810,7 +534,6 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	memset(&w, 0, sizeof(w));
 	memset(res, 0, sizeof(*res));
 	w.ev.fd = -1; /* so that an early exit does not close descriptor 0 */
-	w.runner.stdin_fd = -1;
 	w.o = o;
 	int rc = es_manifest_load(o->job_dir, &w.m);
 	if (rc)
@@ -835,6 +558,9 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		goto out;
 	if ((rc = es_claimer_init(&w.c, &w.m, &p)))
 		goto out;
+	struct es_djrunner_opts djo = { w.m.job_dir, &w.m.processor, o->ray_rank_on_host, o->ray_ranks_on_host,
+					o->ray_no_runner, o->stop_flag };
+	es_djrunner_init(&w.dj, &djo);
 	es_events_open(&w.ev, w.m.job_dir, o->run_id);
 	double poll = o->poll_interval_override > 0 ? o->poll_interval_override : (double)p.poll_interval_secs;
 	printf("Worker %s:%d started for %s\n", es_hostname(), (int)getpid(), w.m.job_id);
@@ -862,7 +588,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		struct es_status_counts pre;
 		if (work_left < 0 && w.o->ray_per_rank && !es_status_count(&w.m, (double)p.lock_timeout_secs, &pre))
 			work_left = pre.pending + pre.stale;
-		if (w.o->ray_per_rank && !capped && !w.head.running && work_left > 0) {
+		if (w.o->ray_per_rank && !capped && !w.dj.head.running && work_left > 0) {
 			if ((rc = ensure_ray_head(&w)) != 0) {
 				if (stopped(o))
 					break;
@@ -943,16 +669,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	fprintf(stderr, "%sWorker %s:%d stopped by signal %d; its claims were released for other workers\n",
 		"", es_hostname(), (int)getpid(), (int)*o->stop_flag);
 out:
-	runner_stop(&w.runner, res->stopped_by_signal);
-	if (w.head.running) {
-		/* After a signal the launcher may kill us within a second: no graceful steps. */
-		if (res->stopped_by_signal)
-			es_ray_head_kill(&w.head);
-		else
-			es_ray_head_stop(&w.head);
-		printf("Stopped the node-local Ray head\n");
-		fflush(stdout);
-	}
+	es_djrunner_stop(&w.dj, res->stopped_by_signal);
 	es_events_close(&w.ev);
 	es_claimer_free(&w.c);
 	es_manifest_free(&w.m);
