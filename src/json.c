@@ -126,24 +126,46 @@ fail:
 
 static cJSON *parse_value(struct parser *ps);
 
+/* Skip one or more decimal digits; 0 when there is none. */
+static int skip_digits(struct parser *ps)
+{
+	const char *s = ps->p;
+	while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
+		ps->p++;
+	return ps->p > s;
+}
+
 static cJSON *parse_number(struct parser *ps)
 {
+	/* JSON's grammar, as Python's json.loads reads it: -?(0|[1-9][0-9]*)(\.[0-9]+)?
+	 * ([eE][-+]?[0-9]+)?. "01", "1." or "-.5" are not numbers; an integer literal is kept
+	 * as a raw node and written back verbatim, so a lax scan would write invalid JSON. */
 	const char *s = ps->p;
 	int is_float = 0;
 	if (ps->p < ps->end && *ps->p == '-')
 		ps->p++;
-	while (ps->p < ps->end) {
-		char c = *ps->p;
-		if (c >= '0' && c <= '9') { ps->p++; continue; }
-		if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') { is_float = 1; ps->p++; continue; }
-		break;
+	if (ps->p < ps->end && *ps->p == '0')
+		ps->p++;
+	else if (!skip_digits(ps))
+		goto bad;
+	if (ps->p < ps->end && *ps->p == '.') {
+		ps->p++;
+		if (!skip_digits(ps))
+			goto bad;
+		is_float = 1;
+	}
+	if (ps->p < ps->end && (*ps->p == 'e' || *ps->p == 'E')) {
+		ps->p++;
+		if (ps->p < ps->end && (*ps->p == '+' || *ps->p == '-'))
+			ps->p++;
+		if (!skip_digits(ps))
+			goto bad;
+		is_float = 1;
 	}
 	size_t n = (size_t)(ps->p - s);
 	char tmp[64];
-	if (n == 0 || n >= sizeof(tmp) || (n == 1 && *s == '-')) {
-		perr(ps, "bad number");
-		return NULL;
-	}
+	if (n >= sizeof(tmp))
+		goto bad;
 	memcpy(tmp, s, n);
 	tmp[n] = '\0';
 	if (is_float) {
@@ -156,6 +178,9 @@ static cJSON *parse_number(struct parser *ps)
 		return cJSON_CreateNumber(v);
 	}
 	return cJSON_CreateRaw(strcmp(tmp, "-0") ? tmp : "0");
+bad:
+	perr(ps, "bad number");
+	return NULL;
 }
 
 static int match(struct parser *ps, const char *word)
