@@ -162,22 +162,19 @@ static cJSON *parse_number(struct parser *ps)
 			goto bad;
 		is_float = 1;
 	}
-	size_t n = (size_t)(ps->p - s);
-	char tmp[64];
-	if (n >= sizeof(tmp))
-		goto bad;
-	memcpy(tmp, s, n);
-	tmp[n] = '\0';
-	if (is_float) {
-		char *end;
-		double v = strtod(tmp, &end);
-		if (*end) {
-			perr(ps, "bad number");
-			return NULL;
-		}
-		return cJSON_CreateNumber(v);
+	/* Any length, like json.loads: long integers keep every digit, and strtod reads a
+	 * long float literal (0.1 with 60 trailing zeros) correctly rounded. */
+	char *tmp = strndup(s, (size_t)(ps->p - s));
+	if (!tmp) {
+		if (!ps->failed)
+			es_error(ES_ENOMEM, "out of memory parsing %s", ps->what);
+		ps->failed = 1;
+		return NULL;
 	}
-	return cJSON_CreateRaw(strcmp(tmp, "-0") ? tmp : "0");
+	cJSON *v = is_float ? cJSON_CreateNumber(strtod(tmp, NULL))
+			    : cJSON_CreateRaw(strcmp(tmp, "-0") ? tmp : "0");
+	free(tmp);
+	return v;
 bad:
 	perr(ps, "bad number");
 	return NULL;
