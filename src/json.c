@@ -126,36 +126,58 @@ fail:
 
 static cJSON *parse_value(struct parser *ps);
 
+/* Skip one or more decimal digits; 0 when there is none. */
+static int skip_digits(struct parser *ps)
+{
+	const char *s = ps->p;
+	while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
+		ps->p++;
+	return ps->p > s;
+}
+
 static cJSON *parse_number(struct parser *ps)
 {
+	/* JSON's grammar, as Python's json.loads reads it: -?(0|[1-9][0-9]*)(\.[0-9]+)?
+	 * ([eE][-+]?[0-9]+)?. "01", "1." or "-.5" are not numbers; an integer literal is kept
+	 * as a raw node and written back verbatim, so a lax scan would write invalid JSON. */
 	const char *s = ps->p;
 	int is_float = 0;
 	if (ps->p < ps->end && *ps->p == '-')
 		ps->p++;
-	while (ps->p < ps->end) {
-		char c = *ps->p;
-		if (c >= '0' && c <= '9') { ps->p++; continue; }
-		if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') { is_float = 1; ps->p++; continue; }
-		break;
+	if (ps->p < ps->end && *ps->p == '0')
+		ps->p++;
+	else if (!skip_digits(ps))
+		goto bad;
+	if (ps->p < ps->end && *ps->p == '.') {
+		ps->p++;
+		if (!skip_digits(ps))
+			goto bad;
+		is_float = 1;
 	}
-	size_t n = (size_t)(ps->p - s);
-	char tmp[64];
-	if (n == 0 || n >= sizeof(tmp) || (n == 1 && *s == '-')) {
-		perr(ps, "bad number");
+	if (ps->p < ps->end && (*ps->p == 'e' || *ps->p == 'E')) {
+		ps->p++;
+		if (ps->p < ps->end && (*ps->p == '+' || *ps->p == '-'))
+			ps->p++;
+		if (!skip_digits(ps))
+			goto bad;
+		is_float = 1;
+	}
+	/* Any length, like json.loads: long integers keep every digit, and strtod reads a
+	 * long float literal (0.1 with 60 trailing zeros) correctly rounded. */
+	char *tmp = strndup(s, (size_t)(ps->p - s));
+	if (!tmp) {
+		if (!ps->failed)
+			es_error(ES_ENOMEM, "out of memory parsing %s", ps->what);
+		ps->failed = 1;
 		return NULL;
 	}
-	memcpy(tmp, s, n);
-	tmp[n] = '\0';
-	if (is_float) {
-		char *end;
-		double v = strtod(tmp, &end);
-		if (*end) {
-			perr(ps, "bad number");
-			return NULL;
-		}
-		return cJSON_CreateNumber(v);
-	}
-	return cJSON_CreateRaw(strcmp(tmp, "-0") ? tmp : "0");
+	cJSON *v = is_float ? cJSON_CreateNumber(strtod(tmp, NULL))
+			    : cJSON_CreateRaw(strcmp(tmp, "-0") ? tmp : "0");
+	free(tmp);
+	return v;
+bad:
+	perr(ps, "bad number");
+	return NULL;
 }
 
 static int match(struct parser *ps, const char *word)

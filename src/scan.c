@@ -117,7 +117,7 @@ int es_scan_dataset(const char *dataset_path, struct es_scan *out)
 		struct es_buf rel = ES_BUF_INIT;
 		rc = walk(dataset_path, &rel, &l);
 		es_buf_free(&rel);
-		if (!rc)
+		if (!rc && l.n > 1)
 			qsort(l.v, l.n, sizeof(*l.v), cmp_rel);
 	} else {
 		const char *slash = strrchr(dataset_path, '/');

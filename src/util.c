@@ -1,6 +1,7 @@
 #include "eshard/util.h"
 #include "eshard/log.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -59,9 +60,12 @@ const char *es_hostname(void)
 	return host;
 }
 
+/* strtoll and strtod skip leading white space; a strict parse of the whole string does not. */
+static int bad_start(const char *s) { return !s || !*s || isspace((unsigned char)*s); }
+
 int es_parse_i64(const char *s, int64_t *out)
 {
-	if (!s || !*s)
+	if (bad_start(s))
 		return ES_EUSAGE;
 	char *end;
 	errno = 0;
@@ -74,7 +78,8 @@ int es_parse_i64(const char *s, int64_t *out)
 
 int es_parse_double(const char *s, double *out)
 {
-	if (!s || !*s)
+	/* Decimal only: strtod would also take hexadecimal floats ("0x10", "0x1p4"). */
+	if (bad_start(s) || strpbrk(s, "xX"))
 		return ES_EUSAGE;
 	char *end;
 	errno = 0;
