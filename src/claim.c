@@ -107,6 +107,93 @@ static int same_file_at(int fd, const char *path, struct stat *fst)
 	return pst.st_dev == fst->st_dev && pst.st_ino == fst->st_ino;
 }
 
+static void copy_str(char *out, size_t n, const cJSON *doc, const char *key)
+{
+	const char *v = es_json_get_str(doc, key);
+	snprintf(out, n, "%s", v ? v : "");
+}
+
+/* Fill li from an open lock: fstat, then the content (parsed quietly); *doc gets the parsed
+ * object when doc is not NULL (NULL when unreadable). */
+static int lock_info_fd(int fd, const char *path, struct es_lock_info *li, cJSON **doc)
+{
+	struct stat st;
+	struct es_buf content = ES_BUF_INIT;
+	memset(li, 0, sizeof(*li));
+	li->claimed_at_epoch = -1;
+	if (doc)
+		*doc = NULL;
+	if (fstat(fd, &st) != 0)
+		return es_error_errno(ES_EIO, "cannot stat lock '%s'", path);
+	int rc = read_fd(fd, &content, path);
+	if (rc) {
+		es_buf_free(&content);
+		return rc;
+	}
+	li->exists = 1;
+	li->dev = st.st_dev;
+	li->ino = st.st_ino;
+	li->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+	li->content_hash = fnv1a(content.data, content.len);
+	es_log_quiet_begin();
+	cJSON *l = es_json_parse(content.data, content.len, path);
+	es_log_quiet_end();
+	es_buf_free(&content);
+	if (!cJSON_IsObject(l)) {
+		cJSON_Delete(l);
+		return 0;
+	}
+	li->readable = 1;
+	copy_str(li->token, sizeof(li->token), l, "token");
+	copy_str(li->hostname, sizeof(li->hostname), l, "hostname");
+	copy_str(li->attempt_dir, sizeof(li->attempt_dir), l, "attempt_dir");
+	es_json_get_i64(l, "attempt_number", &li->attempt_number);
+	li->has_pid = !es_json_get_i64(l, "pid", &li->pid);
+	li->has_heartbeat = cJSON_GetObjectItemCaseSensitive(l, "heartbeat") != NULL;
+	es_json_get_i64(l, "heartbeat", &li->heartbeat);
+	if (es_json_get_num(l, "lease_secs", &li->lease_secs))
+		li->lease_secs = 0;
+	double t;
+	if (!es_json_get_num(l, "claimed_at_epoch", &t) || !es_time_parse_iso(es_json_get_str(l, "claimed_at"), &t))
+		li->claimed_at_epoch = t;
+	if (doc)
+		*doc = l;
+	else
+		cJSON_Delete(l);
+	return 0;
+}
+
+int es_claim_lock_read(const char *path, struct es_lock_info *li)
+{
+	memset(li, 0, sizeof(*li));
+	li->claimed_at_epoch = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		return es_error_errno(ES_EIO, "cannot open lock '%s'", path);
+	}
+	int rc = lock_info_fd(fd, path, li, NULL);
+	close(fd);
+	return rc;
+}
+
+double es_claim_lease_of(const struct es_lock_info *li, double job_lease)
+{
+	if (!li->readable)
+		return job_lease;
+	if (!li->has_heartbeat)
+		return 0;
+	return li->lease_secs > job_lease ? li->lease_secs : job_lease;
+}
+
+int es_claim_lock_stale(const struct es_lock_info *li, double age_secs, double unchanged_secs,
+			const struct es_policy *p)
+{
+	double lease = es_claim_lease_of(li, p->lease_secs);
+	return age_secs > (double)p->lock_timeout_secs || (lease > 0 && unchanged_secs >= lease);
+}
+
 /* Join rel under the job folder, refusing anything that escapes it. */
 static int inside_job(const struct es_manifest *m, const char *rel, struct es_buf *out)
 {
@@ -124,10 +211,9 @@ static int inside_job(const struct es_manifest *m, const char *rel, struct es_bu
 }
 
 /* The stale takeover's step f: mark the referenced attempt stale if it is still running. */
-static void mark_attempt_stale(const struct es_manifest *m, const cJSON *lock)
+static void mark_attempt_stale(const struct es_manifest *m, const char *ad)
 {
-	const char *ad = es_json_get_str(lock, "attempt_dir");
-	if (!ad)
+	if (!*ad)
 		return;
 	struct es_buf dir = ES_BUF_INIT, path = ES_BUF_INIT;
 	cJSON *a = NULL;
@@ -174,39 +260,22 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 	}
 	int rc = 0;
 	struct stat st;
-	struct es_buf content = ES_BUF_INIT;
-	cJSON *lock = NULL;
+	struct es_lock_info li;
 	if (!same_file_at(fd, lock_path, &st)) {
 		o->valid = 0;
 		rc = 1;
 		goto out;
 	}
-	if ((rc = read_fd(fd, &content, lock_path)) != 0)
+	if ((rc = lock_info_fd(fd, lock_path, &li, NULL)) != 0)
 		goto out;
-	int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-	uint64_t h = fnv1a(content.data, content.len);
 	double now_mono = es_time_mono();
-	if (!o->valid || o->dev != st.st_dev || o->ino != st.st_ino || o->mtime_ns != mt || o->content_hash != h) {
-		*o = (struct es_lease_obs){ 1, st.st_dev, st.st_ino, mt, h, now_mono, o->done };
-	}
-	double age = es_time_epoch() - ((double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9);
-	es_log_quiet_begin();
-	lock = es_json_parse(content.data, content.len, lock_path);
-	es_log_quiet_end();
-	/* The lease rule applies only to locks whose owner refreshes them (an eshard-mpi lock has
-	 * a "heartbeat" field): a reference worker never does, and its live shard must not be
-	 * taken over after one lease. The longer of our lease and the owner's counts, so a
-	 * worker started with a longer --lease-secs is not judged by a shorter one. An unreadable
-	 * lock (torn or empty) is judged by its lease too: its owner would have rewritten it. */
-	double lease = c->policy.lease_secs, owner_lease;
-	int leased = !lock || cJSON_GetObjectItemCaseSensitive(lock, "heartbeat") != NULL;
-	if (lock && !es_json_get_num(lock, "lease_secs", &owner_lease) && owner_lease > lease)
-		lease = owner_lease;
-	int stale = age > (double)c->policy.lock_timeout_secs ||
-		    (leased && now_mono - o->since_mono >= lease);
-	if (!stale)
+	if (!o->valid || o->dev != li.dev || o->ino != li.ino || o->mtime_ns != li.mtime_ns ||
+	    o->content_hash != li.content_hash)
+		*o = (struct es_lease_obs){ 1, li.dev, li.ino, li.mtime_ns, li.content_hash, now_mono, o->done };
+	double age = es_time_epoch() - (double)li.mtime_ns / 1e9;
+	if (!es_claim_lock_stale(&li, age, now_mono - o->since_mono, &c->policy))
 		goto out; /* rc 0: live */
-	mark_attempt_stale(m, lock);
+	mark_attempt_stale(m, li.attempt_dir);
 	char tok[33], dest[4096];
 	if ((rc = es_fs_token(tok)) != 0)
 		goto out;
@@ -214,17 +283,13 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 		 (long long)es_time_epoch(), tok);
 	if ((rc = es_fs_rename(lock_path, dest)) != 0)
 		goto out;
-	const char *old = es_json_get_str(lock, "token");
-	int64_t old_attempt = 0;
 	c->took_over = 1;
-	snprintf(c->took_over_token, sizeof(c->took_over_token), "%s", old ? old : "");
-	if (es_json_get_i64(lock, "attempt_number", &old_attempt) == 0 && old_attempt > 0 && old_attempt <= INT32_MAX)
-		c->took_over_attempt = (int)old_attempt;
+	snprintf(c->took_over_token, sizeof(c->took_over_token), "%s", li.token);
+	if (li.attempt_number > 0 && li.attempt_number <= INT32_MAX)
+		c->took_over_attempt = (int)li.attempt_number;
 	o->valid = 0;
 	rc = 1;
 out:
-	cJSON_Delete(lock);
-	es_buf_free(&content);
 	flock(fd, LOCK_UN);
 	close(fd);
 	return rc;

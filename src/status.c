@@ -1,4 +1,5 @@
 #include "eshard/status.h"
+#include "eshard/claim.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/util.h"
@@ -39,84 +40,15 @@ static double effective_timeout(const struct es_manifest *m, double lock_timeout
 	return lock_timeout > 0 ? lock_timeout : (double)m->policy.lock_timeout_secs;
 }
 
-struct lock_view {
-	int exists;
-	double age;       /* max(0, now - mtime) */
-	cJSON *doc;       /* NULL when unreadable */
-};
-
-/* Open the lock once and take its mtime and content from the same inode. */
-static int read_lock(const char *path, int want_doc, struct lock_view *lv)
+/* Is the lock stale for a one-shot observer (its mtime age is all it can see)? */
+static enum es_shard_state lock_state(const struct es_manifest *m, const struct es_lock_info *li, double timeout,
+				      double *age)
 {
-	memset(lv, 0, sizeof(*lv));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			return 0;
-		return es_error_errno(ES_EIO, "cannot open lock '%s'", path);
-	}
-	struct stat st;
-	if (fstat(fd, &st) != 0) {
-		int rc = es_error_errno(ES_EIO, "cannot stat lock '%s'", path);
-		close(fd);
-		return rc;
-	}
-	lv->exists = 1;
-	double mt = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9;
-	double age = es_time_epoch() - mt;
-	lv->age = age > 0 ? age : 0;
-	if (want_doc) {
-		struct es_buf b = ES_BUF_INIT;
-		char chunk[8192];
-		ssize_t n;
-		int bad = 0;
-		while ((n = read(fd, chunk, sizeof(chunk))) != 0) {
-			if (n < 0) {
-				if (errno == EINTR)
-					continue;
-				bad = 1;
-				break;
-			}
-			if (b.len > (1u << 20) || es_buf_add(&b, chunk, (size_t)n)) {
-				bad = 1;
-				break;
-			}
-		}
-		if (!bad) {
-			es_log_quiet_begin();
-			lv->doc = es_json_parse(b.data, b.len, path);
-			es_log_quiet_end();
-			if (lv->doc && !cJSON_IsObject(lv->doc)) {
-				cJSON_Delete(lv->doc);
-				lv->doc = NULL;
-			}
-		}
-		es_buf_free(&b);
-	}
-	close(fd);
-	return 0;
-}
-
-/* The lease that applies to a lock: none for a lock without a "heartbeat" field (a reference
- * worker never refreshes its lock, so only lock_timeout judges it, as in the claim module),
- * else the longer of the job's lease and the one the owner wrote. An unreadable lock is judged
- * by the job's lease (its owner would have rewritten it). */
-static double lock_lease(const struct lock_view *lv, double job_lease)
-{
-	if (!lv->doc)
-		return job_lease;
-	if (!cJSON_GetObjectItemCaseSensitive(lv->doc, "heartbeat"))
-		return 0;
-	double owner;
-	if (!es_json_get_num(lv->doc, "lease_secs", &owner) && owner > job_lease)
-		return owner;
-	return job_lease;
-}
-
-static int is_stale(double age, double lock_timeout, double lease)
-{
-	/* The reference rule, then the lease: a live owner refreshes the mtime every heartbeat. */
-	return age > lock_timeout || (lease > 0 && age > lease);
+	struct es_policy p = m->policy;
+	p.lock_timeout_secs = (int64_t)timeout;
+	double a = es_time_epoch() - (double)li->mtime_ns / 1e9;
+	*age = a > 0 ? a : 0;
+	return es_claim_lock_stale(li, *age, *age, &p) ? ES_SHARD_STALE : ES_SHARD_RUNNING;
 }
 
 /* Load a JSON object quietly: 0 with *doc, ES_ENOENT when missing, another code when
@@ -137,53 +69,6 @@ static int load_quiet(const char *path, cJSON **doc)
 static char *dup_str(const char *s)
 {
 	return s ? strdup(s) : NULL;
-}
-
-int es_status_parse_iso(const char *s, double *out)
-{
-	if (!s)
-		return ES_EINVAL;
-	int Y, M, D, h, mi, sec, n = 0;
-	if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &Y, &M, &D, &h, &mi, &sec, &n) != 6 || n != 19)
-		return ES_EINVAL;
-	const char *p = s + n;
-	double frac = 0;
-	if (*p == '.') {
-		double scale = 0.1;
-		p++;
-		if (*p < '0' || *p > '9')
-			return ES_EINVAL;
-		while (*p >= '0' && *p <= '9') {
-			frac += (*p - '0') * scale;
-			scale /= 10;
-			p++;
-		}
-	}
-	long off = 0;
-	if (*p == 'Z') {
-		p++;
-	} else if (*p == '+' || *p == '-') {
-		int oh, om, k = 0;
-		if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &k) != 2 || k != 5)
-			return ES_EINVAL;
-		off = (oh * 3600L + om * 60L) * (*p == '-' ? -1 : 1);
-		p += 6;
-	} else if (*p) {
-		return ES_EINVAL;
-	}
-	if (*p)
-		return ES_EINVAL;
-	struct tm tm;
-	memset(&tm, 0, sizeof(tm));
-	tm.tm_year = Y - 1900;
-	tm.tm_mon = M - 1;
-	tm.tm_mday = D;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	tm.tm_sec = sec;
-	time_t t = timegm(&tm);
-	*out = (double)t - (double)off + frac;
-	return 0;
 }
 
 /* A path recorded in a record, relative to the job folder, that must name something inside
@@ -253,7 +138,7 @@ static double claimed_epoch_of(const cJSON *doc)
 	double t;
 	if (!es_json_get_num(doc, "claimed_at_epoch", &t))
 		return t;
-	if (!es_status_parse_iso(es_json_get_str(doc, "claimed_at"), &t))
+	if (!es_time_parse_iso(es_json_get_str(doc, "claimed_at"), &t))
 		return t;
 	return -1;
 }
@@ -303,12 +188,12 @@ int es_status_count(const struct es_manifest *m, double lock_timeout, struct es_
 		} else if (rc == 1) {
 			s = ES_SHARD_FAILED;
 		} else {
-			struct lock_view lv;
-			if ((rc = read_lock(lock.data, 1, &lv)))
+			struct es_lock_info li;
+			double age;
+			if ((rc = es_claim_lock_read(lock.data, &li)))
 				break;
-			if (lv.exists)
-				s = is_stale(lv.age, timeout, lock_lease(&lv, m->policy.lease_secs)) ? ES_SHARD_STALE : ES_SHARD_RUNNING;
-			cJSON_Delete(lv.doc);
+			if (li.exists)
+				s = lock_state(m, &li, timeout, &age);
 		}
 		rc = 0;
 		count_state(c, s);
@@ -343,7 +228,7 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 		r->owner = dup_str(es_json_get_str(doc, "hostname"));
 		es_json_get_i64(doc, "rows", &r->done_rows);
 		double t;
-		if (!es_status_parse_iso(es_json_get_str(doc, "completed_at"), &t))
+		if (!es_time_parse_iso(es_json_get_str(doc, "completed_at"), &t))
 			r->completed_at_epoch = t;
 		struct es_buf dir = ES_BUF_INIT;
 		if (!attempt_dir_of(m->job_dir, sh->id, es_json_get_str(doc, "output_path"), &dir)) {
@@ -370,30 +255,30 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 		return 0;
 	}
 
-	struct lock_view lv;
-	if ((rc = read_lock(lock->data, 1, &lv)))
+	struct es_lock_info li;
+	if ((rc = es_claim_lock_read(lock->data, &li)))
 		return rc;
-	if (!lv.exists) {
+	if (!li.exists) {
 		r->state = ES_SHARD_PENDING;
 		return 0;
 	}
-	r->state = is_stale(lv.age, timeout, lock_lease(&lv, m->policy.lease_secs)) ? ES_SHARD_STALE : ES_SHARD_RUNNING;
-	r->lock_age_secs = lv.age;
-	if (!lv.doc) {
+	r->state = lock_state(m, &li, timeout, &r->lock_age_secs);
+	if (!li.readable) {
 		r->metadata_error = 1;
 		return 0;
 	}
-	r->owner = dup_str(es_json_get_str(lv.doc, "hostname"));
-	r->has_pid = !es_json_get_i64(lv.doc, "pid", &r->pid);
-	r->has_heartbeat = !es_json_get_i64(lv.doc, "heartbeat", &r->heartbeat);
-	double c = claimed_epoch_of(lv.doc);
+	r->owner = li.hostname[0] ? strdup(li.hostname) : NULL;
+	r->has_pid = li.has_pid;
+	r->pid = li.pid;
+	r->has_heartbeat = li.has_heartbeat;
+	r->heartbeat = li.heartbeat;
+	double c = li.claimed_at_epoch;
 	if (c >= 0) {
 		double age = es_time_epoch() - c;
 		r->claim_age_secs = age > 0 ? age : 0;
 		if (*t0 < 0 || c < *t0)
 			*t0 = c;
 	}
-	cJSON_Delete(lv.doc);
 	return 0;
 }
 

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "eshard/manifest.h"
 
@@ -75,6 +76,46 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 /* Count the attempts of a shard whose attempt.json says failed or stale (REFERENCE §5.3 step 4),
  * and the number of attempt sub-folders. */
 int es_claim_count_failures(const char *job_dir, const char *shard_id, int *failures, int *folders);
+
+/* What a lock file says, read once from one open descriptor (mtime and content of the same
+ * inode). Strings are "" and numbers 0 (claimed_at_epoch -1) when the lock lacks them. */
+struct es_lock_info {
+	int exists;                /* 0: no lock at the path */
+	int readable;              /* its content is a JSON object */
+	int64_t mtime_ns;
+	dev_t dev;
+	ino_t ino;
+	uint64_t content_hash;     /* of the raw bytes: a changed content shows a live owner */
+	char token[33];
+	char hostname[256];
+	char attempt_dir[512];     /* relative to the job folder */
+	int64_t attempt_number;
+	int has_pid;
+	int64_t pid;
+	int has_heartbeat;         /* an eshard-mpi lock, refreshed by its owner (a lease) */
+	int64_t heartbeat;
+	double lease_secs;         /* the owner's lease, 0 when absent */
+	double claimed_at_epoch;
+};
+
+/* Read the lock at path without locking it (open(): a fresh answer on NFS). 0 with li->exists
+ * telling whether there is one, or negative on an I/O error. */
+int es_claim_lock_read(const char *path, struct es_lock_info *li);
+
+/* The lease that applies to a lock: 0 for one without a heartbeat (a reference worker never
+ * refreshes its lock: only lock_timeout judges it, and its live shard must not be taken over
+ * after one lease), else the longer of job_lease and the owner's own (a worker started with a
+ * longer --lease-secs is not judged by a shorter one); an unreadable (torn or empty) lock gets
+ * job_lease, since its owner would have rewritten it. */
+double es_claim_lease_of(const struct es_lock_info *li, double job_lease);
+
+/* The one stale rule: older than policy lock_timeout_secs by its mtime (age_secs, the
+ * reference rule, so that reference workers agree), or under a lease and unchanged for it.
+ * unchanged_secs is how long the observer has seen neither mtime nor content change, on its
+ * own monotonic clock (the claimer watches across polls; a one-shot reader such as status
+ * can only pass the mtime age, so clock skew moves what it shows, never what a claimer does). */
+int es_claim_lock_stale(const struct es_lock_info *li, double age_secs, double unchanged_secs,
+			const struct es_policy *p);
 
 /* Helpers shared with status and the worker. */
 int es_claim_lock_path(const struct es_manifest *m, const char *shard_id, char *out, size_t n);

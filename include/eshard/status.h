@@ -124,8 +124,5 @@ int es_status_format_json(const struct es_manifest *m, const struct es_status *s
 int es_status_format_text(const struct es_manifest *m, const struct es_status *s, int all,
 			  struct es_buf *out);
 
-/* Parse a Python isoformat() time ("2026-12-02T08:37:05.108116+00:00", any offset, optional
- * fraction) into Unix seconds. 0 or ES_EINVAL (no message). */
-int es_status_parse_iso(const char *s, double *out);
 
 #endif

@@ -12,6 +12,9 @@
  * the microsecond is 0). */
 void es_time_iso(const struct timespec *ts, char out[40]);
 void es_time_now_iso(char out[40]);
+/* Parse a Python isoformat() time ("2026-12-02T08:37:05.108116+00:00", any offset, optional
+ * fraction, or "Z") into Unix seconds. 0 or ES_EINVAL (no message). */
+int es_time_parse_iso(const char *s, double *out);
 double es_time_epoch(void);           /* wall clock, seconds */
 double es_time_mono(void);            /* monotonic clock, seconds */
 void es_sleep(double secs);

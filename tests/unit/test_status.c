@@ -291,21 +291,6 @@ static void test_missing_and_foreign(void)
 	CHECK(strstr(es_last_error(), "schema_version") != NULL);
 }
 
-static void test_parse_iso(void)
-{
-	double t;
-	CHECK_INT_EQ(es_status_parse_iso("1970-01-01T00:00:10+00:00", &t), 0);
-	CHECK(t == 10);
-	CHECK_INT_EQ(es_status_parse_iso("2026-12-02T08:37:05.108116+00:00", &t), 0);
-	CHECK(fabs(t - 1796200625.108116) < 1e-5);
-	CHECK_INT_EQ(es_status_parse_iso("2026-12-02T10:37:05.5+02:00", &t), 0);
-	CHECK(fabs(t - 1796200625.5) < 1e-6);
-	CHECK_INT_EQ(es_status_parse_iso("2026-12-02T08:37:05Z", &t), 0);
-	CHECK(es_status_parse_iso("2026-12-02 08:37:05", &t) != 0);
-	CHECK(es_status_parse_iso("2026-12-02T08:37:05+0000", &t) != 0);
-	CHECK(es_status_parse_iso(NULL, &t) != 0);
-}
-
 int main(void)
 {
 	T = test_tmpdir();
@@ -313,6 +298,5 @@ int main(void)
 	test_lease_and_timeout();
 	test_exit_codes();
 	test_missing_and_foreign();
-	test_parse_iso();
 	return test_done();
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -318,9 +319,25 @@ static void test_crash_point(void)
 #endif
 }
 
+static void test_parse_iso(void)
+{
+	double t;
+	CHECK_INT_EQ(es_time_parse_iso("1970-01-01T00:00:10+00:00", &t), 0);
+	CHECK(t == 10);
+	CHECK_INT_EQ(es_time_parse_iso("2026-12-02T08:37:05.108116+00:00", &t), 0);
+	CHECK(fabs(t - 1796200625.108116) < 1e-5);
+	CHECK_INT_EQ(es_time_parse_iso("2026-12-02T10:37:05.5+02:00", &t), 0);
+	CHECK(fabs(t - 1796200625.5) < 1e-6);
+	CHECK_INT_EQ(es_time_parse_iso("2026-12-02T08:37:05Z", &t), 0);
+	CHECK(es_time_parse_iso("2026-12-02 08:37:05", &t) != 0);
+	CHECK(es_time_parse_iso("2026-12-02T08:37:05+0000", &t) != 0);
+	CHECK(es_time_parse_iso(NULL, &t) != 0);
+}
+
 int main(void)
 {
 	test_time_iso();
+	test_parse_iso();
 	test_time_iso_whole_second();
 	test_time_now();
 	test_sleep();
