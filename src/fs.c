@@ -211,6 +211,16 @@ int es_fs_rename(const char *from, const char *to)
 	return rc;
 }
 
+int es_fs_publish_dir(const char *from, const char *to)
+{
+	if (rename(from, to) != 0) {
+		if (errno == EEXIST || errno == ENOTEMPTY)
+			return 1;
+		return es_error_errno(ES_EIO, "cannot rename '%s' to '%s'", from, to);
+	}
+	return es_fs_fsync_parent(to);
+}
+
 int es_fs_mkdirs(const char *path, mode_t mode)
 {
 	struct es_buf p = ES_BUF_INIT;

@@ -686,245 +686,277 @@ static int report_existing(const char *job_dir, const struct es_prepare_opts *o,
 	return 0;
 }
 
-int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *res)
-{
-	memset(res, 0, sizeof(*res));
-	struct es_buf config = ES_BUF_INIT, tmp = ES_BUF_INIT, dataset = ES_BUF_INIT,
-		      job_dir = ES_BUF_INIT, stage = ES_BUF_INIT, path = ES_BUF_INIT, parent = ES_BUF_INIT;
+/* Everything one prepare holds, so that its steps can be functions of their own. */
+struct prep {
+	const struct es_prepare_opts *o;
+	struct es_prepare_result *res;
+	struct es_buf config, tmp, dataset, job_dir, stage, path, parent;
+	const char *job_name;        /* points into job_dir */
 	struct es_recipe recipe;
 	struct es_scan scan;
-	struct es_jsonl *jl = NULL;
-	struct in_file *files = NULL;
-	struct shard_out *shards = NULL;
-	char **warnings = NULL;
-	size_t n_warnings = 0;
-	char *ray_address = NULL;
-	int rc = 0, have_recipe = 0, have_scan = 0, have_stage = 0;
-	memset(&recipe, 0, sizeof(recipe));
-	memset(&scan, 0, sizeof(scan));
-
-	/* Step 1: options. */
-	if (!o->config || !*o->config || !o->job_dir || !*o->job_dir) {
-		rc = es_error(ES_EUSAGE, "prepare needs --config and --job-dir");
-		goto out;
-	}
-	if (o->num_shards <= 0) {
-		rc = es_error(ES_EUSAGE, "--num-shards must be a positive integer, got %lld", (long long)o->num_shards);
-		goto out;
-	}
-	if (o->policy.heartbeat_secs * 2 > o->policy.lease_secs) {
-		rc = es_error(ES_EUSAGE, "--heartbeat-secs (%g) must be at most half of --lease-secs (%g), or live shards would be taken over",
-			      o->policy.heartbeat_secs, o->policy.lease_secs);
-		goto out;
-	}
-	ray_address = strip_dup(o->ray_address ? o->ray_address : "local");
-	if (!ray_address || !*ray_address) {
-		rc = es_error(ES_EUSAGE, "--ray-address must not be empty");
-		goto out;
-	}
-	if ((rc = es_fs_expand_user(o->config, &tmp)) || (rc = es_fs_resolve(tmp.data, &config)))
-		goto out;
-	struct stat st;
-	if (stat(config.data, &st) != 0 || !S_ISREG(st.st_mode)) {
-		rc = es_error(ES_ENOENT, "Config file not found or not a regular file: %s", o->config);
-		goto out;
-	}
-
-	/* Steps 2-3: the recipe. */
-	struct es_recipe_opts ro = { o->processor.python, o->helper ? o->helper : es_recipe_default_helper(), NULL };
-	if ((rc = es_recipe_load(config.data, &ro, &recipe)))
-		goto out;
-	have_recipe = 1;
-	warnings = calloc(recipe.n_warnings + 1, sizeof(*warnings));
-	if (!warnings) {
-		rc = es_error(ES_ENOMEM, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < recipe.n_warnings; i++)
-		warnings[n_warnings++] = strdup(recipe.warnings[i]);
-	if (recipe.has_ray_address && strcmp(recipe.ray_address_str, ray_address)) {
-		struct es_buf w = ES_BUF_INIT;
-		es_buf_printf(&w, "recipe ray_address=%s will be overridden with '%s'", recipe.ray_address_repr, ray_address);
-		warnings[n_warnings++] = es_buf_detach(&w, NULL);
-	}
-
-	/* Step 4: the dataset path. */
-	const char *ds = o->dataset_path ? o->dataset_path : recipe.dataset_path;
-	if (!ds) {
-		rc = es_error(ES_EINVAL, "Recipe %s has no dataset_path; pass --dataset-path", config.data);
-		goto out;
-	}
-	if ((rc = es_fs_expand_user(ds, &tmp)) || (rc = es_fs_resolve(tmp.data, &dataset)))
-		goto out;
-
-	/* Step 5: the input files. */
-	if ((rc = es_scan_dataset(dataset.data, &scan)))
-		goto out;
-	have_scan = 1;
-
-	/* Step 6: the job folder and the recipe hash. */
-	char recipe_sha[65];
-	if ((rc = es_fs_expand_user(o->job_dir, &tmp)) || (rc = es_fs_resolve(tmp.data, &job_dir)) ||
-	    (rc = es_sha_file(config.data, recipe_sha, NULL)))
-		goto out;
-	res->job_dir = strdup(job_dir.data);
-
-	/* Step 7: an existing job folder is either this very job or an error. */
-	if ((rc = es_fs_exists(job_dir.data)) != 0) {
-		if (rc > 0)
-			rc = report_existing(job_dir.data, o,
-					     res, existing_job_matches(job_dir.data, o, dataset.data, recipe_sha, ray_address, &scan));
-		goto out;
-	}
-
-	/* The stage folder, beside the job folder. */
-	const char *slash = strrchr(job_dir.data, '/');
-	es_buf_reset(&parent);
-	es_buf_add(&parent, job_dir.data, slash == job_dir.data ? 1 : (size_t)(slash - job_dir.data));
-	char tok[33];
-	if ((rc = es_fs_mkdirs(parent.data, 0755)) || (rc = es_fs_token(tok)))
-		goto out;
-	es_buf_printf(&stage, "%s/.%s.preparing.%s", parent.data, slash + 1, tok);
-	if (mkdir(stage.data, 0755) != 0) {
-		rc = es_error_errno(ES_EIO, "cannot create stage folder '%s'", stage.data);
-		goto out;
-	}
-	have_stage = 1;
-
-	/* Step 8: pass 1. */
-	const char *const *mk = (const char *const *)recipe.media_keys;
-	const char *const *ik = (const char *const *)recipe.index_keys;
-	struct es_jsonl_opts jo = { mk, recipe.n_media, scan.media_root, ik, recipe.n_index };
-	jl = es_jsonl_new(&jo);
-	files = calloc(scan.n_files, sizeof(*files));
-	if (!jl || !files) {
-		rc = es_error(ES_ENOMEM, "out of memory");
-		goto out;
-	}
+	struct es_jsonl *jl;
+	struct in_file *files;
+	struct shard_out *shards;
 	struct pass1 p1;
-	es_path_join(&tmp, stage.data, ".normalized.jsonl.tmp");
+	uint64_t n;
+	char **warnings;
+	size_t n_warnings;
+	char *ray_address;
+	char recipe_sha[65];
+	int have_recipe, have_scan, have_stage;
+};
+
+/* Step 1: the options. */
+static int prep_options(struct prep *P)
+{
+	const struct es_prepare_opts *o = P->o;
+	if (!o->config || !*o->config || !o->job_dir || !*o->job_dir)
+		return es_error(ES_EUSAGE, "prepare needs --config and --job-dir");
+	if (o->num_shards <= 0)
+		return es_error(ES_EUSAGE, "--num-shards must be a positive integer, got %lld", (long long)o->num_shards);
+	if (o->policy.heartbeat_secs * 2 > o->policy.lease_secs)
+		return es_error(ES_EUSAGE, "--heartbeat-secs (%g) must be at most half of --lease-secs (%g), or live shards would be taken over",
+				o->policy.heartbeat_secs, o->policy.lease_secs);
+	P->ray_address = strip_dup(o->ray_address ? o->ray_address : "local");
+	if (!P->ray_address || !*P->ray_address)
+		return es_error(ES_EUSAGE, "--ray-address must not be empty");
+	int rc = es_fs_expand_user(o->config, &P->tmp);
+	if (!rc)
+		rc = es_fs_resolve(P->tmp.data, &P->config);
+	if (rc)
+		return rc;
+	struct stat st;
+	if (stat(P->config.data, &st) != 0 || !S_ISREG(st.st_mode))
+		return es_error(ES_ENOENT, "Config file not found or not a regular file: %s", o->config);
+	return 0;
+}
+
+/* Steps 2-3: the recipe and its warnings. */
+static int prep_recipe(struct prep *P)
+{
+	const struct es_prepare_opts *o = P->o;
+	struct es_recipe_opts ro = { o->processor.python, o->helper ? o->helper : es_recipe_default_helper(), NULL };
+	int rc = es_recipe_load(P->config.data, &ro, &P->recipe);
+	if (rc)
+		return rc;
+	P->have_recipe = 1;
+	if (!(P->warnings = calloc(P->recipe.n_warnings + 1, sizeof(*P->warnings))))
+		return es_error(ES_ENOMEM, "out of memory");
+	for (size_t i = 0; i < P->recipe.n_warnings; i++)
+		if (!(P->warnings[P->n_warnings++] = strdup(P->recipe.warnings[i])))
+			return es_error(ES_ENOMEM, "out of memory");
+	if (P->recipe.has_ray_address && strcmp(P->recipe.ray_address_str, P->ray_address)) {
+		struct es_buf w = ES_BUF_INIT;
+		rc = es_buf_printf(&w, "recipe ray_address=%s will be overridden with '%s'", P->recipe.ray_address_repr,
+				   P->ray_address);
+		P->warnings[P->n_warnings++] = es_buf_detach(&w, NULL);
+	}
+	return rc;
+}
+
+/* Steps 4-6: the dataset, its files, the job folder and the recipe hash. */
+static int prep_inputs(struct prep *P)
+{
+	const char *ds = P->o->dataset_path ? P->o->dataset_path : P->recipe.dataset_path;
+	if (!ds)
+		return es_error(ES_EINVAL, "Recipe %s has no dataset_path; pass --dataset-path", P->config.data);
+	int rc = es_fs_expand_user(ds, &P->tmp);
+	if (!rc)
+		rc = es_fs_resolve(P->tmp.data, &P->dataset);
+	if (!rc && !(rc = es_scan_dataset(P->dataset.data, &P->scan)))
+		P->have_scan = 1;
+	if (!rc)
+		rc = es_fs_expand_user(P->o->job_dir, &P->tmp);
+	if (!rc)
+		rc = es_fs_resolve(P->tmp.data, &P->job_dir);
+	if (!rc)
+		rc = es_sha_file(P->config.data, P->recipe_sha, NULL);
+	if (!rc && !(P->res->job_dir = strdup(P->job_dir.data)))
+		rc = es_error(ES_ENOMEM, "out of memory");
+	if (!rc) {
+		const char *slash = strrchr(P->job_dir.data, '/');
+		P->job_name = slash + 1;
+		rc = es_buf_add(&P->parent, P->job_dir.data, slash == P->job_dir.data ? 1 : (size_t)(slash - P->job_dir.data));
+	}
+	return rc;
+}
+
+/* Step 7: an existing job folder is either this very job (1, a no-op) or an error. */
+static int prep_existing(struct prep *P)
+{
+	int rc = es_fs_exists(P->job_dir.data);
+	if (rc <= 0)
+		return rc;
+	rc = report_existing(P->job_dir.data, P->o, P->res,
+			     existing_job_matches(P->job_dir.data, P->o, P->dataset.data, P->recipe_sha, P->ray_address,
+						  &P->scan));
+	return rc ? rc : 1;
+}
+
+/* The stage folder, beside the job folder, then step 8: pass 1. */
+static int prep_scan(struct prep *P)
+{
+	const struct es_prepare_opts *o = P->o;
+	char tok[33];
+	int rc = es_fs_mkdirs(P->parent.data, 0755);
+	if (!rc)
+		rc = es_fs_token(tok);
+	if (!rc)
+		rc = es_buf_printf(&P->stage, "%s/.%s.preparing.%s", P->parent.data, P->job_name, tok);
+	if (rc)
+		return rc;
+	if (mkdir(P->stage.data, 0755) != 0)
+		return es_error_errno(ES_EIO, "cannot create stage folder '%s'", P->stage.data);
+	P->have_stage = 1;
+	const struct es_recipe *r = &P->recipe;
+	struct es_jsonl_opts jo = { (const char *const *)r->media_keys, r->n_media, P->scan.media_root,
+				    (const char *const *)r->index_keys, r->n_index };
+	P->jl = es_jsonl_new(&jo);
+	P->files = calloc(P->scan.n_files, sizeof(*P->files));
+	if (!P->jl || !P->files)
+		return es_error(ES_ENOMEM, "out of memory");
+	es_path_join(&P->tmp, P->stage.data, ".normalized.jsonl.tmp");
 	size_t max_line = o->max_line_bytes ? o->max_line_bytes : ES_MAX_LINE_BYTES;
-	if ((rc = run_pass1(&scan, jl, max_line, tmp.data, files, &p1)))
-		goto out;
-	if (p1.rows == 0) {
-		rc = es_error(ES_EINVAL, "Input dataset contains no records: %s", dataset.data);
-		goto out;
-	}
-	if ((uint64_t)o->num_shards > p1.rows) {
-		rc = es_error(ES_EINVAL, "--num-shards (%lld) exceeds input records (%llu)",
-			      (long long)o->num_shards, (unsigned long long)p1.rows);
-		goto out;
-	}
-	es_crash_point("prepare-after-scan");
-	es_proc_test_hook("ESHARD_TEST_HOOK_AFTER_SCAN");
+	if ((rc = run_pass1(&P->scan, P->jl, max_line, P->tmp.data, P->files, &P->p1)))
+		return rc;
+	if (P->p1.rows == 0)
+		return es_error(ES_EINVAL, "Input dataset contains no records: %s", P->dataset.data);
+	if ((uint64_t)o->num_shards > P->p1.rows)
+		return es_error(ES_EINVAL, "--num-shards (%lld) exceeds input records (%llu)", (long long)o->num_shards,
+				(unsigned long long)P->p1.rows);
+	P->n = (uint64_t)o->num_shards;
+	return 0;
+}
 
-	/* Steps 9-10: the recipe snapshot and the shards. */
-	es_path_join(&path, stage.data, "recipe.yaml");
-	if ((rc = es_fs_copy_file(config.data, path.data)))
-		goto out;
-	es_path_join(&path, stage.data, "shards");
-	if (mkdir(path.data, 0755) != 0) {
-		rc = es_error_errno(ES_EIO, "cannot create '%s'", path.data);
-		goto out;
+/* Steps 9-10: the recipe snapshot and the shards; the input must still be what pass 1 read
+ * (the manifest records its size, time and hash). */
+static int prep_write(struct prep *P)
+{
+	es_path_join(&P->path, P->stage.data, "recipe.yaml");
+	int rc = es_fs_copy_file(P->config.data, P->path.data);
+	if (rc)
+		return rc;
+	es_path_join(&P->path, P->stage.data, "shards");
+	if (mkdir(P->path.data, 0755) != 0)
+		return es_error_errno(ES_EIO, "cannot create '%s'", P->path.data);
+	if (!(P->shards = calloc(P->n, sizeof(*P->shards))))
+		return es_error(ES_ENOMEM, "out of memory for %llu shards", (unsigned long long)P->n);
+	if ((rc = run_pass2(P->tmp.data, P->path.data, P->p1.bytes, P->p1.rows, P->n, P->shards)))
+		return rc;
+	if (unlink(P->tmp.data) != 0)
+		return es_error_errno(ES_EIO, "cannot remove '%s'", P->tmp.data);
+	for (size_t i = 0; i < P->scan.n_files; i++) {
+		struct stat st;
+		if (stat(P->scan.files[i].path, &st) != 0 || (uint64_t)st.st_size != P->files[i].size ||
+		    mtime_ns_of(&st) != P->files[i].mtime_ns)
+			return es_error(ES_EINVAL, "Input changed between the scan and write passes: %s", P->scan.files[i].path);
 	}
-	uint64_t n = (uint64_t)o->num_shards;
-	shards = calloc(n, sizeof(*shards));
-	if (!shards) {
-		rc = es_error(ES_ENOMEM, "out of memory for %llu shards", (unsigned long long)n);
-		goto out;
-	}
-	if ((rc = run_pass2(tmp.data, path.data, p1.bytes, p1.rows, n, shards)))
-		goto out;
-	if (unlink(tmp.data) != 0) {
-		rc = es_error_errno(ES_EIO, "cannot remove '%s'", tmp.data);
-		goto out;
-	}
-	/* The input must still be what pass 1 read: the manifest records its size, time and hash. */
-	for (size_t i = 0; i < scan.n_files; i++) {
-		if (stat(scan.files[i].path, &st) != 0 || (uint64_t)st.st_size != files[i].size ||
-		    mtime_ns_of(&st) != files[i].mtime_ns) {
-			rc = es_error(ES_EINVAL, "Input changed between the scan and write passes: %s", scan.files[i].path);
-			goto out;
-		}
-	}
+	return 0;
+}
 
-	/* Step 11: state folders, manifest, publish. */
+/* Step 11: the state folders and the manifest in the stage, then its one rename. */
+static int prep_publish(struct prep *P)
+{
 	static const char *const dirs[] = { "attempts", "state", "state/locks", "state/done", "state/failed",
 					    "state/stale_locks", "state/history", "state/history/failed",
 					    "state/history/attempts", "state/events" };
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		es_path_join(&path, stage.data, dirs[i]);
-		if (mkdir(path.data, 0755) != 0) {
-			rc = es_error_errno(ES_EIO, "cannot create '%s'", path.data);
-			goto out;
-		}
+		es_path_join(&P->path, P->stage.data, dirs[i]);
+		if (mkdir(P->path.data, 0755) != 0)
+			return es_error_errno(ES_EIO, "cannot create '%s'", P->path.data);
 	}
 	/* The folders that got entries must reach the disk before the rename publishes them. */
 	static const char *const synced[] = { "shards", "state", "state/history" };
-	for (size_t i = 0; i < sizeof(synced) / sizeof(synced[0]); i++) {
-		es_path_join(&path, stage.data, synced[i]);
-		if ((rc = es_fs_fsync_dir(path.data)))
-			goto out;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < sizeof(synced) / sizeof(synced[0]); i++) {
+		es_path_join(&P->path, P->stage.data, synced[i]);
+		rc = es_fs_fsync_dir(P->path.data);
 	}
-	struct job_facts facts = { job_dir.data, slash + 1, config.data, recipe_sha, ray_address, &recipe,
-				   &scan, files, &p1, shards, n, warnings, n_warnings };
-	cJSON *man = build_manifest(o, &facts);
-	es_path_join(&path, stage.data, "manifest.json");
-	rc = man ? es_json_write_atomic(path.data, man) : es_error(ES_ENOMEM, "out of memory");
+	if (rc)
+		return rc;
+	struct job_facts facts = { P->job_dir.data, P->job_name, P->config.data, P->recipe_sha, P->ray_address,
+				   &P->recipe, &P->scan, P->files, &P->p1, P->shards, P->n, P->warnings, P->n_warnings };
+	cJSON *man = build_manifest(P->o, &facts);
+	es_path_join(&P->path, P->stage.data, "manifest.json");
+	rc = man ? es_json_write_atomic(P->path.data, man) : es_error(ES_ENOMEM, "out of memory");
 	cJSON_Delete(man);
-	if (rc || (rc = es_fs_fsync_dir(stage.data)))
-		goto out;
+	if (rc || (rc = es_fs_fsync_dir(P->stage.data)))
+		return rc;
 	es_crash_point("prepare-before-rename");
-	if (rename(stage.data, job_dir.data) != 0) {
-		if (errno == EEXIST || errno == ENOTEMPTY) {
-			/* Another prepare of the same request won the race: that is success. */
-			es_fs_remove_tree(stage.data);
-			have_stage = 0;
-			rc = report_existing(job_dir.data, o, res,
-					     existing_job_matches(job_dir.data, o, dataset.data, recipe_sha, ray_address, &scan));
-			goto out;
-		}
-		rc = es_error_errno(ES_EIO, "cannot rename '%s' to '%s'", stage.data, job_dir.data);
-		goto out;
+	if ((rc = es_fs_publish_dir(P->stage.data, P->job_dir.data)) < 0)
+		return rc;
+	if (rc == 1) {
+		/* Another prepare of the same request won the race: that is success. */
+		es_fs_remove_tree(P->stage.data);
+		P->have_stage = 0;
+		return report_existing(P->job_dir.data, P->o, P->res,
+				       existing_job_matches(P->job_dir.data, P->o, P->dataset.data, P->recipe_sha,
+							    P->ray_address, &P->scan));
 	}
-	have_stage = 0;
-	if ((rc = es_fs_fsync_dir(parent.data)))
-		goto out;
-
+	P->have_stage = 0;
 	/* Step 12. */
-	res->num_shards = (int64_t)n;
-	res->rows = (int64_t)p1.rows;
-	res->bytes = (int64_t)p1.bytes;
-	if (!o->quiet) {
-		printf("Prepared %llu shards from %llu records (%llu normalized bytes) in %s\n",
-		       (unsigned long long)n, (unsigned long long)p1.rows, (unsigned long long)p1.bytes, job_dir.data);
+	P->res->num_shards = (int64_t)P->n;
+	P->res->rows = (int64_t)P->p1.rows;
+	P->res->bytes = (int64_t)P->p1.bytes;
+	if (!P->o->quiet) {
+		printf("Prepared %llu shards from %llu records (%llu normalized bytes) in %s\n", (unsigned long long)P->n,
+		       (unsigned long long)P->p1.rows, (unsigned long long)P->p1.bytes, P->job_dir.data);
 		fflush(stdout);
 	}
-	for (size_t i = 0; i < n_warnings; i++)
-		es_warning("%s", warnings[i]);
-out:
-	if (have_stage) {
+	for (size_t i = 0; i < P->n_warnings; i++)
+		es_warning("%s", P->warnings[i]);
+	return 0;
+}
+
+static void prep_free(struct prep *P)
+{
+	if (P->have_stage) {
 		es_log_quiet_begin();
-		es_fs_remove_tree(stage.data);
+		es_fs_remove_tree(P->stage.data);
 		es_log_quiet_end();
 	}
-	es_jsonl_free(jl);
-	if (have_scan)
-		es_scan_free(&scan);
-	if (have_recipe)
-		es_recipe_free(&recipe);
-	for (size_t i = 0; i < n_warnings; i++)
-		free(warnings[i]);
-	free(warnings);
-	free(files);
-	free(shards);
-	free(ray_address);
-	es_buf_free(&config);
-	es_buf_free(&tmp);
-	es_buf_free(&dataset);
-	es_buf_free(&job_dir);
-	es_buf_free(&stage);
-	es_buf_free(&path);
-	es_buf_free(&parent);
-	return rc;
+	es_jsonl_free(P->jl);
+	if (P->have_scan)
+		es_scan_free(&P->scan);
+	if (P->have_recipe)
+		es_recipe_free(&P->recipe);
+	for (size_t i = 0; i < P->n_warnings; i++)
+		free(P->warnings[i]);
+	free(P->warnings);
+	free(P->files);
+	free(P->shards);
+	free(P->ray_address);
+	struct es_buf *bufs[] = { &P->config, &P->tmp, &P->dataset, &P->job_dir, &P->stage, &P->path, &P->parent };
+	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+		es_buf_free(bufs[i]);
+}
+
+int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	struct prep P;
+	memset(&P, 0, sizeof(P));
+	P.o = o;
+	P.res = res;
+	struct es_buf *bufs[] = { &P.config, &P.tmp, &P.dataset, &P.job_dir, &P.stage, &P.path, &P.parent };
+	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+		*bufs[i] = (struct es_buf)ES_BUF_INIT;
+	int rc = prep_options(&P);
+	if (!rc)
+		rc = prep_recipe(&P);
+	if (!rc)
+		rc = prep_inputs(&P);
+	if (!rc)
+		rc = prep_existing(&P);
+	if (!rc)
+		rc = prep_scan(&P);
+	if (!rc) {
+		es_crash_point("prepare-after-scan");
+		es_proc_test_hook("ESHARD_TEST_HOOK_AFTER_SCAN");
+		rc = prep_write(&P);
+	}
+	if (!rc)
+		rc = prep_publish(&P);
+	prep_free(&P);
+	return rc == 1 ? 0 : rc;
 }

@@ -37,6 +37,10 @@ int es_fs_open_temp(const char *target, struct es_buf *tmp, int *fd);
 int es_fs_open_new(const char *path, mode_t mode, int rw, int *fd);
 /* rename(from, to) and fsync the folder(s) of to (and of from when it differs). */
 int es_fs_rename(const char *from, const char *to);
+/* Publish a fully written (and fsynced) folder: rename(from, to), then fsync the parent of to.
+ * Returns 0, 1 when to already exists (EEXIST or ENOTEMPTY: someone else published first; from
+ * is left alone), or negative on error. */
+int es_fs_publish_dir(const char *from, const char *to);
 /* fsync a folder so that a rename or create in it is durable. */
 int es_fs_fsync_dir(const char *dir);
 /* fsync the folder that holds path. */
