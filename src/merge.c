@@ -7,11 +7,11 @@
 #include "eshard/sha.h"
 #include "eshard/status.h"
 #include "eshard/util.h"
+#include "eshard/workq.h"
 #include "json.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +27,7 @@
 struct mbuf {
 	char *data;
 	size_t cap;
-	int busy;            /* a hasher job still reads it */
+	uint64_t last_job;   /* the last hasher job that reads it (0: none) */
 };
 
 enum job_kind { JOB_BEGIN_FILE, JOB_DATA, JOB_NEWLINE, JOB_END_FILE };
@@ -36,25 +36,18 @@ struct job {
 	enum job_kind kind;
 	const char *p;
 	size_t n;
-	struct mbuf *buf;
 	int64_t off;         /* JOB_DATA: write the bytes at this output offset too; -1: not */
 };
 
-/* The second thread hashes the result file and the output, and writes every other block of the
- * output; the reading thread validates the lines and writes the other blocks (pwrite at known
- * offsets, so the order does not matter). The two halves then take about the same time, which
- * is what makes two cores pay off: one SHA-256 pass costs about as much as the validation. */
+/* The second thread (a workq) hashes the result file and the output, and writes every other
+ * block of the output; the reading thread validates the lines and writes the other blocks
+ * (pwrite at known offsets, so the order does not matter). The two halves then take about the
+ * same time, which is what makes two cores pay off: one SHA-256 pass costs about as much as
+ * the validation. */
 struct hasher {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct job q[QLEN];
-	size_t head, count;
-	int stop;
-	int err;             /* first error (reported by the hasher thread) */
+	struct es_workq *q;
 	int file_open;       /* file_sha is initialised */
-	int file_ready;      /* file_hex holds the digest of the last finished file */
-	char file_hex[65];
+	char file_hex[65];   /* the digest of the last finished file */
 	struct es_sha file_sha, out_sha;
 	int out_fd;
 	const char *tmp_path;
@@ -76,9 +69,19 @@ static int pwrite_all(int fd, const char *p, size_t n, int64_t off, const char *
 	return 0;
 }
 
-static void hasher_do(struct hasher *h, const struct job *j)
+static int hasher_job(void *ctx, void *job, int failed)
 {
+	struct hasher *h = ctx;
+	const struct job *j = job;
 	int rc = 0;
+	if (failed) {
+		/* After an error the jobs are only drained; a started file digest is released. */
+		if (j->kind == JOB_END_FILE && h->file_open) {
+			es_sha_abort(&h->file_sha);
+			h->file_open = 0;
+		}
+		return 0;
+	}
 	switch (j->kind) {
 	case JOB_BEGIN_FILE:
 		if (!(rc = es_sha_init(&h->file_sha)))
@@ -99,74 +102,22 @@ static void hasher_do(struct hasher *h, const struct job *j)
 		rc = es_sha_final(&h->file_sha, h->file_hex);
 		break;
 	}
-	if (rc && !h->err)
-		h->err = rc;
-}
-
-static void *hasher_main(void *arg)
-{
-	struct hasher *h = arg;
-	pthread_mutex_lock(&h->mu);
-	for (;;) {
-		while (!h->count && !h->stop)
-			pthread_cond_wait(&h->cv, &h->mu);
-		if (!h->count && h->stop)
-			break;
-		struct job j = h->q[h->head];
-		pthread_mutex_unlock(&h->mu);
-		/* After an error the jobs are only drained, so the reader never waits forever. */
-		if (!h->err)
-			hasher_do(h, &j);
-		else if (j.kind == JOB_END_FILE && h->file_open) {
-			es_sha_abort(&h->file_sha);
-			h->file_open = 0;
-		}
-		pthread_mutex_lock(&h->mu);
-		h->head = (h->head + 1) % QLEN;
-		h->count--;
-		if (j.buf)
-			j.buf->busy = 0;
-		if (j.kind == JOB_END_FILE)
-			h->file_ready = 1;
-		pthread_cond_broadcast(&h->cv);
-	}
-	pthread_mutex_unlock(&h->mu);
-	return NULL;
+	return rc;
 }
 
 static void hasher_post(struct hasher *h, enum job_kind kind, const char *p, size_t n, struct mbuf *b,
 			int64_t off)
 {
-	pthread_mutex_lock(&h->mu);
-	while (h->count == QLEN)
-		pthread_cond_wait(&h->cv, &h->mu);
+	struct job j = { kind, p, n, off };
+	uint64_t seq = es_workq_post(h->q, &j);
 	if (b)
-		b->busy = 1;
-	if (kind == JOB_END_FILE)
-		h->file_ready = 0;
-	h->q[(h->head + h->count) % QLEN] = (struct job){ kind, p, n, b, off };
-	h->count++;
-	pthread_cond_broadcast(&h->cv);
-	pthread_mutex_unlock(&h->mu);
+		b->last_job = seq;
 }
 
+/* Wait until no hasher job reads b any more. */
 static void hasher_wait_buf(struct hasher *h, struct mbuf *b)
 {
-	pthread_mutex_lock(&h->mu);
-	while (b->busy)
-		pthread_cond_wait(&h->cv, &h->mu);
-	pthread_mutex_unlock(&h->mu);
-}
-
-/* Wait until the hasher has finished everything posted; returns its error, if any. */
-static int hasher_drain(struct hasher *h)
-{
-	pthread_mutex_lock(&h->mu);
-	while (h->count)
-		pthread_cond_wait(&h->cv, &h->mu);
-	int err = h->err;
-	pthread_mutex_unlock(&h->mu);
-	return err;
+	es_workq_wait(h->q, b->last_job);
 }
 
 static int buf_reserve(struct mbuf *b, size_t need)
@@ -293,7 +244,7 @@ static int merge_file(struct reader *rd, const char *path, int64_t *rows)
 		}
 	}
 	hasher_post(h, JOB_END_FILE, NULL, 0, NULL, -1);
-	int herr = hasher_drain(h);
+	int herr = es_workq_drain(h->q);
 	close(fd);
 	*rows = (int64_t)lineno;
 	return rc ? rc : herr;
@@ -337,39 +288,148 @@ static int write_merge_json(const struct es_manifest *m, const struct es_merge_r
 	return rc;
 }
 
-/* Open "<dir>/.<name>.<32hex>.tmp" next to the output, so that the final rename is atomic. */
-static int open_temp(const char *out, struct es_buf *tmp, int *fd)
+/* One merge: the output's temporary, the hashing thread and the reader, so that its steps
+ * are functions of their own. */
+struct merger {
+	struct es_manifest m;
+	int have_manifest;
+	struct es_buf out, tmp;
+	int fd;
+	struct hasher h;
+	int out_sha_live;
+	struct reader rd;
+	struct es_merge_result *r;
+};
+
+/* The job must be complete; the output must be a file we may write. */
+static int merge_check(struct merger *g, const char *output, int overwrite, double lock_timeout)
 {
-	return es_fs_open_temp(out, tmp, fd);
+	struct es_status_counts c;
+	int rc = es_status_count(&g->m, lock_timeout, &c);
+	if (rc)
+		return rc;
+	if (c.done != c.total)
+		return es_error(ES_EINVAL, "Cannot merge an incomplete job: pending=%lld running=%lld stale=%lld failed=%lld done=%lld (%s)",
+				(long long)c.pending, (long long)c.running, (long long)c.stale, (long long)c.failed,
+				(long long)c.done, g->m.job_dir);
+	if ((rc = es_fs_resolve(output, &g->out)))
+		return rc;
+	if (!strcmp(g->out.data, "/"))
+		return es_error(ES_EINVAL, "Output must be a file: %s", g->out.data);
+	struct stat st;
+	if (stat(g->out.data, &st) == 0) {
+		if (!overwrite)
+			return es_error(ES_EEXIST, "Output already exists: %s; pass --overwrite to replace it", g->out.data);
+		if (S_ISDIR(st.st_mode))
+			return es_error(ES_EINVAL, "Output is a folder, not a file: %s", g->out.data);
+	}
+	return 0;
 }
 
-static int merge_all(const struct es_manifest *m, struct reader *rd, struct es_merge_result *r)
+/* The temporary "<dir>/.<name>.<32hex>.tmp" beside the output (so that the final rename is
+ * atomic), the reader and the hashing thread. */
+static int merge_open(struct merger *g)
 {
-	struct es_buf dpath = ES_BUF_INIT, rpath = ES_BUF_INIT;
-	int rc = 0;
-	for (size_t i = 0; !rc && i < m->n_shards; i++) {
-		const char *id = m->shards[i].id;
-		cJSON *rec = NULL;
-		es_buf_reset(&dpath);
-		es_buf_printf(&dpath, "%s/state/done/%s.json", m->job_dir, id);
-		if ((rc = es_json_load_required(dpath.data, "Done record", &rec)))
-			break;
-		const char *rel = es_json_get_str(rec, "output_path");
-		const char *sha = es_json_get_str(rec, "sha256");
-		int64_t want_rows, rows = 0;
-		if (!cJSON_IsObject(rec) || !rel || !*rel || !sha || es_json_get_i64(rec, "rows", &want_rows)) {
-			rc = es_error(ES_EINVAL, "Done record for %s lacks output_path, rows or sha256: %s", id, dpath.data);
-		} else if (!(rc = result_path(m, id, rel, &rpath))) {
-			rc = merge_file(rd, rpath.data, &rows);
-			if (!rc && (rows != want_rows || strcmp(rd->h->file_hex, sha)))
-				rc = es_error(ES_EINVAL, "Result checksum or row count mismatch for %s: %s", id, rpath.data);
-			r->rows += rows;
-		}
-		cJSON_Delete(rec);
+	struct es_buf parent = ES_BUF_INIT;
+	const char *slash = strrchr(g->out.data, '/');
+	int rc = es_buf_add(&parent, g->out.data, slash == g->out.data ? 1 : (size_t)(slash - g->out.data));
+	if (!rc)
+		rc = es_fs_mkdirs(parent.data, 0755);
+	es_buf_free(&parent);
+	if (!rc)
+		rc = es_fs_open_temp(g->out.data, &g->tmp, &g->fd);
+	if (rc)
+		return rc;
+	g->rd.h = &g->h;
+	g->rd.max_line = ES_MAX_LINE_BYTES;
+	if (!(g->rd.jl = es_jsonl_new(NULL)))
+		return es_error(ES_ENOMEM, "out of memory starting the merge");
+	g->rd.out_fd = g->h.out_fd = g->fd;
+	g->rd.tmp_path = g->h.tmp_path = g->tmp.data;
+	if ((rc = es_sha_init(&g->h.out_sha)))
+		return rc;
+	g->out_sha_live = 1;
+	return es_workq_start(&g->h.q, sizeof(struct job), QLEN, hasher_job, &g->h);
+}
+
+/* Append shard i's result, checked against its done record. */
+static int merge_shard(struct merger *g, size_t i, struct es_buf *dpath, struct es_buf *rpath)
+{
+	const struct es_manifest *m = &g->m;
+	const char *id = m->shards[i].id;
+	cJSON *rec = NULL;
+	es_buf_reset(dpath);
+	es_buf_printf(dpath, "%s/state/done/%s.json", m->job_dir, id);
+	int rc = es_json_load_required(dpath->data, "Done record", &rec);
+	if (rc)
+		return rc;
+	const char *rel = es_json_get_str(rec, "output_path");
+	const char *sha = es_json_get_str(rec, "sha256");
+	int64_t want_rows, rows = 0;
+	if (!cJSON_IsObject(rec) || !rel || !*rel || !sha || es_json_get_i64(rec, "rows", &want_rows)) {
+		rc = es_error(ES_EINVAL, "Done record for %s lacks output_path, rows or sha256: %s", id, dpath->data);
+	} else if (!(rc = result_path(m, id, rel, rpath))) {
+		rc = merge_file(&g->rd, rpath->data, &rows);
+		if (!rc && (rows != want_rows || strcmp(g->h.file_hex, sha)))
+			rc = es_error(ES_EINVAL, "Result checksum or row count mismatch for %s: %s", id, rpath->data);
+		g->r->rows += rows;
 	}
-	es_buf_free(&dpath);
-	es_buf_free(&rpath);
+	cJSON_Delete(rec);
 	return rc;
+}
+
+/* Stop the thread, then fsync and rename the output into place and record merge.json. */
+static int merge_close(struct merger *g, int rc)
+{
+	int herr = es_workq_finish(g->h.q);
+	g->h.q = NULL;
+	if (g->h.file_open) {
+		es_sha_abort(&g->h.file_sha);
+		g->h.file_open = 0;
+	}
+	if (!rc)
+		rc = herr;
+	if (rc)
+		return rc;
+	g->out_sha_live = 0;
+	struct es_merge_result *r = g->r;
+	if ((rc = es_sha_final(&g->h.out_sha, r->sha256)))
+		return rc;
+	r->bytes = g->rd.written;
+	r->num_shards = (int64_t)g->m.n_shards;
+	if (fsync(g->fd) != 0)
+		return es_error_errno(ES_EIO, "cannot fsync '%s'", g->tmp.data);
+	int fd = g->fd;
+	g->fd = -1;
+	if (close(fd) != 0)
+		return es_error_errno(ES_EIO, "cannot close '%s'", g->tmp.data);
+	if ((rc = es_fs_rename(g->tmp.data, g->out.data)))
+		return rc;
+	es_buf_reset(&g->tmp); /* renamed: nothing left to remove */
+	if (!(r->output = strdup(g->out.data)))
+		return es_error(ES_ENOMEM, "out of memory");
+	return write_merge_json(&g->m, r);
+}
+
+static void merge_free(struct merger *g)
+{
+	if (g->h.q)
+		es_workq_finish(g->h.q);
+	if (g->h.file_open)
+		es_sha_abort(&g->h.file_sha);
+	if (g->out_sha_live)
+		es_sha_abort(&g->h.out_sha);
+	if (g->fd >= 0)
+		close(g->fd);
+	if (g->tmp.len)
+		unlink(g->tmp.data);
+	for (size_t i = 0; i < NBUF; i++)
+		free(g->rd.bufs[i].data);
+	es_jsonl_free(g->rd.jl);
+	es_buf_free(&g->out);
+	es_buf_free(&g->tmp);
+	if (g->have_manifest)
+		es_manifest_free(&g->m);
 }
 
 int es_merge_run(const char *job_dir, const char *output, int overwrite, double lock_timeout,
@@ -378,123 +438,33 @@ int es_merge_run(const char *job_dir, const char *output, int overwrite, double 
 	struct es_merge_result local;
 	struct es_merge_result *r = res ? res : &local;
 	memset(r, 0, sizeof(*r));
-	struct es_manifest m;
-	int rc = es_manifest_load(job_dir, &m);
+	struct merger g;
+	memset(&g, 0, sizeof(g));
+	g.out = (struct es_buf)ES_BUF_INIT;
+	g.tmp = (struct es_buf)ES_BUF_INIT;
+	g.fd = -1;
+	g.r = r;
+	int rc = es_manifest_load(job_dir, &g.m);
 	if (rc)
 		return rc;
-	struct es_buf out = ES_BUF_INIT, tmp = ES_BUF_INIT, parent = ES_BUF_INIT;
-	struct es_status_counts c;
-	struct hasher h;
-	struct reader rd;
-	int fd = -1, started = 0;
-	memset(&h, 0, sizeof(h));
-	memset(&rd, 0, sizeof(rd));
-	if ((rc = es_status_count(&m, lock_timeout, &c)))
-		goto out;
-	if (c.done != c.total) {
-		rc = es_error(ES_EINVAL, "Cannot merge an incomplete job: pending=%lld running=%lld stale=%lld failed=%lld done=%lld (%s)",
-			      (long long)c.pending, (long long)c.running, (long long)c.stale,
-			      (long long)c.failed, (long long)c.done, m.job_dir);
-		goto out;
+	g.have_manifest = 1;
+	rc = merge_check(&g, output, overwrite, lock_timeout);
+	if (!rc)
+		rc = merge_open(&g);
+	if (!rc) {
+		struct es_buf dpath = ES_BUF_INIT, rpath = ES_BUF_INIT;
+		for (size_t i = 0; !rc && i < g.m.n_shards; i++)
+			rc = merge_shard(&g, i, &dpath, &rpath);
+		es_buf_free(&dpath);
+		es_buf_free(&rpath);
+		rc = merge_close(&g, rc);
 	}
-	if ((rc = es_fs_resolve(output, &out)))
-		goto out;
-	if (!strcmp(out.data, "/")) {
-		rc = es_error(ES_EINVAL, "Output must be a file: %s", out.data);
-		goto out;
-	}
-	struct stat st;
-	if (stat(out.data, &st) == 0) {
-		if (!overwrite) {
-			rc = es_error(ES_EEXIST, "Output already exists: %s; pass --overwrite to replace it", out.data);
-			goto out;
-		}
-		if (S_ISDIR(st.st_mode)) {
-			rc = es_error(ES_EINVAL, "Output is a folder, not a file: %s", out.data);
-			goto out;
-		}
-	}
-	const char *slash = strrchr(out.data, '/');
-	es_buf_add(&parent, out.data, slash == out.data ? 1 : (size_t)(slash - out.data));
-	if ((rc = es_fs_mkdirs(parent.data, 0755)))
-		goto out;
-	if ((rc = open_temp(out.data, &tmp, &fd)))
-		goto out;
-
-	rd.h = &h;
-	rd.max_line = ES_MAX_LINE_BYTES;
-	if (!(rd.jl = es_jsonl_new(NULL))) {
-		rc = es_error(ES_ENOMEM, "out of memory starting the merge");
-		goto out;
-	}
-	rd.out_fd = h.out_fd = fd;
-	rd.tmp_path = h.tmp_path = tmp.data;
-	if ((rc = es_sha_init(&h.out_sha)))
-		goto out;
-	pthread_mutex_init(&h.mu, NULL);
-	pthread_cond_init(&h.cv, NULL);
-	if (pthread_create(&h.th, NULL, hasher_main, &h) != 0) {
-		es_sha_abort(&h.out_sha);
-		rc = es_error(ES_EIO, "cannot start the merge hashing thread");
-		goto out;
-	}
-	started = 1;
-	rc = merge_all(&m, &rd, r);
-	pthread_mutex_lock(&h.mu);
-	h.stop = 1;
-	pthread_cond_broadcast(&h.cv);
-	pthread_mutex_unlock(&h.mu);
-	pthread_join(h.th, NULL);
-	if (h.file_open)
-		es_sha_abort(&h.file_sha);
-	if (rc) {
-		es_sha_abort(&h.out_sha);
-		goto out;
-	}
-	if ((rc = es_sha_final(&h.out_sha, r->sha256)))
-		goto out;
-	r->bytes = rd.written;
-	r->num_shards = (int64_t)m.n_shards;
-	if (fsync(fd) != 0) {
-		rc = es_error_errno(ES_EIO, "cannot fsync '%s'", tmp.data);
-		goto out;
-	}
-	int cfd = fd;
-	fd = -1;
-	if (close(cfd) != 0) {
-		rc = es_error_errno(ES_EIO, "cannot close '%s'", tmp.data);
-		goto out;
-	}
-	if ((rc = es_fs_rename(tmp.data, out.data)))
-		goto out;
-	es_buf_reset(&tmp); /* renamed: nothing left to remove */
-	if (!(r->output = strdup(out.data))) {
-		rc = es_error(ES_ENOMEM, "out of memory");
-		goto out;
-	}
-	if ((rc = write_merge_json(&m, r)))
-		goto out;
-	if (!quiet) {
-		printf("Merged %lld shards and %lld rows into %s\n", (long long)r->num_shards,
-		       (long long)r->rows, r->output);
+	if (!rc && !quiet) {
+		printf("Merged %lld shards and %lld rows into %s\n", (long long)r->num_shards, (long long)r->rows,
+		       r->output);
 		fflush(stdout);
 	}
-out:
-	if (fd >= 0)
-		close(fd);
-	if (tmp.len)
-		unlink(tmp.data);
-	if (started) {
-		pthread_mutex_destroy(&h.mu);
-		pthread_cond_destroy(&h.cv);
-	}
-	for (size_t i = 0; i < NBUF; i++)
-		free(rd.bufs[i].data);
-	es_jsonl_free(rd.jl);
-	es_buf_free(&out);
-	es_buf_free(&tmp);
-	es_buf_free(&parent);
-	es_manifest_free(&m);
+	merge_free(&g);
 	if (rc || r == &local) {
 		free(r->output);
 		r->output = NULL;

@@ -18,6 +18,7 @@
 #include "eshard/scan.h"
 #include "eshard/sha.h"
 #include "eshard/util.h"
+#include "eshard/workq.h"
 #include "json.h"
 
 #include <errno.h>
@@ -86,18 +87,13 @@ enum { JOB_RAW, JOB_NORM, JOB_END_FILE };
 struct hjob {
 	int kind;
 	size_t file;
-	char *data;
+	char *data;          /* malloc'd; the job frees it */
 	size_t len;
 };
 
+/* What the helper thread (workq) owns: the raw hash of the current file and the temporary. */
 struct hasher {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct hjob q[QUEUE_LEN];
-	size_t head, count;
-	int stop;
-	int err;              /* first error, set by the thread */
+	struct es_workq *q;
 	struct es_sha raw, norm;
 	int raw_open;
 	int fd;               /* the normalized temporary */
@@ -105,71 +101,36 @@ struct hasher {
 	struct in_file *files;
 };
 
-static void *hasher_main(void *arg)
+static int hasher_job(void *ctx, void *job, int failed)
 {
-	struct hasher *h = arg;
-	for (;;) {
-		pthread_mutex_lock(&h->mu);
-		while (!h->count && !h->stop)
-			pthread_cond_wait(&h->cv, &h->mu);
-		if (!h->count) {
-			pthread_mutex_unlock(&h->mu);
-			break;
-		}
-		struct hjob j = h->q[h->head];
-		pthread_mutex_unlock(&h->mu);
-
-		int rc = 0;
-		if (j.kind == JOB_RAW) {
-			if (!h->raw_open && !(rc = es_sha_init(&h->raw)))
-				h->raw_open = 1;
-			if (!rc)
-				es_sha_update(&h->raw, j.data, j.len);
-		} else if (j.kind == JOB_NORM) {
-			if (!h->err)
-				rc = es_fs_write_all(h->fd, j.data, j.len, h->tmp_path);
-		} else {
-			if (!h->raw_open && !(rc = es_sha_init(&h->raw)))
-				h->raw_open = 1;
-			if (!rc)
-				rc = es_sha_final(&h->raw, h->files[j.file].sha);
-			h->raw_open = 0;
-		}
-		free(j.data);
-
-		pthread_mutex_lock(&h->mu);
-		if (rc && !h->err)
-			h->err = rc;
-		h->head = (h->head + 1) % QUEUE_LEN;
-		h->count--;
-		pthread_cond_broadcast(&h->cv);
-		pthread_mutex_unlock(&h->mu);
+	struct hasher *h = ctx;
+	struct hjob *j = job;
+	int rc = 0;
+	if (failed) {
+		free(j->data);
+		return 0;
 	}
-	return NULL;
+	if (j->kind == JOB_NORM) {
+		rc = es_fs_write_all(h->fd, j->data, j->len, h->tmp_path);
+	} else {
+		if (!h->raw_open && !(rc = es_sha_init(&h->raw)))
+			h->raw_open = 1;
+		if (!rc && j->kind == JOB_RAW)
+			es_sha_update(&h->raw, j->data, j->len);
+		if (!rc && j->kind == JOB_END_FILE) {
+			h->raw_open = 0;
+			rc = es_sha_final(&h->raw, h->files[j->file].sha);
+		}
+	}
+	free(j->data);
+	return rc;
 }
 
 static int hasher_push(struct hasher *h, int kind, size_t file, char *data, size_t len)
 {
-	pthread_mutex_lock(&h->mu);
-	while (h->count == QUEUE_LEN)
-		pthread_cond_wait(&h->cv, &h->mu);
-	h->q[(h->head + h->count) % QUEUE_LEN] = (struct hjob){ kind, file, data, len };
-	h->count++;
-	int err = h->err;
-	pthread_cond_broadcast(&h->cv);
-	pthread_mutex_unlock(&h->mu);
-	return err;
-}
-
-/* Wait until the queue is drained; returns the thread's first error. */
-static int hasher_drain(struct hasher *h)
-{
-	pthread_mutex_lock(&h->mu);
-	while (h->count)
-		pthread_cond_wait(&h->cv, &h->mu);
-	int err = h->err;
-	pthread_mutex_unlock(&h->mu);
-	return err;
+	struct hjob j = { kind, file, data, len };
+	es_workq_post(h->q, &j);
+	return es_workq_error(h->q);
 }
 
 struct raw_cb_arg {
@@ -231,12 +192,10 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 		close(h.fd);
 		return rc;
 	}
-	pthread_mutex_init(&h.mu, NULL);
-	pthread_cond_init(&h.cv, NULL);
-	if (pthread_create(&h.th, NULL, hasher_main, &h) != 0) {
+	if ((rc = es_workq_start(&h.q, sizeof(struct hjob), QUEUE_LEN, hasher_job, &h)) != 0) {
 		es_sha_abort(&h.norm);
 		close(h.fd);
-		return es_error(ES_EIO, "cannot start the hashing thread");
+		return rc;
 	}
 
 	struct es_buf out = ES_BUF_INIT;
@@ -294,12 +253,7 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 	if (!rc)
 		rc = flush_norm(&h, &out);
 	es_buf_free(&out);
-	int herr = hasher_drain(&h);
-	pthread_mutex_lock(&h.mu);
-	h.stop = 1;
-	pthread_cond_broadcast(&h.cv);
-	pthread_mutex_unlock(&h.mu);
-	pthread_join(h.th, NULL);
+	int herr = es_workq_finish(h.q);
 	if (!rc)
 		rc = herr;
 	if (h.raw_open)
@@ -316,8 +270,6 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 	else
 		es_sha_abort(&h.norm);
 	close(h.fd);
-	pthread_mutex_destroy(&h.mu);
-	pthread_cond_destroy(&h.cv);
 	return rc;
 }
 
