@@ -1,6 +1,6 @@
 #include "commands.h"
 
-#include "eshard/attempt.h"
+#include "eshard/template.h"
 #include "eshard/log.h"
 
 #include <stdio.h>
@@ -48,7 +48,7 @@ int prepare_cli_finish(struct prepare_cli *c, const char *cmd)
 		return es_error(ES_EUSAGE, "eshard-mpi %s: --num-shards is required", cmd);
 	if ((c->dj_process != NULL) + (c->dj_root != NULL) + (c->process_cmd != NULL) > 1)
 		return es_error(ES_EUSAGE, "eshard-mpi %s: give at most one of --dj-process, --dj-root and --process-cmd", cmd);
-	if (c->process_cmd && es_command_template_check(c->process_cmd))
+	if (c->process_cmd && es_template_check(c->process_cmd))
 		return ES_EUSAGE;
 	o->processor.kind = c->process_cmd ? ES_PROC_COMMAND : ES_PROC_DATA_JUICER;
 	o->processor.command = (char *)c->process_cmd;

@@ -1,5 +1,6 @@
 #include "eshard/worker.h"
 #include "eshard/attempt.h"
+#include "eshard/materialize.h"
 #include "eshard/claim.h"
 #include "eshard/djrunner.h"
 #include "eshard/events.h"
@@ -430,7 +431,7 @@ static const char *process_shard(struct worker *w, size_t i)
 	}
 	struct es_materialized mat;
 	es_log_quiet_begin();
-	rc = es_attempt_materialize(w->m.job_dir, adir.data, 0, &mat);
+	rc = es_materialize(w->m.job_dir, adir.data, 0, &mat);
 	es_log_quiet_end();
 	if (rc) {
 		result = finish_failure(w, i, a, es_last_error());

@@ -1,14 +1,11 @@
 /*
- * attempt: run one processor child for one claimed shard attempt, supervise it, and turn
- * its output into processed.jsonl (REFERENCE.md §5.4).
+ * attempt: run one processor child for one claimed shard attempt and supervise it
+ * (REFERENCE.md §5.4); materialize.h turns its output into processed.jsonl.
  *
  * Contract after a crash at any point:
- *  - processed.jsonl either does not exist or is complete: it appears by one rename of a
- *    fully written and fsynced "A/.processed.jsonl.<32hex>.tmp". A crash can leave such a
- *    temporary behind; nothing reads it.
  *  - The child never outlives its worker by much more than the grace period. It does not
  *    run under the worker itself but under a small supervisor process ("eshard-mpi
- *    __supervise", started with posix_spawn, so a worker that is an MPI rank never forks
+ *    __supervise", started through proc, so a worker that is an MPI rank never forks
  *    without exec). The child leads its own process group and the supervisor another, so
  *    terminal and job-control signals aimed at the worker reach neither; the worker decides.
  *    The supervisor is a child subreaper and holds one end of a socket pair whose other end
@@ -83,7 +80,7 @@ struct es_attempt_outcome {
  *                         (resolved to an absolute path), and dj_root first on PYTHONPATH;
  *   proc->dj_process set: that command split on blanks ("python -m data_juicer.tools...");
  *   neither:              dj-process, looked up on PATH when the child starts.
- * A command (ES_PROC_COMMAND) is proc->command split by es_command_template_check()'s rules,
+ * A command (ES_PROC_COMMAND) is proc->command split by template.h's rules,
  * with the placeholders substituted inside each word: {input} the shard file, {output}
  * A/ray-output.jsonl, {attempt_dir} A, {shard_id}, {job_dir} J.
  */
@@ -145,57 +142,5 @@ int es_attempt_run(const struct es_attempt_spec *s, struct es_attempt_outcome *o
  * MPI call, in a process that did not initialize MPI.
  */
 int es_attempt_supervise_main(int argc, char **argv);
-
-struct es_output_file {
-	char *path;                  /* relative to the job folder */
-	int64_t rows, size_bytes;    /* raw bytes of the source file */
-	char sha256[65];             /* of the raw bytes */
-};
-
-struct es_materialized {
-	struct es_output_file *files; /* the sources, in the order they were copied */
-	size_t n_files;
-	int64_t rows, size_bytes;    /* of processed.jsonl */
-	char sha256[65];             /* of processed.jsonl */
-};
-
-/*
- * REFERENCE.md §5.4: A/ray-output.jsonl (a file, or a folder whose regular files below it
- * with a basename not starting with '.' or '_' are taken, sorted by relative path; folder
- * names are not filtered, like the reference) becomes A/processed.jsonl. Every line is
- * validated strictly (es_jsonl_validate) and copied raw; a missing final '\n' is added.
- * No source file at all gives an empty, valid processed.jsonl.
- *
- * processed.jsonl is not read back: its rows, size and hash are computed from the very bytes
- * handed to write(), every line of which was just validated; after the fsync its size is
- * checked with fstat. A re-read would double the I/O and, on NFS, read the client's own
- * page cache rather than the server, so it would prove nothing more.
- *
- * max_line caps one line (0: ES_MAX_LINE_BYTES of prepare.h). Returns 0; ES_ENOENT with the reference's
- * "Data-Juicer returned 0 but did not create <path>" when the export path does not exist
- * (so that the caller can tell an all-filtered, never-created output apart); ES_EINVAL with
- * "<message> at <path>:<line>" on a bad line or when the export path is neither a file nor
- * a folder; ES_EIO / ES_ENOMEM otherwise. On error m is empty and the temporary is removed;
- * processed.jsonl exists only if nothing but the final folder fsync failed. Free m with
- * es_materialized_free() (also after an error: it is then a no-op).
- */
-int es_attempt_materialize(const char *job_dir, const char *attempt_dir, size_t max_line,
-			   struct es_materialized *m);
-void es_materialized_free(struct es_materialized *m);
-
-/*
- * Validate a --process-cmd template (prepare calls it; ES_EUSAGE with a message naming the
- * problem). The rules, also used at run time:
- *  - the template is split into words on unquoted blanks (space, tab, newline); no shell
- *    runs, so there is no globbing, no variable expansion, no redirection or pipes;
- *  - '...' groups literally; "..." groups, and inside it a backslash escapes only '"' and
- *    '\' (as in sh); outside quotes a backslash escapes any next character; quotes and
- *    escapes are removed, and '' or "" make an empty word;
- *  - then, inside each word, {input} {output} {attempt_dir} {shard_id} {job_dir} are
- *    replaced (a value with blanks stays one word), "{{" and "}}" stand for '{' and '}', and
- *    any other '{' or '}' is an error (Python str.format's rule, so "awk '{{print}}'");
- *  - the template must have at least one word and use both {input} and {output}.
- */
-int es_command_template_check(const char *tmpl);
 
 #endif

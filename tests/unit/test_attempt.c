@@ -1,7 +1,7 @@
 /*
  * Unit tests of attempt: the processor argv (Data-Juicer in its three forms, command
- * templates), the environment a real child sees, start failures, output materialization
- * with the reference's quirks, and supervision with real processes: a SIGKILLed worker, a
+ * templates), the environment a real child sees, start failures, and supervision with real
+ * processes: a SIGKILLed worker, a
  * stop flag, a timeout, ticks and an abort through tick().
  *
  * This binary is its own supervisor: run as "test_attempt __supervise ...", it calls
@@ -11,6 +11,8 @@
 #include "testlib.h"
 
 #include "eshard/attempt.h"
+#include "eshard/materialize.h"
+#include "eshard/template.h"
 #include "eshard/buf.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
@@ -58,16 +60,6 @@ static void write_file(const char *path, const char *text)
 		exit(1);
 	}
 	fputs(text, f);
-	fclose(f);
-}
-
-static void write_bytes(const char *path, const char *data, size_t n)
-{
-	FILE *f = fopen(path, "wb");
-	if (!f || fwrite(data, 1, n, f) != n) {
-		perror(path);
-		exit(1);
-	}
 	fclose(f);
 }
 
@@ -328,7 +320,7 @@ static void test_argv_command(void)
 
 	p.command = "my-prog --in {input} --out \"{output}\" 'a b' \"x\\\"y\\\\z\\n\" c\\ d '' "
 		    "{{lit}} pre{shard_id}post {job_dir}/x {attempt_dir} 'it''s' \"\" 'k\\q'";
-	CHECK_INT_EQ(es_command_template_check(p.command), 0);
+	CHECK_INT_EQ(es_template_check(p.command), 0);
 	CHECK_INT_EQ(es_attempt_argv(&s, &argv, &argc, &cwd), 0);
 	got = join_lines(argv);
 	sfmt(want, sizeof(want),
@@ -351,38 +343,6 @@ static void test_argv_command(void)
 	CHECK_STR_EQ(argv[1], spaced);
 	es_argv_free(argv);
 	s.input_path = INPUT;
-
-	/* Bad templates: each with the reason in the message. */
-	static const struct {
-		const char *tmpl, *why;
-	} bad[] = {
-		{ "", "no program" },
-		{ "  \t ", "no program" },
-		{ "prog {input} {output} 'open", "unmatched single quote" },
-		{ "prog {input} {output} \"open", "unmatched double quote" },
-		{ "prog {input} {output} \\", "lone backslash" },
-		{ "prog {input}", "must use both {input} and {output}" },
-		{ "prog {output}", "must use both {input} and {output}" },
-		{ "prog {{input}} {output}", "must use both {input} and {output}" },
-		{ "prog {input} {output} {bogus}", "unknown placeholder '{bogus}'" },
-		{ "prog {input} {output} {Input}", "unknown placeholder '{Input}'" },
-		{ "prog {input} {output} a}b", "a single '}'" },
-		{ "prog {input} {output} a{b", "an unmatched '{'" },
-		{ "awk '{print}' {input} {output}", "unknown placeholder '{print}'" },
-	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		es_clear_error();
-		es_log_quiet_begin();
-		int rc = es_command_template_check(bad[i].tmpl);
-		es_log_quiet_end();
-		CHECK_INT_EQ(rc, ES_EUSAGE);
-		if (!strstr(es_last_error(), bad[i].why))
-			fprintf(stderr, "template '%s': got '%s', want '%s'\n", bad[i].tmpl, es_last_error(),
-				bad[i].why);
-		CHECK(strstr(es_last_error(), bad[i].why) != NULL);
-	}
-	CHECK_INT_EQ(es_command_template_check("awk '{{print}}' {input} > {output}"), 0);
-	CHECK_INT_EQ(es_command_template_check("{input}{output}"), 0);
 
 	/* At run time a bad template is bad job state, not a usage error. */
 	p.command = "prog {nope}";
@@ -591,7 +551,7 @@ static void test_command_processor(void)
 	pathf(script, "%s/%s", RT, "copy.sh");
 	write_file(script, "env > \"$ESHARD_ATTEMPT_DIR/env.txt\"\ncp \"$1\" \"$2\"\necho copied\n");
 	sfmt(tmpl, sizeof(tmpl), "sh '%s' {input} {output}", script);
-	CHECK_INT_EQ(es_command_template_check(tmpl), 0);
+	CHECK_INT_EQ(es_template_check(tmpl), 0);
 	p.command = tmpl;
 	set_launcher_env();
 
@@ -607,7 +567,7 @@ static void test_command_processor(void)
 	free(env);
 	/* The copy is a file export: it materializes to the input's bytes. */
 	struct es_materialized m;
-	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), 0);
+	CHECK_INT_EQ(es_materialize(J, A, 0, &m), 0);
 	char *out = slurp(pathf(buf, "%s/%s", A, "processed.jsonl"));
 	CHECK_STR_EQ(out, INPUT_TEXT);
 	free(out);
@@ -687,198 +647,6 @@ static void test_start_failures(void)
 	es_log_quiet_begin();
 	CHECK(es_attempt_run(&s, &o) < 0);
 	es_log_quiet_end();
-}
-
-/* ---- materialization ---- */
-
-static void check_file_entry(const struct es_output_file *f, const char *A, const char *rel,
-			     int rows, const char *raw_path)
-{
-	char want[PATH_MAX * 2], hex[65];
-	uint64_t size;
-	sfmt(want, sizeof(want), "%s/%s", A + strlen(J) + 1, rel);
-	CHECK_STR_EQ(f->path, want);
-	CHECK_INT_EQ((int)f->rows, rows);
-	CHECK_INT_EQ(es_sha_file(raw_path, hex, &size), 0);
-	CHECK_STR_EQ(f->sha256, hex);
-	CHECK_INT_EQ((int)f->size_bytes, (int)size);
-}
-
-/* No ".processed.jsonl.*.tmp" may stay in A. */
-static int temporaries_left(const char *A)
-{
-	int n = 0;
-	DIR *d = opendir(A);
-	struct dirent *e;
-	while (d && (e = readdir(d)) != NULL)
-		if (!strncmp(e->d_name, ".processed.jsonl.", 17))
-			n++;
-	if (d)
-		closedir(d);
-	return n;
-}
-
-static void test_materialize_folder(void)
-{
-	char A[PATH_MAX], tok[33], buf[PATH_MAX * 2], out[PATH_MAX * 2], hex[65];
-	new_attempt(A, tok);
-	char X[PATH_MAX];
-	pathf(X, "%s/%s", A, "ray-output.jsonl");
-	mkdirs(pathf(buf, "%s/%s", X, "_temporary/0"));
-	mkdirs(pathf(buf, "%s/%s", X, "sub"));
-	mkdirs(pathf(buf, "%s/%s", X, ".hidden-dir"));
-	write_file(pathf(buf, "%s/%s", X, "part-0.json"), "{\"a\":1}\n{\"a\":2}\n");
-	write_file(pathf(buf, "%s/%s", X, "part-1.json"), "{\"b\":\"no newline\"}");
-	write_file(pathf(buf, "%s/%s", X, "_SUCCESS"), "not json");
-	write_bytes(pathf(buf, "%s/%s", X, ".part-0.json.crc"), "\x00\x01\xff", 3);
-	write_file(pathf(buf, "%s/%s", X, "_temporary/0/part-9.json"), "{\"t\":9}\r\n");
-	write_file(pathf(buf, "%s/%s", X, "_temporary/0/_part-8.json"), "bad");
-	write_file(pathf(buf, "%s/%s", X, "sub/x.json"), "  {\"s\" : [1, 2.50, 1e400]}  \n");
-	write_file(pathf(buf, "%s/%s", X, "sub/.y.json"), "bad");
-	write_file(pathf(buf, "%s/%s", X, ".hidden-dir/h.json"), "{\"h\":0}\n");
-	CHECK(symlink("part-0.json", pathf(buf, "%s/%s", X, "z-link.json")) == 0);
-	CHECK(symlink("sub", pathf(buf, "%s/%s", X, "sub-link")) == 0);
-	CHECK(symlink("missing", pathf(buf, "%s/%s", X, "dangling.json")) == 0);
-
-	struct es_materialized m;
-	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), 0);
-	/* Sorted by relative path, bytewise: ".hidden-dir/..." < "_temporary/..." < "part-*". Only
-	 * the basename is filtered, so files below "_temporary/" and ".hidden-dir/" count (the
-	 * reference's quirk); a symlinked file counts, a symlinked folder is not entered. */
-	CHECK_INT_EQ((int)m.n_files, 6);
-	if (m.n_files == 6) {
-		check_file_entry(&m.files[0], A, "ray-output.jsonl/.hidden-dir/h.json", 1,
-				 pathf(buf, "%s/%s", X, ".hidden-dir/h.json"));
-		check_file_entry(&m.files[1], A, "ray-output.jsonl/_temporary/0/part-9.json", 1,
-				 pathf(buf, "%s/%s", X, "_temporary/0/part-9.json"));
-		check_file_entry(&m.files[2], A, "ray-output.jsonl/part-0.json", 2,
-				 pathf(buf, "%s/%s", X, "part-0.json"));
-		check_file_entry(&m.files[3], A, "ray-output.jsonl/part-1.json", 1,
-				 pathf(buf, "%s/%s", X, "part-1.json"));
-		check_file_entry(&m.files[4], A, "ray-output.jsonl/sub/x.json", 1,
-				 pathf(buf, "%s/%s", X, "sub/x.json"));
-		check_file_entry(&m.files[5], A, "ray-output.jsonl/z-link.json", 2,
-				 pathf(buf, "%s/%s", X, "part-0.json"));
-	}
-	/* Raw bytes are copied (no re-encoding), with a '\n' added where one was missing. */
-	const char *want = "{\"h\":0}\n{\"t\":9}\r\n{\"a\":1}\n{\"a\":2}\n{\"b\":\"no newline\"}\n"
-			   "  {\"s\" : [1, 2.50, 1e400]}  \n{\"a\":1}\n{\"a\":2}\n";
-	pathf(out, "%s/%s", A, "processed.jsonl");
-	char *got = slurp(out);
-	CHECK_STR_EQ(got, want);
-	free(got);
-	CHECK_INT_EQ((int)m.rows, 8);
-	CHECK_INT_EQ((int)m.size_bytes, (int)strlen(want));
-	uint64_t size;
-	CHECK_INT_EQ(es_sha_file(out, hex, &size), 0);
-	CHECK_STR_EQ(m.sha256, hex);
-	CHECK_INT_EQ(temporaries_left(A), 0);
-	es_materialized_free(&m);
-	CHECK(m.files == NULL && m.n_files == 0);
-}
-
-static void test_materialize_file_and_empty(void)
-{
-	char A[PATH_MAX], tok[33], buf[PATH_MAX * 2], hex[65];
-	struct es_materialized m;
-	uint64_t size;
-
-	/* A single file export, last line without '\n'. */
-	new_attempt(A, tok);
-	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "{\"x\":1}\n{\"x\":2}");
-	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), 0);
-	CHECK_INT_EQ((int)m.n_files, 1);
-	check_file_entry(&m.files[0], A, "ray-output.jsonl", 2, pathf(buf, "%s/%s", A, "ray-output.jsonl"));
-	CHECK_INT_EQ((int)m.files[0].size_bytes, 15);
-	char *got = slurp(pathf(buf, "%s/%s", A, "processed.jsonl"));
-	CHECK_STR_EQ(got, "{\"x\":1}\n{\"x\":2}\n");
-	free(got);
-	CHECK_INT_EQ((int)m.rows, 2);
-	CHECK_INT_EQ((int)m.size_bytes, 16);
-	es_materialized_free(&m);
-
-	/* An empty folder (or one with only _SUCCESS) is a valid, empty result. */
-	new_attempt(A, tok);
-	mkdirs(pathf(buf, "%s/%s", A, "ray-output.jsonl"));
-	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl/_SUCCESS"), "");
-	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), 0);
-	CHECK_INT_EQ((int)m.n_files, 0);
-	CHECK_INT_EQ((int)m.rows, 0);
-	CHECK_INT_EQ((int)m.size_bytes, 0);
-	CHECK_STR_EQ(m.sha256, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-	CHECK_INT_EQ(es_sha_file(pathf(buf, "%s/%s", A, "processed.jsonl"), hex, &size), 0);
-	CHECK_INT_EQ((int)size, 0);
-	es_materialized_free(&m);
-
-	/* An empty file export: zero rows. */
-	new_attempt(A, tok);
-	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "");
-	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), 0);
-	CHECK_INT_EQ((int)m.n_files, 1);
-	CHECK_INT_EQ((int)m.rows, 0);
-	es_materialized_free(&m);
-}
-
-static void test_materialize_errors(void)
-{
-	char A[PATH_MAX], tok[33], buf[PATH_MAX * 2], want[PATH_MAX * 2];
-	struct es_materialized m;
-
-	/* Missing export: the reference's message, with its own code. */
-	new_attempt(A, tok);
-	es_log_quiet_begin();
-	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), ES_ENOENT);
-	es_log_quiet_end();
-	sfmt(want, sizeof(want), "Data-Juicer returned 0 but did not create %s/ray-output.jsonl", A);
-	CHECK_STR_EQ(es_last_error(), want);
-	CHECK(es_fs_exists(pathf(buf, "%s/%s", A, "processed.jsonl")) == 0);
-
-	/* A bad line: path:line in the message, nothing published, no temporary left. */
-	new_attempt(A, tok);
-	mkdirs(pathf(buf, "%s/%s", A, "ray-output.jsonl"));
-	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl/part-0.json"), "{\"a\":1}\n");
-	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl/part-1.json"), "{\"a\":1}\n{\"a\":\n{}\n");
-	es_log_quiet_begin();
-	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), ES_EINVAL);
-	es_log_quiet_end();
-	sfmt(want, sizeof(want), "%s/ray-output.jsonl/part-1.json:2", A);
-	CHECK(strstr(es_last_error(), want) != NULL);
-	CHECK(m.n_files == 0 && m.files == NULL);
-	CHECK(es_fs_exists(pathf(buf, "%s/%s", A, "processed.jsonl")) == 0);
-	CHECK_INT_EQ(temporaries_left(A), 0);
-
-	/* Other strict rules apply too: a blank line, a non-object. */
-	new_attempt(A, tok);
-	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "{}\n   \n");
-	es_log_quiet_begin();
-	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), ES_EINVAL);
-	es_log_quiet_end();
-	sfmt(want, sizeof(want), "Blank JSONL record at %s/ray-output.jsonl:2", A);
-	CHECK_STR_EQ(es_last_error(), want);
-	new_attempt(A, tok);
-	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "[1]\n");
-	es_log_quiet_begin();
-	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), ES_EINVAL);
-	es_log_quiet_end();
-	sfmt(want, sizeof(want), "JSONL record must be an object at %s/ray-output.jsonl:1", A);
-	CHECK_STR_EQ(es_last_error(), want);
-
-	/* A line over the cap. */
-	new_attempt(A, tok);
-	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "{\"long\":\"0123456789012345678901234567890\"}\n");
-	es_log_quiet_begin();
-	CHECK(es_attempt_materialize(J, A, 16, &m) < 0);
-	es_log_quiet_end();
-	CHECK(strstr(es_last_error(), "16-byte cap") != NULL);
-	CHECK_INT_EQ(temporaries_left(A), 0);
-
-	/* Neither a file nor a folder. */
-	new_attempt(A, tok);
-	CHECK(mkfifo(pathf(buf, "%s/%s", A, "ray-output.jsonl"), 0644) == 0);
-	es_log_quiet_begin();
-	CHECK_INT_EQ(es_attempt_materialize(J, A, 0, &m), ES_EINVAL);
-	es_log_quiet_end();
-	CHECK(strstr(es_last_error(), "neither a file nor a folder") != NULL);
 }
 
 /* ---- supervision ---- */
@@ -1164,9 +932,6 @@ int main(int argc, char **argv)
 	test_env_dj_root();
 	test_command_processor();
 	test_start_failures();
-	test_materialize_folder();
-	test_materialize_file_and_empty();
-	test_materialize_errors();
 	test_worker_sigkill();
 	test_stop_flag();
 	test_timeout_and_ticks();

@@ -1,0 +1,51 @@
+/*
+ * materialize: turn an attempt's export A/ray-output.jsonl (a file, or a folder of part files)
+ * into one verified A/processed.jsonl (REFERENCE.md §5.4).
+ *
+ * Contract after a crash at any point: processed.jsonl either does not exist or is complete:
+ * it appears by one rename of a fully written and fsynced "A/.processed.jsonl.<32hex>.tmp". A
+ * crash can leave such a temporary behind; nothing reads it. The export itself is only read.
+ */
+#ifndef ESHARD_MATERIALIZE_H
+#define ESHARD_MATERIALIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct es_output_file {
+	char *path;                  /* relative to the job folder */
+	int64_t rows, size_bytes;    /* raw bytes of the source file */
+	char sha256[65];             /* of the raw bytes */
+};
+
+struct es_materialized {
+	struct es_output_file *files; /* the sources, in the order they were copied */
+	size_t n_files;
+	int64_t rows, size_bytes;    /* of processed.jsonl */
+	char sha256[65];             /* of processed.jsonl */
+};
+
+/*
+ * REFERENCE.md §5.4: A/ray-output.jsonl (a file, or a folder whose regular files below it
+ * with a basename not starting with '.' or '_' are taken, sorted by relative path; folder
+ * names are not filtered, like the reference) becomes A/processed.jsonl. Every line is
+ * validated strictly (es_jsonl_validate) and copied raw; a missing final '\n' is added.
+ * No source file at all gives an empty, valid processed.jsonl.
+ *
+ * processed.jsonl is not read back: its rows, size and hash are computed from the very bytes
+ * handed to write(), every line of which was just validated; after the fsync its size is
+ * checked with fstat. A re-read would double the I/O and, on NFS, read the client's own
+ * page cache rather than the server, so it would prove nothing more.
+ *
+ * max_line caps one line (0: ES_MAX_LINE_BYTES of prepare.h). Returns 0; ES_ENOENT with the reference's
+ * "Data-Juicer returned 0 but did not create <path>" when the export path does not exist
+ * (so that the caller can tell an all-filtered, never-created output apart); ES_EINVAL with
+ * "<message> at <path>:<line>" on a bad line or when the export path is neither a file nor
+ * a folder; ES_EIO / ES_ENOMEM otherwise. On error m is empty and the temporary is removed;
+ * processed.jsonl exists only if nothing but the final folder fsync failed. Free m with
+ * es_materialized_free() (also after an error: it is then a no-op).
+ */
+int es_materialize(const char *job_dir, const char *attempt_dir, size_t max_line, struct es_materialized *m);
+void es_materialized_free(struct es_materialized *m);
+
+#endif
