@@ -42,6 +42,13 @@ struct worker {
 	const char *ray_address;
 	struct es_djrunner dj;       /* per-rank mode: the Ray head and the Data-Juicer runner */
 	char *dj_commit;
+	int have_manifest;
+	struct es_policy policy;     /* the effective policy */
+	double poll;                 /* idle poll interval */
+	int capped;                  /* --max-shards reached; waiting for the job's end */
+	int64_t done_here;           /* shards this worker completed */
+	long long work_left;         /* pending + stale shards at the last count; -1: not counted */
+	char last_idle[256];
 };
 
 /* ---------------- attempt.json updates ---------------- */
@@ -300,198 +307,260 @@ static void describe_exit(const struct worker *w, const struct es_attempt_outcom
 		es_buf_printf(out, "%s returned exit code %d", what, oc->return_code);
 }
 
-static const char *process_shard(struct worker *w, size_t i)
+/* A SIGTERM cut the per-rank head's start short (preempted), or the head cannot start (a
+ * failure; DESIGN: the worker start path starts the head before claiming, so this is a head
+ * that died and could not be restarted). */
+static const char *head_unavailable(struct worker *w, size_t i)
 {
-	if (w->o->ray_per_rank && ensure_ray_head(w)) {
-		cJSON *a = load_attempt(w);
-		const char *r = "preempted";
-		if (!stopped(w->o)) {
-			r = finish_failure(w, i, a, es_last_error());
-		} else { /* a SIGTERM cut the head's start short: not the shard's failure */
-			es_json_set_str(a, "status", "preempted");
-			save_attempt(w, a);
-			es_claim_release(&w->c, i, w->c.token);
-		}
-		cJSON_Delete(a);
-		return r;
+	cJSON *a = load_attempt(w);
+	const char *r = "preempted";
+	if (!stopped(w->o)) {
+		r = finish_failure(w, i, a, es_last_error());
+	} else {
+		es_json_set_str(a, "status", "preempted");
+		save_attempt(w, a);
+		es_claim_release(&w->c, i, w->c.token);
 	}
-	const struct es_shard *sh = &w->m.shards[i];
-	struct es_buf input = ES_BUF_INIT, adir = ES_BUF_INIT, tmp = ES_BUF_INIT;
-	es_buf_printf(&input, "%s/%s", w->m.job_dir, sh->path);
-	es_buf_printf(&adir, "%s/%s", w->m.job_dir, w->c.attempt_rel);
+	cJSON_Delete(a);
+	return r;
+}
+
+/* One claimed attempt, from its spec to its end, so that each step is a function. */
+struct shard_run {
+	struct worker *w;
+	size_t i;
+	const struct es_shard *sh;
+	struct es_buf input, adir, rel;   /* rel: scratch for paths relative to the job folder */
 	struct es_attempt_spec spec;
-	memset(&spec, 0, sizeof(spec));
-	spec.job_dir = w->m.job_dir;
-	spec.job_id = w->m.job_id;
-	spec.shard_id = sh->id;
-	spec.input_path = input.data;
-	spec.attempt_dir = adir.data;
-	spec.token = w->c.token;
-	spec.proc = &w->m.processor;
 	struct es_processor via_runner;
+	int via_runner_used;
+	struct tick_arg ta;
+	struct es_attempt_outcome oc;
+	cJSON *a;                         /* attempt.json */
+	char now[40];                     /* when the attempt ended */
+	char hint[160];                   /* why its end may be a stop from outside */
+	int waited;                       /* the preemption grace was waited for */
+};
+
+static void shard_setup(struct shard_run *r, struct worker *w, size_t i)
+{
+	memset(r, 0, sizeof(*r));
+	r->w = w;
+	r->i = i;
+	r->sh = &w->m.shards[i];
+	r->input = r->adir = r->rel = (struct es_buf)ES_BUF_INIT;
+	es_buf_printf(&r->input, "%s/%s", w->m.job_dir, r->sh->path);
+	es_buf_printf(&r->adir, "%s/%s", w->m.job_dir, w->c.attempt_rel);
+	struct es_attempt_spec *s = &r->spec;
+	s->job_dir = w->m.job_dir;
+	s->job_id = w->m.job_id;
+	s->shard_id = r->sh->id;
+	s->input_path = r->input.data;
+	s->attempt_dir = r->adir.data;
+	s->token = w->c.token;
+	s->proc = &w->m.processor;
 	const char *runner_cmd = w->o->ray_per_rank ? es_djrunner_command(&w->dj) : NULL;
 	if (runner_cmd) {
 		/* The attempt's processor is the runner's client; the dj-process argv follows "--". */
-		via_runner = w->m.processor;
-		via_runner.dj_process = (char *)runner_cmd;
-		spec.proc = &via_runner;
+		r->via_runner = w->m.processor;
+		r->via_runner.dj_process = (char *)runner_cmd;
+		s->proc = &r->via_runner;
+		r->via_runner_used = 1;
 	}
-	spec.ray_address = w->ray_address;
-	spec.supervisor_exe = w->o->supervisor_exe;
-	spec.timeout_secs = w->o->attempt_timeout_secs;
-	spec.tick_secs = w->c.policy.heartbeat_secs < 1.0 ? w->c.policy.heartbeat_secs : 1.0;
-	struct tick_arg ta = { w, i, 0, 0, es_time_mono() };
-	spec.tick = tick;
-	spec.tick_arg = &ta;
-	spec.on_stop = release_on_stop;
-	spec.stop_flag = w->o->stop_flag;
-	spec.grace_secs = 10;
+	s->ray_address = w->ray_address;
+	s->supervisor_exe = w->o->supervisor_exe;
+	s->timeout_secs = w->o->attempt_timeout_secs;
+	s->tick_secs = w->c.policy.heartbeat_secs < 1.0 ? w->c.policy.heartbeat_secs : 1.0;
+	r->ta = (struct tick_arg){ w, i, 0, 0, es_time_mono() };
+	s->tick = tick;
+	s->tick_arg = &r->ta;
+	s->on_stop = release_on_stop;
+	s->stop_flag = w->o->stop_flag;
+	s->grace_secs = 10;
+	r->a = load_attempt(w);
+}
 
-	const char *result = "failed";
-	cJSON *a = load_attempt(w);
+static void shard_free(struct shard_run *r)
+{
+	cJSON_Delete(r->a);
+	es_buf_free(&r->input);
+	es_buf_free(&r->adir);
+	es_buf_free(&r->rel);
+}
+
+/* attempt.json gets the command and the export path before the child starts. */
+static int record_command(struct shard_run *r)
+{
 	char **argv = NULL;
 	size_t argc = 0;
-	int rc = es_attempt_argv(&spec, &argv, &argc, NULL);
-	if (rc) {
-		result = finish_failure(w, i, a, es_last_error());
-		goto out;
-	}
+	int rc = es_attempt_argv(&r->spec, &argv, &argc, NULL);
+	if (rc)
+		return rc;
 	cJSON *cmd = cJSON_CreateArray();
 	for (size_t k = 0; k < argc; k++)
 		cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[k]));
-	es_json_set(a, "command", cmd);
-	es_buf_printf(&tmp, "%s/ray-output.jsonl", w->c.attempt_rel);
-	es_json_set_str(a, "ray_export_path", tmp.data);
-	save_attempt(w, a);
 	es_argv_free(argv);
-	event(w, "start", i, sh->rows, sh->size_bytes, -1, NULL);
+	es_json_set(r->a, "command", cmd);
+	es_buf_reset(&r->rel);
+	es_buf_printf(&r->rel, "%s/ray-output.jsonl", r->w->c.attempt_rel);
+	es_json_set_str(r->a, "ray_export_path", r->rel.data);
+	save_attempt(r->w, r->a);
+	event(r->w, "start", r->i, r->sh->rows, r->sh->size_bytes, -1, NULL);
+	return 0;
+}
 
-	struct es_attempt_outcome oc;
-	int via_runner_used = spec.proc == &via_runner;
-	rc = es_attempt_run(&spec, &oc);
-	/* A launcher that stops a job (scancel, a container runtime, a node's shutdown) signals
-	 * every process of it at once, in no fixed order: the child can die of that signal before
-	 * our own arrives. A child that failed while we were being stopped was stopped, not
-	 * broken, and must not count as a failure; one that died of a stop signal nobody here
-	 * sent gets the grace to see whether our own stop follows (see outside_stop_hint). */
-	char hint[160] = "";
-	int waited = 0;
-	if (!rc && !oc.preempted && oc.return_code != 0) {
+/* Run the child, then judge a failed end against a stop from outside. A launcher that stops a
+ * job (scancel, a container runtime, a node's shutdown) signals every process of it at once,
+ * in no fixed order: the child can die of that signal before our own arrives. A child that
+ * failed while we were being stopped was stopped, not broken, and must not count as a failure;
+ * one that died of a stop signal nobody here sent gets the grace to see whether our own stop
+ * follows (see outside_stop_hint). attempt.json is then reloaded (a reclaimer may have marked
+ * it stale meanwhile) and gets the end of the run. */
+static int run_child(struct shard_run *r)
+{
+	struct worker *w = r->w;
+	struct es_attempt_outcome *oc = &r->oc;
+	int rc = es_attempt_run(&r->spec, oc);
+	if (!rc && !oc->preempted && oc->return_code != 0) {
 		if (stopped(w->o)) {
-			oc.preempted = 1;
-		} else if (outside_stop_hint(w, &oc, via_runner_used, hint, sizeof(hint))) {
-			waited = 1;
+			oc->preempted = 1;
+		} else if (outside_stop_hint(w, oc, r->via_runner_used, r->hint, sizeof(r->hint))) {
+			r->waited = 1;
 			if (await_stop(w))
-				oc.preempted = 1;
+				oc->preempted = 1;
 		}
 	}
-	char now[40];
-	es_time_now_iso(now);
-	cJSON_Delete(a);
-	a = load_attempt(w); /* a reclaimer may have marked it stale meanwhile */
-	es_json_set_str(a, "finished_at", now);
-	es_json_set_float(a, "duration_secs", oc.duration_secs);
-	es_json_set_int(a, "return_code", oc.return_code);
-	es_buf_reset(&tmp);
-	es_buf_printf(&tmp, "%s/processed.jsonl", w->c.attempt_rel);
-	es_json_set_str(a, "output_path", tmp.data);
-	if (rc) {
-		result = finish_failure(w, i, a, es_last_error());
-		goto out;
-	}
-	if (oc.preempted) {
+	es_time_now_iso(r->now);
+	cJSON_Delete(r->a);
+	r->a = load_attempt(w);
+	es_json_set_str(r->a, "finished_at", r->now);
+	es_json_set_float(r->a, "duration_secs", oc->duration_secs);
+	es_json_set_int(r->a, "return_code", oc->return_code);
+	es_buf_reset(&r->rel);
+	es_buf_printf(&r->rel, "%s/processed.jsonl", w->c.attempt_rel);
+	es_json_set_str(r->a, "output_path", r->rel.data);
+	return rc;
+}
+
+/* Every end but a clean exit: preempted, lost, timed out, failed. NULL for a clean exit. */
+static const char *settle_unclean(struct shard_run *r)
+{
+	struct worker *w = r->w;
+	const struct es_attempt_outcome *oc = &r->oc;
+	if (oc->preempted) {
 		/* Stopped by SIGTERM/SIGINT: not the shard's fault, so it does not count toward the
 		 * retry limit; the lock is released at once so a resubmitted job resumes now. */
-		es_json_set_str(a, "status", "preempted");
-		save_attempt(w, a);
-		if (!ta.released)
-			es_claim_release(&w->c, i, w->c.token);
-		event(w, "preempted", i, -1, -1, oc.duration_secs, NULL);
-		result = "preempted";
-		goto out;
+		es_json_set_str(r->a, "status", "preempted");
+		save_attempt(w, r->a);
+		if (!r->ta.released)
+			es_claim_release(&w->c, r->i, w->c.token);
+		event(w, "preempted", r->i, -1, -1, oc->duration_secs, NULL);
+		return "preempted";
 	}
-	if (oc.aborted || ta.lost) {
-		result = finish_lost(w, i);
-		goto out;
+	if (oc->aborted || r->ta.lost)
+		return finish_lost(w, r->i);
+	struct es_buf why = ES_BUF_INIT;
+	const char *result = NULL;
+	if (oc->timed_out) {
+		es_buf_printf(&why, "Attempt timed out after %g s (--attempt-timeout-secs)", w->o->attempt_timeout_secs);
+		result = finish_failure(w, r->i, r->a, why.data);
+	} else if (!oc->started || oc->return_code != 0) {
+		describe_exit(w, oc, &why);
+		if (r->waited)
+			es_buf_printf(&why, "; not a preemption: %s, but no stop reached the worker within %g s", r->hint,
+				      preempt_grace(w));
+		result = finish_failure(w, r->i, r->a, why.data);
 	}
-	if (oc.timed_out) {
-		es_buf_reset(&tmp);
-		es_buf_printf(&tmp, "Attempt timed out after %g s (--attempt-timeout-secs)", w->o->attempt_timeout_secs);
-		result = finish_failure(w, i, a, tmp.data);
-		goto out;
-	}
-	if (!oc.started || oc.return_code != 0) {
-		es_buf_reset(&tmp);
-		describe_exit(w, &oc, &tmp);
-		if (waited)
-			es_buf_printf(&tmp, "; not a preemption: %s, but no stop reached the worker within %g s",
-				      hint, preempt_grace(w));
-		result = finish_failure(w, i, a, tmp.data);
-		goto out;
-	}
-	struct es_materialized mat;
-	es_log_quiet_begin();
-	rc = es_materialize(w->m.job_dir, adir.data, 0, &mat);
-	es_log_quiet_end();
-	if (rc) {
-		result = finish_failure(w, i, a, es_last_error());
-		goto out;
-	}
-	/* The done record (REFERENCE §2.6). */
+	es_buf_free(&why);
+	return result;
+}
+
+/* The done record (REFERENCE §2.6). */
+static cJSON *done_record(const struct shard_run *r, const struct es_materialized *mat)
+{
+	const struct worker *w = r->w;
 	cJSON *d = cJSON_CreateObject();
 	es_json_set_int(d, "attempt_number", w->c.attempt_number);
-	es_json_set_str(d, "completed_at", now);
+	es_json_set_str(d, "completed_at", r->now);
 	es_json_set_str(d, "data_juicer_commit", w->dj_commit ? w->dj_commit : "unknown");
 	es_json_set_str(d, "executor_type", "ray");
 	es_json_set_str(d, "hostname", es_hostname());
-	es_json_set_str(d, "output_path", tmp.data);
+	es_json_set_str(d, "output_path", r->rel.data);
 	es_json_set_int(d, "pid", (int64_t)getpid());
 	es_json_set_str(d, "ray_address", w->ray_address);
-	es_json_set(d, "ray_output_files", files_json(&mat));
-	es_json_set_int(d, "rows", mat.rows);
-	es_json_set_str(d, "sha256", mat.sha256);
-	es_json_set_str(d, "shard_id", sh->id);
-	es_json_set_int(d, "size_bytes", mat.size_bytes);
+	es_json_set(d, "ray_output_files", files_json(mat));
+	es_json_set_int(d, "rows", mat->rows);
+	es_json_set_str(d, "sha256", mat->sha256);
+	es_json_set_str(d, "shard_id", r->sh->id);
+	es_json_set_int(d, "size_bytes", mat->size_bytes);
 	es_json_set_str(d, "status", "done");
 	es_json_set_str(d, "token", w->c.token);
 	if (w->o->run_id)
 		es_json_set_str(d, "run_id", w->o->run_id);
+	return d;
+}
+
+/* A clean exit: materialize the export, then publish the done record (REFERENCE §5.5). */
+static const char *publish_result(struct shard_run *r)
+{
+	struct worker *w = r->w;
+	struct es_materialized mat;
+	es_log_quiet_begin();
+	int rc = es_materialize(w->m.job_dir, r->adir.data, 0, &mat);
+	es_log_quiet_end();
+	if (rc)
+		return finish_failure(w, r->i, r->a, es_last_error());
+	cJSON *d = done_record(r, &mat);
 	struct es_buf rec = ES_BUF_INIT;
 	int published = 0;
 	rc = es_json_dump(d, 1, &rec);
 	if (!rc)
-		rc = es_claim_publish(&w->c, i, w->c.token, "done", rec.data, rec.len, &published);
+		rc = es_claim_publish(&w->c, r->i, w->c.token, "done", rec.data, rec.len, &published);
 	es_buf_free(&rec);
 	cJSON_Delete(d);
+	const char *result;
 	if (rc < 0) {
-		result = finish_failure(w, i, a, es_last_error());
+		result = finish_failure(w, r->i, r->a, es_last_error());
 	} else if (rc == 1) {
 		/* a was read before materializing: keep the "stale" mark a reclaimer wrote since
 		 * (before its rename), or finish_lost would see "running" and not count it. */
 		cJSON *cur = load_attempt(w);
 		const char *st = es_json_get_str(cur, "status"), *at = es_json_get_str(cur, "stale_at");
 		if (st && !strcmp(st, "stale")) {
-			es_json_set_str(a, "status", "stale");
+			es_json_set_str(r->a, "status", "stale");
 			if (at)
-				es_json_set_str(a, "stale_at", at);
+				es_json_set_str(r->a, "stale_at", at);
 		}
 		cJSON_Delete(cur);
-		es_json_set(a, "result", result_json(&mat));
-		save_attempt(w, a);
-		result = finish_lost(w, i);
+		es_json_set(r->a, "result", result_json(&mat));
+		save_attempt(w, r->a);
+		result = finish_lost(w, r->i);
 	} else {
-		es_json_set_str(a, "status", published ? "done" : "superseded");
-		es_json_set(a, "result", result_json(&mat));
-		save_attempt(w, a);
+		es_json_set_str(r->a, "status", published ? "done" : "superseded");
+		es_json_set(r->a, "result", result_json(&mat));
+		save_attempt(w, r->a);
 		result = published ? "done" : "superseded";
-		event(w, result, i, mat.rows, mat.size_bytes, oc.duration_secs, NULL);
+		event(w, result, r->i, mat.rows, mat.size_bytes, r->oc.duration_secs, NULL);
 	}
 	es_materialized_free(&mat);
-out:
-	cJSON_Delete(a);
-	es_buf_free(&input);
-	es_buf_free(&adir);
-	es_buf_free(&tmp);
+	return result;
+}
+
+static const char *process_shard(struct worker *w, size_t i)
+{
+	if (w->o->ray_per_rank && ensure_ray_head(w))
+		return head_unavailable(w, i);
+	struct shard_run r;
+	shard_setup(&r, w, i);
+	const char *result;
+	int rc = record_command(&r);
+	if (!rc)
+		rc = run_child(&r);
+	if (rc)
+		result = finish_failure(w, i, r.a, es_last_error());
+	else if (!(result = settle_unclean(&r)))
+		result = publish_result(&r);
+	shard_free(&r);
 	return result;
 }
 
@@ -527,6 +596,155 @@ static int check_version(struct worker *w)
 	return es_error(ES_EINVAL, "Data-Juicer commit mismatch: job=%s, worker=%s; use --allow-version-mismatch only if this is intentional", job, mine);
 }
 
+/* The manifest, the effective policy (the manifest's with this process's overrides), the
+ * checks, the claimer, the per-rank runtime and the event log. */
+static int worker_init(struct worker *w)
+{
+	const struct es_worker_opts *o = w->o;
+	int rc = es_manifest_load(o->job_dir, &w->m);
+	if (rc)
+		return rc;
+	w->have_manifest = 1;
+	struct es_policy *p = &w->policy;
+	*p = w->m.policy;
+	if (o->lock_timeout_secs > 0) p->lock_timeout_secs = o->lock_timeout_secs;
+	if (o->max_retries >= 0) p->max_retries = o->max_retries;
+	if (o->poll_interval_secs > 0) p->poll_interval_secs = o->poll_interval_secs;
+	if (o->heartbeat_secs > 0) p->heartbeat_secs = o->heartbeat_secs;
+	if (o->lease_secs > 0) p->lease_secs = o->lease_secs;
+	if (p->heartbeat_secs * 2 > p->lease_secs)
+		return es_error(ES_EUSAGE, "the heartbeat (%g s) must be at most half the lease (%g s): a live shard would be taken over; "
+				"set --heartbeat-secs lower or --lease-secs higher", p->heartbeat_secs, p->lease_secs);
+	w->ray_address = o->ray_address ? o->ray_address : w->m.ray_address;
+	if (!*w->ray_address)
+		return es_error(ES_EUSAGE, "--ray-address must not be empty");
+	if ((rc = check_version(w)) || (rc = check_recipe_snapshot(&w->m)))
+		return rc;
+	if ((rc = es_claimer_init(&w->c, &w->m, p)))
+		return rc;
+	struct es_djrunner_opts djo = { w->m.job_dir, &w->m.processor, o->ray_rank_on_host, o->ray_ranks_on_host,
+					o->ray_no_runner, o->stop_flag };
+	es_djrunner_init(&w->dj, &djo);
+	es_events_open(&w->ev, w->m.job_dir, o->run_id);
+	w->poll = o->poll_interval_override > 0 ? o->poll_interval_override : (double)p->poll_interval_secs;
+	w->work_left = -1;
+	printf("Worker %s:%d started for %s\n", es_hostname(), (int)getpid(), w->m.job_id);
+	fflush(stdout);
+	return 0;
+}
+
+/* Per-rank mode: the head (and runner) start before a claim, not while holding one: a start
+ * can take longer than a lease, and a node that cannot start Ray must not use up the retries
+ * of the shards it claims. Whether work is left is known from the last idle poll; only the
+ * first pass counts. */
+static int head_before_claim(struct worker *w)
+{
+	if (!w->o->ray_per_rank || w->capped)
+		return 0;
+	struct es_status_counts pre;
+	if (w->work_left < 0 && !es_status_count(&w->m, (double)w->policy.lock_timeout_secs, &pre))
+		w->work_left = pre.pending + pre.stale;
+	if (w->dj.head.running || w->work_left <= 0)
+		return 0;
+	int rc = ensure_ray_head(w);
+	if (rc && !stopped(w->o))
+		rc = es_error(rc, "cannot start the node-local Ray head on %s; this worker stops: %s", es_hostname(),
+			      es_last_error());
+	return rc;
+}
+
+/* Claim the first free shard in manifest order: 1 with *i set, 0 when none, negative on error. */
+static int claim_next(struct worker *w, size_t *i)
+{
+	for (size_t k = 0; !w->capped && k < w->m.n_shards && !stopped(w->o); k++) {
+		int rc = es_claim_try(&w->c, k);
+		if (rc < 0)
+			return rc;
+		if (w->c.took_over) {
+			struct es_event e = { "stale_takeover", w->m.shards[k].id, w->c.took_over_attempt,
+					      w->c.took_over_token, -1, -1, -1, NULL };
+			es_events_write(&w->ev, &e);
+		}
+		if (rc == ES_CLAIM_OK) {
+			*i = k;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Process a claimed shard; 1 when it was preempted (the worker stops). */
+static int handle_claim(struct worker *w, size_t i, struct es_worker_result *res)
+{
+	if (!res->first_claim_epoch)
+		res->first_claim_epoch = w->c.claimed_at_epoch;
+	printf("Claimed %s (attempt %d)\n", w->m.shards[i].id, w->c.attempt_number);
+	fflush(stdout);
+	event(w, "claim", i, -1, -1, -1, NULL);
+	const char *r = process_shard(w, i);
+	printf("Finished %s: %s\n", w->m.shards[i].id, r);
+	fflush(stdout);
+	if (!strcmp(r, "preempted"))
+		return 1;
+	res->processed++;
+	if (!strcmp(r, "done"))
+		w->done_here++;
+	if (!strcmp(r, "failed"))
+		res->failed++;
+	return 0;
+}
+
+/* Nothing to claim: end when the job is terminal (1, exit code set), else wait one poll (0). */
+static int idle(struct worker *w, struct es_worker_result *res, int *rc)
+{
+	const struct es_worker_opts *o = w->o;
+	struct es_status_counts st;
+	if ((*rc = es_status_count(&w->m, (double)w->policy.lock_timeout_secs, &st)))
+		return 1;
+	long long total = st.total, done = st.done, failed = st.failed;
+	long long pending = st.pending, running = st.running, stale = st.stale;
+	w->work_left = pending + stale;
+	if (done == total) {
+		printf("All %lld shards completed\n", total);
+		fflush(stdout);
+		res->exit_code = w->capped && res->failed && !o->cap_counts_done ? 2 : 0;
+		return 1;
+	}
+	if (done + failed == total) {
+		fprintf(stderr, "Job finished with failures: done=%lld failed=%lld\n", done, failed);
+		res->exit_code = 2;
+		return 1;
+	}
+	char line[256];
+	snprintf(line, sizeof(line), "No shard claim available; pending=%lld running=%lld stale=%lld. Waiting %gs...",
+		 pending, running, stale, w->poll);
+	if (!o->quiet_idle || strcmp(line, w->last_idle)) {
+		printf("%s\n", line);
+		fflush(stdout);
+		snprintf(w->last_idle, sizeof(w->last_idle), "%s", line);
+	}
+	/* Sleep in short steps so that SIGTERM is acted on at once. */
+	for (double slept = 0; slept < w->poll && !stopped(o); slept += 0.1)
+		es_sleep(w->poll - slept < 0.1 ? w->poll - slept : 0.1);
+	return 0;
+}
+
+/* --max-shards: 1 when this worker ends now (exit code set), else 0 (maybe capped). */
+static int reached_cap(struct worker *w, struct es_worker_result *res)
+{
+	const struct es_worker_opts *o = w->o;
+	if (w->capped || o->max_shards <= 0 || (o->cap_counts_done ? w->done_here : res->processed) < o->max_shards)
+		return 0;
+	printf("Reached --max-shards=%lld\n", (long long)o->max_shards);
+	fflush(stdout);
+	if (!o->wait_for_terminal) {
+		res->exit_code = res->failed ? 2 : 0;
+		return 1;
+	}
+	w->capped = 1;
+	return 0;
+}
+
 /* ---------------- the loop ---------------- */
 
 int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
@@ -536,144 +754,43 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	memset(res, 0, sizeof(*res));
 	w.ev.fd = -1; /* so that an early exit does not close descriptor 0 */
 	w.o = o;
-	int rc = es_manifest_load(o->job_dir, &w.m);
-	if (rc)
-		return rc;
-	struct es_policy p = w.m.policy;
-	if (o->lock_timeout_secs > 0) p.lock_timeout_secs = o->lock_timeout_secs;
-	if (o->max_retries >= 0) p.max_retries = o->max_retries;
-	if (o->poll_interval_secs > 0) p.poll_interval_secs = o->poll_interval_secs;
-	if (o->heartbeat_secs > 0) p.heartbeat_secs = o->heartbeat_secs;
-	if (o->lease_secs > 0) p.lease_secs = o->lease_secs;
-	if (p.heartbeat_secs * 2 > p.lease_secs) {
-		rc = es_error(ES_EUSAGE, "the heartbeat (%g s) must be at most half the lease (%g s): a live shard would be taken over; "
-			      "set --heartbeat-secs lower or --lease-secs higher", p.heartbeat_secs, p.lease_secs);
-		goto out;
-	}
-	w.ray_address = o->ray_address ? o->ray_address : w.m.ray_address;
-	if (!*w.ray_address) {
-		rc = es_error(ES_EUSAGE, "--ray-address must not be empty");
-		goto out;
-	}
-	if ((rc = check_version(&w)) || (rc = check_recipe_snapshot(&w.m)))
-		goto out;
-	if ((rc = es_claimer_init(&w.c, &w.m, &p)))
-		goto out;
-	struct es_djrunner_opts djo = { w.m.job_dir, &w.m.processor, o->ray_rank_on_host, o->ray_ranks_on_host,
-					o->ray_no_runner, o->stop_flag };
-	es_djrunner_init(&w.dj, &djo);
-	es_events_open(&w.ev, w.m.job_dir, o->run_id);
-	double poll = o->poll_interval_override > 0 ? o->poll_interval_override : (double)p.poll_interval_secs;
-	printf("Worker %s:%d started for %s\n", es_hostname(), (int)getpid(), w.m.job_id);
-	fflush(stdout);
-	char last_idle[256] = "";
-	int capped = 0;
-	int64_t done_here = 0;
-	long long work_left = -1;    /* pending + stale shards at the last count; -1: not counted */
-	for (;;) {
+	int rc = worker_init(&w), end = rc != 0;
+	while (!end) {
 		if (stopped(o))
 			break;
-		if (!capped && o->max_shards > 0 && (o->cap_counts_done ? done_here : res->processed) >= o->max_shards) {
-			printf("Reached --max-shards=%lld\n", (long long)o->max_shards);
-			fflush(stdout);
-			if (!o->wait_for_terminal) {
-				res->exit_code = res->failed ? 2 : 0;
-				goto out;
-			}
-			capped = 1;
+		if ((end = reached_cap(&w, res)) != 0)
+			break;
+		if ((rc = head_before_claim(&w)) != 0) {
+			if (stopped(o))
+				rc = 0;
+			else
+				end = 1;
+			break;
 		}
-		/* Per-rank mode: the head (and runner) start before a claim, not while holding one:
-		 * a start can take longer than a lease, and a node that cannot start Ray must not use
-		 * up the retries of the shards it claims.
-		 * Whether work is left is known from the last idle poll; only the first pass counts. */
-		struct es_status_counts pre;
-		if (work_left < 0 && w.o->ray_per_rank && !es_status_count(&w.m, (double)p.lock_timeout_secs, &pre))
-			work_left = pre.pending + pre.stale;
-		if (w.o->ray_per_rank && !capped && !w.dj.head.running && work_left > 0) {
-			if ((rc = ensure_ray_head(&w)) != 0) {
-				if (stopped(o))
-					break;
-				rc = es_error(rc, "cannot start the node-local Ray head on %s; this worker stops: %s",
-					      es_hostname(), es_last_error());
-				goto out;
-			}
-		}
-		int claimed = 0;
 		size_t i = 0;
-		for (; !capped && i < w.m.n_shards && !stopped(o); i++) {
-			rc = es_claim_try(&w.c, i);
-			if (rc < 0)
-				goto out;
-			if (w.c.took_over) {
-				struct es_event e = { "stale_takeover", w.m.shards[i].id, w.c.took_over_attempt,
-							w.c.took_over_token, -1, -1, -1, NULL };
-				es_events_write(&w.ev, &e);
-			}
-			if (rc == ES_CLAIM_OK) {
-				claimed = 1;
+		if ((rc = claim_next(&w, &i)) < 0)
+			break;
+		if (rc == 1) {
+			rc = 0;
+			if (handle_claim(&w, i, res))
 				break;
-			}
-		}
-		rc = 0;
-		if (claimed) {
-			if (!res->first_claim_epoch)
-				res->first_claim_epoch = w.c.claimed_at_epoch;
-			printf("Claimed %s (attempt %d)\n", w.m.shards[i].id, w.c.attempt_number);
-			fflush(stdout);
-			event(&w, "claim", i, -1, -1, -1, NULL);
-			const char *r = process_shard(&w, i);
-			printf("Finished %s: %s\n", w.m.shards[i].id, r);
-			fflush(stdout);
-			if (!strcmp(r, "preempted"))
-				break;
-			res->processed++;
-			if (!strcmp(r, "done"))
-				done_here++;
-			if (!strcmp(r, "failed"))
-				res->failed++;
 			continue;
 		}
 		if (stopped(o))
 			break;
-		struct es_status_counts st;
-		if ((rc = es_status_count(&w.m, (double)p.lock_timeout_secs, &st)))
-			goto out;
-		long long total = st.total, done = st.done, failed = st.failed;
-		long long pending = st.pending, running = st.running, stale = st.stale;
-		work_left = pending + stale;
-		if (done == total) {
-			printf("All %lld shards completed\n", total);
-			fflush(stdout);
-			res->exit_code = capped && res->failed && !o->cap_counts_done ? 2 : 0;
-			goto out;
-		}
-		if (done + failed == total) {
-			fprintf(stderr, "Job finished with failures: done=%lld failed=%lld\n", done, failed);
-			res->exit_code = 2;
-			goto out;
-		}
-		char line[256];
-		snprintf(line, sizeof(line), "No shard claim available; pending=%lld running=%lld stale=%lld. Waiting %gs...",
-			 pending, running, stale, poll);
-		if (!o->quiet_idle || strcmp(line, last_idle)) {
-			printf("%s\n", line);
-			fflush(stdout);
-			snprintf(last_idle, sizeof(last_idle), "%s", line);
-		}
-		/* Sleep in short steps so that SIGTERM is acted on at once. */
-		for (double slept = 0; slept < poll && !stopped(o); slept += 0.1)
-			es_sleep(poll - slept < 0.1 ? poll - slept : 0.1);
+		end = idle(&w, res, &rc);
 	}
-	/* Stopped by a signal. */
-	res->stopped_by_signal = 1;
-	res->exit_code = 128 + (int)*o->stop_flag;
-	fprintf(stderr, "%sWorker %s:%d stopped by signal %d; its claims were released for other workers\n",
-		"", es_hostname(), (int)getpid(), (int)*o->stop_flag);
-out:
+	if (!end && !rc && stopped(o)) {
+		res->stopped_by_signal = 1;
+		res->exit_code = 128 + (int)*o->stop_flag;
+		fprintf(stderr, "Worker %s:%d stopped by signal %d; its claims were released for other workers\n",
+			es_hostname(), (int)getpid(), (int)*o->stop_flag);
+	}
 	es_djrunner_stop(&w.dj, res->stopped_by_signal);
 	es_events_close(&w.ev);
 	es_claimer_free(&w.c);
-	es_manifest_free(&w.m);
+	if (w.have_manifest)
+		es_manifest_free(&w.m);
 	free(w.dj_commit);
 	return rc;
 }
