@@ -6,11 +6,12 @@
  * what); the ranks agree that the job ended with an all-reduce of their exit codes; rank 0
  * verifies and merges; the final code is broadcast and every rank exits with it.
  *
- * MPI is used only for these hand-offs. Every wait is a non-blocking collective polled with a
- * short sleep: Open MPI busy-polls inside blocking collectives, and a waiting rank must not
- * burn the core that its node's processor needs.
+ * MPI is used only for these hand-offs (agree.c). Every wait is a non-blocking collective
+ * polled with a short sleep: Open MPI busy-polls inside blocking collectives, and a waiting rank
+ * must not burn the core that its node's processor needs.
  */
 #include "commands.h"
+#include "agree.h"
 
 #include "eshard/buf.h"
 #include "eshard/log.h"
@@ -28,92 +29,28 @@
 #include <string.h>
 #include <unistd.h>
 
-#define TAG_STOP 7101
 #define HOST_LEN 256
 
-struct run {
-	int rank, size;
-	MPI_Request stop_recv;
-	int stop_buf;                /* a peer's stop notice: the exit code that peer ends with */
-	int stopped_by_peer;         /* this rank's worker stopped because of such a notice */
-	int stop_sent;
-	int stop_code;               /* the buffer of the stop sends: it must outlive them */
-	MPI_Request *stop_sends;
+/* What the command line asked for, checked identically on every rank before MPI starts. */
+struct run_cli {
+	struct prepare_cli pc;
+	const char *output, *run_id, *ray_mode;
+	int64_t nodes;
+	int require_all, retry_failed, allow_mismatch, no_runner;
+	int seen_lease, seen_hb, seen_lt, seen_mr;
+	double attempt_timeout, preempt_grace;
 };
 
-/* Wait for a request without spinning on the core. */
-static void wait_request(MPI_Request *r)
-{
-	int done = 0;
-	double pause = 0.001;
-	for (;;) {
-		MPI_Test(r, &done, MPI_STATUS_IGNORE);
-		if (done)
-			return;
-		es_sleep(pause);
-		if (pause < 0.05)
-			pause *= 2;
-	}
-}
-
-/* The decision "did prepare succeed", made by rank 0 and learnt by all. */
-static int bcast_int_from_root(int value)
-{
-	MPI_Request r;
-	MPI_Ibcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD, &r);
-	wait_request(&r);
-	return value;
-}
-
-/* The decision "how did the work end": the largest exit code of any rank. */
-static int agree_max(int value)
-{
-	int out = 0;
-	MPI_Request r;
-	MPI_Iallreduce(&value, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r);
-	wait_request(&r);
-	return out;
-}
-
-static double agree_min_double(double v, MPI_Op op)
-{
-	double out = 0;
-	MPI_Request r;
-	MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &r);
-	wait_request(&r);
-	return out;
-}
-
-/* Tell every other rank, once, that this one stops with exit code `code`: they stop too (their
- * workers release their claims), so the whole job ends together with one code. */
-static void send_stop(struct run *r, int code)
-{
-	if (r->stop_sent)
-		return;
-	r->stop_sent = 1;
-	r->stop_code = code;
-	for (int i = 0; i < r->size; i++)
-		if (i != r->rank)
-			MPI_Isend(&r->stop_code, 1, MPI_INT, i, TAG_STOP, MPI_COMM_WORLD, &r->stop_sends[i]);
-}
-
-/* Called by the worker about once a second while this rank has no stop signal of its own:
- * nonzero when another rank told this one to stop. */
-static int should_stop(void *arg)
-{
-	struct run *r = arg;
-	if (r->stopped_by_peer)
-		return 1;
-	if (r->stop_recv != MPI_REQUEST_NULL) {
-		int got = 0;
-		MPI_Test(&r->stop_recv, &got, MPI_STATUS_IGNORE);
-		if (got) {
-			r->stopped_by_peer = 1;
-			return 1;
-		}
-	}
-	return 0;
-}
+/* The job as this rank sees it once MPI runs. */
+struct run {
+	struct run_cli *cli;
+	struct agree ag;
+	int distinct;                /* distinct hosts of the ranks */
+	int slot, slots;             /* this rank among the ranks of its host */
+	int64_t nodes, cap;
+	char rid[128];
+	struct es_worker_result wres;
+};
 
 static const char *env_run_id(void)
 {
@@ -126,60 +63,30 @@ static const char *env_run_id(void)
 	return NULL;
 }
 
-/* This rank's index among the ranks of its host, and how many ranks the host has. */
-static void host_slot(const char *hosts, int n, int rank, int *slot, int *count)
+/* Parse and check the options; returns -1 to go on, else the exit code. */
+static int parse_cli(int argc, char **argv, struct run_cli *c)
 {
-	*slot = 0;
-	*count = 0;
-	for (int i = 0; i < n; i++)
-		if (!strncmp(hosts + (size_t)i * HOST_LEN, hosts + (size_t)rank * HOST_LEN, HOST_LEN)) {
-			if (i < rank)
-				(*slot)++;
-			(*count)++;
-		}
-}
-
-static int count_hosts(char *hosts, int n)
-{
-	int distinct = 0;
-	for (int i = 0; i < n; i++) {
-		int seen = 0;
-		for (int j = 0; j < i; j++)
-			if (!strncmp(hosts + (size_t)i * HOST_LEN, hosts + (size_t)j * HOST_LEN, HOST_LEN))
-				seen = 1;
-		distinct += !seen;
-	}
-	return distinct;
-}
-
-int cmd_run(int argc, char **argv)
-{
-	struct prepare_cli pc;
-	prepare_cli_init(&pc);
+	memset(c, 0, sizeof(*c));
+	prepare_cli_init(&c->pc);
 	struct es_opt opts[ES_PREPARE_MAX_OPTS + 13];
-	size_t n = prepare_cli_options(&pc, opts);
-	const char *output = NULL, *run_id = NULL, *ray_mode = NULL;
-	int64_t nodes = 0;
-	int require_all = 0, retry_failed = 0, allow_mismatch = 0, no_runner = 0;
-	int seen_lease = 0, seen_hb = 0, seen_lt = 0, seen_mr = 0;
-	double attempt_timeout = 0, preempt_grace = 0;
+	size_t n = prepare_cli_options(&c->pc, opts);
 	/* Policy options given explicitly also override a job prepared earlier (a resubmission). */
 	for (size_t i = 0; i < n; i++) {
-		if (!strcmp(opts[i].name, "lease-secs")) opts[i].seen = &seen_lease;
-		if (!strcmp(opts[i].name, "heartbeat-secs")) opts[i].seen = &seen_hb;
-		if (!strcmp(opts[i].name, "lock-timeout-secs")) opts[i].seen = &seen_lt;
-		if (!strcmp(opts[i].name, "max-retries")) opts[i].seen = &seen_mr;
+		if (!strcmp(opts[i].name, "lease-secs")) opts[i].seen = &c->seen_lease;
+		if (!strcmp(opts[i].name, "heartbeat-secs")) opts[i].seen = &c->seen_hb;
+		if (!strcmp(opts[i].name, "lock-timeout-secs")) opts[i].seen = &c->seen_lt;
+		if (!strcmp(opts[i].name, "max-retries")) opts[i].seen = &c->seen_mr;
 	}
-	opts[n++] = (struct es_opt){ "output", ES_OPT_STR, &output, NULL, "PATH", "merged output (default <job-dir>/merged.jsonl)" };
-	opts[n++] = (struct es_opt){ "nodes", ES_OPT_POS_INT, &nodes, NULL, NULL, "nodes of the job (default: distinct hosts of the ranks)" };
-	opts[n++] = (struct es_opt){ "require-all-nodes", ES_OPT_FLAG, &require_all, NULL, NULL, "strict mode: every node must complete shards; claim cap ceil(shards/nodes)" };
-	opts[n++] = (struct es_opt){ "run-id", ES_OPT_STR, &run_id, NULL, "ID", "submission id (default PAI_JOB_ID, DLC_JOB_ID, JOB_ID, SLURM_JOB_ID, or made up)" };
-	opts[n++] = (struct es_opt){ "retry-failed", ES_OPT_FLAG, &retry_failed, NULL, NULL, "requeue failed shards before work starts" };
-	opts[n++] = (struct es_opt){ "attempt-timeout-secs", ES_OPT_POS_NUM, &attempt_timeout, NULL, NULL, "kill an attempt that runs longer (counted as failed)" };
-	opts[n++] = (struct es_opt){ "preempt-grace-secs", ES_OPT_POS_NUM, &preempt_grace, NULL, NULL, "a processor killed by a stop signal from outside: wait this long (default 5) for the rank's own stop before counting a failure" };
-	opts[n++] = (struct es_opt){ "ray-mode", ES_OPT_STR, &ray_mode, NULL, "MODE", "per-attempt (default) or per-rank: one node-local Ray head per rank, reused by every shard" };
-	opts[n++] = (struct es_opt){ "no-dj-runner", ES_OPT_FLAG, &no_runner, NULL, NULL, "per-rank mode: plain dj-process per shard instead of the persistent Data-Juicer runner" };
-	opts[n++] = (struct es_opt){ "allow-version-mismatch", ES_OPT_FLAG, &allow_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" };
+	opts[n++] = (struct es_opt){ "output", ES_OPT_STR, &c->output, NULL, "PATH", "merged output (default <job-dir>/merged.jsonl)" };
+	opts[n++] = (struct es_opt){ "nodes", ES_OPT_POS_INT, &c->nodes, NULL, NULL, "nodes of the job (default: distinct hosts of the ranks)" };
+	opts[n++] = (struct es_opt){ "require-all-nodes", ES_OPT_FLAG, &c->require_all, NULL, NULL, "strict mode: every node must complete shards; claim cap ceil(shards/nodes)" };
+	opts[n++] = (struct es_opt){ "run-id", ES_OPT_STR, &c->run_id, NULL, "ID", "submission id (default PAI_JOB_ID, DLC_JOB_ID, JOB_ID, SLURM_JOB_ID, or made up)" };
+	opts[n++] = (struct es_opt){ "retry-failed", ES_OPT_FLAG, &c->retry_failed, NULL, NULL, "requeue failed shards before work starts" };
+	opts[n++] = (struct es_opt){ "attempt-timeout-secs", ES_OPT_POS_NUM, &c->attempt_timeout, NULL, NULL, "kill an attempt that runs longer (counted as failed)" };
+	opts[n++] = (struct es_opt){ "preempt-grace-secs", ES_OPT_POS_NUM, &c->preempt_grace, NULL, NULL, "a processor killed by a stop signal from outside: wait this long (default 5) for the rank's own stop before counting a failure" };
+	opts[n++] = (struct es_opt){ "ray-mode", ES_OPT_STR, &c->ray_mode, NULL, "MODE", "per-attempt (default) or per-rank: one node-local Ray head per rank, reused by every shard" };
+	opts[n++] = (struct es_opt){ "no-dj-runner", ES_OPT_FLAG, &c->no_runner, NULL, NULL, "per-rank mode: plain dj-process per shard instead of the persistent Data-Juicer runner" };
+	opts[n++] = (struct es_opt){ "allow-version-mismatch", ES_OPT_FLAG, &c->allow_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" };
 	static const struct es_cmd_help help = {
 		"run",
 		"Run the whole job under MPI: rank 0 prepares, every rank claims and processes shards, rank 0 verifies and merges.",
@@ -189,176 +96,203 @@ int cmd_run(int argc, char **argv)
 		"(SIGTERM on any rank stops all ranks and releases their claims, so running the same\n"
 		"command again resumes the job).",
 	};
-	/* Options are checked before MPI starts, identically on every rank. */
 	int rc = es_args_parse(argc, argv, opts, n, &help);
 	if (rc)
 		return rc > 0 ? 0 : 2;
-	if (prepare_cli_finish(&pc, "run"))
+	if (prepare_cli_finish(&c->pc, "run"))
 		return 2;
-	{
-		struct es_worker_opts check;
-		es_worker_opts_init(&check);
-		check.ray_mode_name = ray_mode;
-		if (worker_cli_finish(&check, "run"))
-			return 2;
-	}
+	struct es_worker_opts check;
+	es_worker_opts_init(&check);
+	check.ray_mode_name = c->ray_mode;
+	return worker_cli_finish(&check, "run") ? 2 : -1;
+}
 
+/* Who is in the job: the distinct hosts, and this rank's slot on its host. */
+static void discover_hosts(struct run *r)
+{
+	char me[HOST_LEN] = { 0 };
+	snprintf(me, sizeof(me), "%s", es_hostname());
+	int n = r->ag.size;
+	char *hosts = calloc((size_t)n, HOST_LEN);
+	if (!hosts) {
+		r->distinct = r->slots = 1;
+		return;
+	}
+	agree_allgather(me, hosts, HOST_LEN);
+	r->distinct = 0;
+	r->slot = r->slots = 0;
+	for (int i = 0; i < n; i++) {
+		const char *hi = hosts + (size_t)i * HOST_LEN;
+		int seen = 0;
+		for (int j = 0; j < i && !seen; j++)
+			seen = !strncmp(hi, hosts + (size_t)j * HOST_LEN, HOST_LEN);
+		r->distinct += !seen;
+		if (!strncmp(hi, me, HOST_LEN)) {
+			if (i < r->ag.rank)
+				r->slot++;
+			r->slots++;
+		}
+	}
+	free(hosts);
+	r->nodes = r->cli->nodes ? r->cli->nodes : r->distinct;
+}
+
+/* The run id: explicit, from the launcher, or made by rank 0; the same on every rank. */
+static void choose_run_id(struct run *r)
+{
+	const char *given = r->cli->run_id && *r->cli->run_id ? r->cli->run_id : env_run_id();
+	if (given)
+		snprintf(r->rid, sizeof(r->rid), "%s", given);
+	else if (r->ag.rank == 0)
+		snprintf(r->rid, sizeof(r->rid), "run-%lld-%d", (long long)es_time_epoch(), (int)getpid());
+	agree_bcast_bytes(r->rid, sizeof(r->rid));
+}
+
+/* Strict mode's cap and its refusals (the same decision on every rank); 0 or 2. */
+static int check_strict(struct run *r)
+{
+	int64_t shards = r->cli->pc.o.num_shards, nodes = r->nodes;
+	if (!r->cli->require_all)
+		return 0;
+	r->cap = (shards + nodes - 1) / nodes;
+	if (r->distinct < nodes) {
+		if (r->ag.rank == 0)
+			es_error(ES_EUSAGE, "strict mode (--require-all-nodes) needs %lld nodes, but the job's %d rank(s) run on %d distinct host(s)",
+				 (long long)nodes, r->ag.size, r->distinct);
+		return 2;
+	}
+	if (shards < nodes || (nodes - 1) * r->cap >= shards) {
+		if (r->ag.rank == 0)
+			es_error(ES_EUSAGE, "strict mode cannot give every one of %lld nodes a shard with %lld shards (cap %lld per node); "
+				 "use more shards or elastic mode", (long long)nodes, (long long)shards, (long long)r->cap);
+		return 2;
+	}
+	return 0;
+}
+
+/* Phase 1: rank 0 prepares (an unchanged job is a no-op, so a resubmission resumes). */
+static int prepare_phase(struct run *r)
+{
+	int code = 0;
+	if (r->ag.rank == 0) {
+		printf("eshard-mpi run %s on %d rank(s), %d host(s): nodes=%lld shards=%lld mode=%s cap=%s\n", r->rid,
+		       r->ag.size, r->distinct, (long long)r->nodes, (long long)r->cli->pc.o.num_shards,
+		       r->cli->require_all ? "strict" : "elastic", r->cap ? "ceil(shards/nodes)" : "unlimited");
+		fflush(stdout);
+		struct es_prepare_result pres;
+		int prc = es_prepare_run(&r->cli->pc.o, &pres);
+		if (!prc && r->cli->retry_failed)
+			prc = es_retry_run(pres.job_dir, 1, NULL, 0, 0);
+		code = es_exit_code(prc);
+		free(pres.job_dir);
+	}
+	return agree_bcast_int(code);
+}
+
+static void worker_options(struct run *r, struct es_worker_opts *wo)
+{
+	const struct run_cli *c = r->cli;
+	int64_t shards = c->pc.o.num_shards;
+	es_worker_opts_init(wo);
+	wo->job_dir = c->pc.o.job_dir;
+	wo->max_shards = r->cap;
+	wo->cap_counts_done = 1;
+	wo->wait_for_terminal = 1;
+	wo->quiet_idle = 1;
+	/* Idle ranks poll every second for a quick end; a huge job polls less often, since each
+	 * poll opens every shard's markers on the shared file system. */
+	wo->poll_interval_override = shards / 2000.0 > 1.0 ? (shards / 2000.0 < 20.0 ? shards / 2000.0 : 20.0) : 1.0;
+	wo->run_id = r->rid;
+	wo->stop_flag = stop_flag();
+	wo->should_stop = agree_peer_stopped;
+	wo->should_stop_arg = &r->ag;
+	wo->supervisor_exe = self_exe();
+	wo->attempt_timeout_secs = c->attempt_timeout;
+	wo->preempt_grace_secs = c->preempt_grace;
+	wo->allow_version_mismatch = c->allow_mismatch;
+	wo->ray_mode_name = c->ray_mode;
+	wo->ray_no_runner = c->no_runner;
+	wo->ray_rank_on_host = r->slot;
+	wo->ray_ranks_on_host = r->slots;
+	worker_cli_finish(wo, "run"); /* checked before MPI started */
+	if (c->seen_lease) wo->lease_secs = c->pc.o.policy.lease_secs;
+	if (c->seen_hb) wo->heartbeat_secs = c->pc.o.policy.heartbeat_secs;
+	if (c->seen_lt) wo->lock_timeout_secs = c->pc.o.policy.lock_timeout_secs;
+	if (c->seen_mr) wo->max_retries = c->pc.o.policy.max_retries;
+}
+
+/* Phase 2: every rank works until the job is terminal; returns this rank's exit code. */
+static int work_phase(struct run *r)
+{
+	struct es_worker_opts wo;
+	worker_options(r, &wo);
+	int wrc = es_worker_run(&wo, &r->wres);
+	int wcode = wrc ? 2 : r->wres.exit_code;
+	if (wrc) {
+		/* This rank cannot work (say the job folder is not mounted on its node). The job
+		 * fails anyway, so stop the others now; in strict mode they could never finish
+		 * without this rank's share and would wait forever. */
+		agree_send_stop(&r->ag, 2);
+	} else if (r->ag.stopped_by_peer && r->wres.stopped_by_signal) {
+		wcode = r->ag.stop_buf; /* end with the code of the rank that stopped the job */
+	} else if (*stop_flag() || r->wres.stopped_by_signal) {
+		agree_send_stop(&r->ag, wcode);
+	}
+	return wcode;
+}
+
+/* Phase 3: the ranks agree how the work ended; rank 0 verifies and merges; all learn the code. */
+static int finalize_phase(struct run *r, int code, int wcode)
+{
+	int agreed = agree_max_int(wcode);
+	/* The spread of the first claims (only ranks that claimed something count). */
+	double first = r->wres.first_claim_epoch;
+	double first_min = agree_reduce_double(first > 0 ? first : INFINITY, MPI_MIN);
+	double first_max = agree_reduce_double(first > 0 ? first : -INFINITY, MPI_MAX);
+	if (r->ag.rank == 0 && isfinite(first_min) && isfinite(first_max) && !code)
+		printf("First claims of the ranks were %.3f s apart\n", first_max - first_min);
+	int final = agreed;
+	const char *job_dir = r->cli->pc.o.job_dir;
+	if (r->ag.rank == 0 && !agreed) {
+		struct es_buf out = ES_BUF_INIT;
+		if (r->cli->output)
+			es_buf_adds(&out, r->cli->output);
+		else
+			es_buf_printf(&out, "%s/merged.jsonl", job_dir);
+		struct es_verify_result vr;
+		final = es_exit_code(es_verify_run(job_dir, out.data, r->cli->require_all ? (int)r->nodes : 1, &vr));
+		es_buf_free(&out);
+	} else if (r->ag.rank == 0 && agreed && !code) {
+		es_error(ES_EINVAL, "the job did not complete (exit code %d on at least one rank); see the rank messages above and 'eshard-mpi status --job-dir %s'",
+			 agreed, job_dir);
+	}
+	return agree_bcast_int(final);
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct run_cli cli;
+	int rc = parse_cli(argc, argv, &cli);
+	if (rc >= 0)
+		return rc;
 	install_stop_handlers();
 	int provided;
 	MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided); /* prepare and merge run helper threads on rank 0 */
 	struct run r;
 	memset(&r, 0, sizeof(r));
-	MPI_Comm_rank(MPI_COMM_WORLD, &r.rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &r.size);
+	r.cli = &cli;
+	int code = agree_init(&r.ag) ? 2 : 0;
 	char prefix[300];
-	snprintf(prefix, sizeof(prefix), "[rank %d %s] ", r.rank, es_hostname());
+	snprintf(prefix, sizeof(prefix), "[rank %d %s] ", r.ag.rank, es_hostname());
 	es_log_set_prefix(prefix);
-	r.stop_sends = calloc((size_t)r.size, sizeof(*r.stop_sends));
-	for (int i = 0; i < r.size; i++)
-		r.stop_sends[i] = MPI_REQUEST_NULL;
-	MPI_Irecv(&r.stop_buf, 1, MPI_INT, MPI_ANY_SOURCE, TAG_STOP, MPI_COMM_WORLD, &r.stop_recv);
-
-	/* Who is in the job. */
-	char me[HOST_LEN] = { 0 };
-	snprintf(me, sizeof(me), "%s", es_hostname());
-	char *hosts = calloc((size_t)r.size, HOST_LEN);
-	MPI_Request req;
-	MPI_Iallgather(me, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, MPI_COMM_WORLD, &req);
-	wait_request(&req);
-	int distinct = count_hosts(hosts, r.size);
-	int slot = 0, slots = 1;
-	host_slot(hosts, r.size, r.rank, &slot, &slots);
-	free(hosts);
-	if (!nodes)
-		nodes = distinct;
-
-	/* The run id: explicit, from the launcher, or made by rank 0. */
-	char rid[128] = { 0 };
-	if (run_id && *run_id)
-		snprintf(rid, sizeof(rid), "%s", run_id);
-	else if (env_run_id())
-		snprintf(rid, sizeof(rid), "%s", env_run_id());
-	else if (r.rank == 0)
-		snprintf(rid, sizeof(rid), "run-%lld-%d", (long long)es_time_epoch(), (int)getpid());
-	MPI_Ibcast(rid, sizeof(rid), MPI_CHAR, 0, MPI_COMM_WORLD, &req);
-	wait_request(&req);
-
-	int64_t shards = pc.o.num_shards, cap = 0;
-	int code = 0;
-	if (require_all) {
-		cap = (shards + nodes - 1) / nodes;
-		if (distinct < nodes) {
-			if (r.rank == 0)
-				es_error(ES_EUSAGE, "strict mode (--require-all-nodes) needs %lld nodes, but the job's %d rank(s) run on %d distinct host(s)",
-					 (long long)nodes, r.size, distinct);
-			code = 2;
-		} else if (shards < nodes || (nodes - 1) * cap >= shards) {
-			if (r.rank == 0)
-				es_error(ES_EUSAGE, "strict mode cannot give every one of %lld nodes a shard with %lld shards (cap %lld per node); "
-					 "use more shards or elastic mode", (long long)nodes, (long long)shards, (long long)cap);
-			code = 2;
-		}
-	}
-	if (r.rank == 0 && !code) {
-		printf("eshard-mpi run %s on %d rank(s), %d host(s): nodes=%lld shards=%lld mode=%s cap=%s\n", rid, r.size,
-		       distinct, (long long)nodes, (long long)shards, require_all ? "strict" : "elastic",
-		       cap ? "ceil(shards/nodes)" : "unlimited");
-		fflush(stdout);
-	}
-
-	/* Phase 1: rank 0 prepares (an unchanged job is a no-op, so a resubmission resumes). */
-	if (!code) {
-		if (r.rank == 0) {
-			struct es_prepare_result pres;
-			int prc = es_prepare_run(&pc.o, &pres);
-			if (!prc && retry_failed)
-				prc = es_retry_run(pres.job_dir, 1, NULL, 0, 0);
-			code = es_exit_code(prc);
-			free(pres.job_dir);
-		}
-		code = bcast_int_from_root(code);
-	}
-
-	/* Phase 2: every rank works until the job is terminal. */
-	struct es_worker_result wres;
-	memset(&wres, 0, sizeof(wres));
-	int wcode = code;
-	if (!code) {
-		struct es_worker_opts wo;
-		es_worker_opts_init(&wo);
-		wo.job_dir = pc.o.job_dir;
-		wo.max_shards = cap;
-		wo.cap_counts_done = 1;
-		wo.wait_for_terminal = 1;
-		wo.quiet_idle = 1;
-		/* Idle ranks poll every second for a quick end; a huge job polls less often, since
-		 * each poll opens every shard's markers on the shared file system. */
-		wo.poll_interval_override = shards / 2000.0 > 1.0 ? (shards / 2000.0 < 20.0 ? shards / 2000.0 : 20.0) : 1.0;
-		wo.run_id = rid;
-		wo.stop_flag = stop_flag();
-		wo.should_stop = should_stop;
-		wo.should_stop_arg = &r;
-		wo.supervisor_exe = self_exe();
-		wo.attempt_timeout_secs = attempt_timeout;
-		wo.preempt_grace_secs = preempt_grace;
-		wo.allow_version_mismatch = allow_mismatch;
-		wo.ray_mode_name = ray_mode;
-		wo.ray_no_runner = no_runner;
-		wo.ray_rank_on_host = slot;
-		wo.ray_ranks_on_host = slots;
-		worker_cli_finish(&wo, "run"); /* checked before MPI started */
-		if (seen_lease) wo.lease_secs = pc.o.policy.lease_secs;
-		if (seen_hb) wo.heartbeat_secs = pc.o.policy.heartbeat_secs;
-		if (seen_lt) wo.lock_timeout_secs = pc.o.policy.lock_timeout_secs;
-		if (seen_mr) wo.max_retries = pc.o.policy.max_retries;
-		int wrc = es_worker_run(&wo, &wres);
-		wcode = wrc ? 2 : wres.exit_code;
-		if (wrc) {
-			/* This rank cannot work (say the job folder is not mounted on its node). The
-			 * job fails anyway, so stop the others now; in strict mode they could never
-			 * finish without this rank's share and would wait forever. */
-			send_stop(&r, 2);
-		} else if (r.stopped_by_peer && wres.stopped_by_signal) {
-			wcode = r.stop_buf; /* end with the code of the rank that stopped the job */
-		} else if (*stop_flag() || wres.stopped_by_signal) {
-			send_stop(&r, wcode);
-		}
-	}
-	int agreed = agree_max(wcode);
-	/* The spread of the first claims (only ranks that claimed something count). */
-	double first_min = agree_min_double(wres.first_claim_epoch > 0 ? wres.first_claim_epoch : INFINITY, MPI_MIN);
-	double first_max = agree_min_double(wres.first_claim_epoch > 0 ? wres.first_claim_epoch : -INFINITY, MPI_MAX);
-	if (r.rank == 0 && isfinite(first_min) && isfinite(first_max) && !code)
-		printf("First claims of the ranks were %.3f s apart\n", first_max - first_min);
-
-	/* Phase 3: rank 0 verifies and merges; everyone exits with the final code. */
-	int final = agreed;
-	if (r.rank == 0 && !agreed) {
-		struct es_buf out = ES_BUF_INIT;
-		if (output)
-			es_buf_adds(&out, output);
-		else
-			es_buf_printf(&out, "%s/merged.jsonl", pc.o.job_dir);
-		struct es_verify_result vr;
-		final = es_exit_code(es_verify_run(pc.o.job_dir, out.data, require_all ? (int)nodes : 1, &vr));
-		es_buf_free(&out);
-	} else if (r.rank == 0 && agreed && !code) {
-		es_error(ES_EINVAL, "the job did not complete (exit code %d on at least one rank); see the rank messages above and 'eshard-mpi status --job-dir %s'",
-			 agreed, pc.o.job_dir);
-	}
-	final = bcast_int_from_root(final);
-
-	/* Tidy up the stop messages before MPI ends. */
-	if (r.stop_recv != MPI_REQUEST_NULL) {
-		int got = 0;
-		MPI_Test(&r.stop_recv, &got, MPI_STATUS_IGNORE);
-		if (!got) {
-			MPI_Cancel(&r.stop_recv);
-			MPI_Wait(&r.stop_recv, MPI_STATUS_IGNORE);
-		}
-	}
-	MPI_Waitall(r.size, r.stop_sends, MPI_STATUSES_IGNORE);
-	free(r.stop_sends);
+	discover_hosts(&r);
+	choose_run_id(&r);
+	code = agree_max_int(code ? code : check_strict(&r));
+	if (!code)
+		code = prepare_phase(&r);
+	int wcode = code ? code : work_phase(&r);
+	int final = finalize_phase(&r, code, wcode);
+	agree_finish(&r.ag);
 	MPI_Finalize();
 	return final;
 }

@@ -1,0 +1,126 @@
+/*
+ * agree: non-blocking collectives polled with a sleep, and the stop notices (see agree.h).
+ */
+#include "agree.h"
+
+#include "eshard/log.h"
+#include "eshard/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TAG_STOP 7101
+
+/* Wait for a request without spinning on the core. */
+static void wait_request(MPI_Request *r)
+{
+	int done = 0;
+	double pause = 0.001;
+	for (;;) {
+		MPI_Test(r, &done, MPI_STATUS_IGNORE);
+		if (done)
+			return;
+		es_sleep(pause);
+		if (pause < 0.05)
+			pause *= 2;
+	}
+}
+
+int agree_init(struct agree *a)
+{
+	memset(a, 0, sizeof(*a));
+	MPI_Comm_rank(MPI_COMM_WORLD, &a->rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &a->size);
+	if (a->size > 1) {
+		a->stop_sends = calloc((size_t)a->size - 1, sizeof(*a->stop_sends));
+		if (!a->stop_sends)
+			return es_error(ES_ENOMEM, "out of memory for %d ranks", a->size);
+		for (int i = 0; i < a->size - 1; i++)
+			a->stop_sends[i] = MPI_REQUEST_NULL;
+	}
+	MPI_Irecv(&a->stop_buf, 1, MPI_INT, MPI_ANY_SOURCE, TAG_STOP, MPI_COMM_WORLD, &a->stop_recv);
+	return 0;
+}
+
+int agree_bcast_int(int value)
+{
+	MPI_Request r;
+	MPI_Ibcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD, &r);
+	wait_request(&r);
+	return value;
+}
+
+void agree_bcast_bytes(void *buf, int n)
+{
+	MPI_Request r;
+	MPI_Ibcast(buf, n, MPI_CHAR, 0, MPI_COMM_WORLD, &r);
+	wait_request(&r);
+}
+
+int agree_max_int(int value)
+{
+	int out = 0;
+	MPI_Request r;
+	MPI_Iallreduce(&value, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r);
+	wait_request(&r);
+	return out;
+}
+
+double agree_reduce_double(double value, MPI_Op op)
+{
+	double out = 0;
+	MPI_Request r;
+	MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &r);
+	wait_request(&r);
+	return out;
+}
+
+void agree_allgather(const void *mine, void *all, int n)
+{
+	MPI_Request r;
+	MPI_Iallgather(mine, n, MPI_CHAR, all, n, MPI_CHAR, MPI_COMM_WORLD, &r);
+	wait_request(&r);
+}
+
+void agree_send_stop(struct agree *a, int code)
+{
+	if (a->stop_sent)
+		return;
+	a->stop_sent = 1;
+	a->stop_code = code;
+	for (int i = 0, k = 0; i < a->size; i++)
+		if (i != a->rank)
+			MPI_Isend(&a->stop_code, 1, MPI_INT, i, TAG_STOP, MPI_COMM_WORLD, &a->stop_sends[k++]);
+}
+
+int agree_peer_stopped(void *arg)
+{
+	struct agree *a = arg;
+	if (a->stopped_by_peer)
+		return 1;
+	if (a->stop_recv != MPI_REQUEST_NULL) {
+		int got = 0;
+		MPI_Test(&a->stop_recv, &got, MPI_STATUS_IGNORE);
+		if (got) {
+			a->stopped_by_peer = 1;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void agree_finish(struct agree *a)
+{
+	if (a->stop_recv != MPI_REQUEST_NULL) {
+		int got = 0;
+		MPI_Test(&a->stop_recv, &got, MPI_STATUS_IGNORE);
+		if (!got) {
+			MPI_Cancel(&a->stop_recv);
+			MPI_Wait(&a->stop_recv, MPI_STATUS_IGNORE);
+		}
+	}
+	if (a->stop_sent && a->size > 1)
+		MPI_Waitall(a->size - 1, a->stop_sends, MPI_STATUSES_IGNORE);
+	free(a->stop_sends);
+	a->stop_sends = NULL;
+}

@@ -1,0 +1,48 @@
+/*
+ * agree: the MPI hand-offs of `eshard-mpi run` and nothing else (DESIGN.md: MPI only for the
+ * phase hand-offs, every rank agreeing before it moves on).
+ *
+ * Every wait is a non-blocking collective polled with a short, growing sleep: Open MPI
+ * busy-polls inside blocking collectives, and a waiting rank must not burn the core its node's
+ * processor needs. A rank that stops (SIGTERM, or a worker that cannot start) tells every other
+ * rank with a point-to-point message, so the whole job ends together with one code.
+ */
+#ifndef ESHARD_AGREE_H
+#define ESHARD_AGREE_H
+
+#include <mpi.h>
+
+struct agree {
+	int rank, size;
+	MPI_Request stop_recv;       /* a peer's stop notice, posted once */
+	int stop_buf;                /* its exit code */
+	int stopped_by_peer;         /* a notice arrived (seen through agree_peer_stopped) */
+	int stop_sent;
+	int stop_code;               /* the buffer of the stop sends: it must outlive them */
+	MPI_Request *stop_sends;     /* one per other rank (size - 1 of them) */
+};
+
+/* After MPI_Init: rank, size, and the receive of a stop notice. 0, or ES_ENOMEM. */
+int agree_init(struct agree *a);
+
+/* rank 0's value, learnt by all. */
+int agree_bcast_int(int value);
+void agree_bcast_bytes(void *buf, int n);
+
+/* The largest (MPI_MAX) or smallest (MPI_MIN) value of any rank. */
+int agree_max_int(int value);
+double agree_reduce_double(double value, MPI_Op op);
+
+/* Every rank's n bytes of mine, in rank order, into all (size * n bytes). */
+void agree_allgather(const void *mine, void *all, int n);
+
+/* Tell every other rank, once, that this one stops with exit code `code`. */
+void agree_send_stop(struct agree *a, int code);
+
+/* The worker's should_stop callback (arg: struct agree): 1 once a peer told this rank to stop. */
+int agree_peer_stopped(void *arg);
+
+/* Before MPI_Finalize: cancel the pending receive, complete the sends, free. */
+void agree_finish(struct agree *a);
+
+#endif
