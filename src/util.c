@@ -137,18 +137,16 @@ int es_parse_double(const char *s, double *out)
 	return 0;
 }
 
+#ifdef ESHARD_TEST_HOOKS
 void es_crash_point(const char *name)
 {
-#ifdef ESHARD_TEST_HOOKS
 	const char *at = getenv("ESHARD_TEST_CRASH_AT");
 	if (at && strcmp(at, name) == 0) {
 		fprintf(stderr, "eshard test crash point '%s' reached\n", name);
 		_exit(99);
 	}
-#else
-	(void)name;
-#endif
 }
+#endif
 
 int es_env_name_is(const char *kv, const char *name)
 {

@@ -29,7 +29,12 @@ int es_parse_double(const char *s, double *out);
 int es_env_is_launcher_identity(const char *kv);
 /* 1 when kv's name is name. */
 int es_env_name_is(const char *kv, const char *name);
-/* Test builds: ESHARD_TEST_CRASH_AT=<name> makes the process _exit(99) at that point. */
+/* Test builds (-DESHARD_TEST_HOOKS=ON) only: ESHARD_TEST_CRASH_AT=<name> makes the process
+ * _exit(99) at that point. Other builds compile no crash point at all, not even its name. */
+#ifdef ESHARD_TEST_HOOKS
 void es_crash_point(const char *name);
+#else
+#define es_crash_point(name) ((void)0)
+#endif
 
 #endif

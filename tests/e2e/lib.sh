@@ -16,6 +16,11 @@ cleanup_t() { if [ -z "${KEEP_TMP:-}" ]; then rm -rf "$T"; else echo "kept $T" >
 trap cleanup_t EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# need_test_hooks: crash points and test hooks exist only in a test build.
+need_test_hooks() {
+  [ "${ESHARD_TEST_HOOKS_BUILT:-0}" = 1 ] ||
+    fail "this test needs a test build (cmake -DESHARD_TEST_HOOKS=ON; scripts/test.sh makes one)"
+}
 pass() { echo "ok: $*"; }
 
 # run_expect CODE CMD...: run, capture stdout/stderr into $T/out and $T/err, check the exit code.

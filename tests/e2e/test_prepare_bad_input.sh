@@ -67,6 +67,7 @@ no_job_left "$job"; n=$((n + 1))
 
 # The input changes between the two passes (a test hook appends a row after pass 1).
 input changed '{"a":1}\n{"a":2}\n'
+need_test_hooks
 ESHARD_TEST_HOOK_AFTER_SCAN="printf '{\"a\":3}\\n' >>$T/in-changed/x.jsonl" check changed "Input changed between the scan and write passes"
 
 # Usage errors.
