@@ -12,6 +12,7 @@
 #include "eshard/prepare.h"
 #include "eshard/fs.h"
 #include "eshard/jsonl.h"
+#include "eshard/linereader.h"
 #include "eshard/log.h"
 #include "eshard/recipe.h"
 #include "eshard/scan.h"
