@@ -1,8 +1,8 @@
 #include "json.h"
 
 #include "eshard/fs.h"
-#include "eshard/jsonl.h"
 #include "eshard/log.h"
+#include "eshard/pyfloat.h"
 
 #include <errno.h>
 #include <math.h>
@@ -148,7 +148,7 @@ static cJSON *parse_number(struct parser *ps)
 	tmp[n] = '\0';
 	if (is_float) {
 		char *end;
-		double v = strtod(tmp, &end);
+		double v = es_pyfloat_strtod(tmp, &end);
 		if (*end) {
 			perr(ps, "bad number");
 			return NULL;
@@ -353,8 +353,8 @@ static int dump_value(const cJSON *v, int pretty, int level, struct es_buf *out)
 	if (cJSON_IsString(v))
 		return dump_string(v->valuestring, out);
 	if (cJSON_IsNumber(v)) {
-		char tmp[32];
-		es_jsonl_format_double(v->valuedouble, tmp);
+		char tmp[ES_PYFLOAT_MAX];
+		es_pyfloat_dumps(v->valuedouble, tmp);
 		return es_buf_adds(out, tmp);
 	}
 	if (cJSON_IsTrue(v))

@@ -57,9 +57,4 @@ int es_jsonl_normalize(struct es_jsonl *j, const char *line, size_t len, uint64_
 int es_jsonl_validate(struct es_jsonl *j, const char *line, size_t len, const char *path,
 		      uint64_t lineno);
 
-/* Python's repr(float) into out (NUL-terminated); returns the length (at most 25).
- * NaN and the infinities are written NaN, Infinity and -Infinity, as json.dumps does. */
-size_t es_jsonl_format_double(double v, char out[32]);
-
-
 #endif

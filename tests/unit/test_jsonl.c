@@ -1,6 +1,6 @@
 /*
  * Unit tests of src/jsonl.c: every rule of REFERENCE.md §3.1-3.3 with its exact message,
- * the 3000-line canonical fixture and Python's float repr (checked against python3 itself).
+ * and the 3000-line canonical fixture (float text: test_pyfloat; lines: test_linereader).
  */
 #include "testlib.h"
 
@@ -200,145 +200,6 @@ static void test_numbers(void)
 	es_buf_free(&b);
 	es_buf_free(&w);
 	es_jsonl_free(j);
-}
-
-static void check_fmt(double v, const char *want, const char *file, int line)
-{
-	char out[32];
-	size_t n = es_jsonl_format_double(v, out);
-	test_check_str(out, want, "es_jsonl_format_double", "want", file, line);
-	test_check_int((long long)n, (long long)strlen(want), "length", "strlen(want)", file, line);
-}
-#define FMT(v, want) check_fmt((v), (want), __FILE__, __LINE__)
-
-static double from_bits(uint64_t b)
-{
-	double v;
-	memcpy(&v, &b, sizeof(v));
-	return v;
-}
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static uint64_t rng(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-
-static void test_format_double(void)
-{
-	FMT(0.0, "0.0");
-	FMT(-0.0, "-0.0");
-	FMT(NAN, "NaN");
-	FMT(INFINITY, "Infinity");
-	FMT(-INFINITY, "-Infinity");
-	FMT(0.1, "0.1");
-	FMT(1.0 / 3, "0.3333333333333333");
-	FMT(2.0 / 3, "0.6666666666666666");
-	FMT(100.0, "100.0");
-	FMT(1e16, "1e+16");
-	FMT(1e15, "1000000000000000.0");
-	FMT(123456789012345680.0, "1.2345678901234568e+17");
-	FMT(1e-4, "0.0001");
-	FMT(1e-5, "1e-05");
-	FMT(-1.5e-10, "-1.5e-10");
-	FMT(1796200661.4790373, "1796200661.4790373");
-	FMT(from_bits(1), "5e-324");
-	FMT(from_bits(0x7fefffffffffffffULL), "1.7976931348623157e+308");
-	FMT(from_bits(0x0010000000000000ULL), "2.2250738585072014e-308");
-	FMT(from_bits(0x000fffffffffffffULL), "2.225073858507201e-308");
-	FMT(9007199254740992.0, "9007199254740992.0");
-	FMT(ldexp(1, 60), "1.152921504606847e+18");
-	FMT(ldexp(1, -20), "9.5367431640625e-07");
-
-	/* Python is the reference: a few thousand doubles, one python3 call for all. */
-	if (system("python3 -c pass >/dev/null 2>&1") != 0) {
-		fprintf(stderr, "SKIP: python3 not found; float repr not compared with Python\n");
-		return;
-	}
-	enum { N = 6000 };
-	uint64_t *bits = malloc(N * sizeof(*bits));
-	if (!CHECK(bits != NULL))
-		return;
-	size_t n = 0;
-	/* Every power of two, normal and subnormal, and its neighbours: the lopsided cases. */
-	for (int e = -1074; e <= 1023 && n + 3 <= N; e += 1) {
-		double p = ldexp(1, e);
-		uint64_t b;
-		memcpy(&b, &p, sizeof(b));
-		bits[n++] = b;
-		if (e % 3 == 0) {
-			bits[n++] = b + 1;
-			bits[n++] = b - 1;
-		}
-	}
-	while (n < N) {
-		uint64_t r = rng();
-		switch (n % 5) {
-		case 0: bits[n++] = r; break;                                /* any bit pattern */
-		case 1: bits[n++] = r & 0x800FFFFFFFFFFFFFULL; break;        /* subnormal */
-		case 2: {                                                    /* like the corpus */
-			double v = (double)(r >> 11) / 9007199254740992.0 * pow(10, (int)(rng() % 13) - 6);
-			memcpy(&bits[n++], &v, 8);
-			break;
-		}
-		case 3: {                                                    /* short decimals */
-			double v = (double)(r % 100000) / pow(10, (int)(rng() % 12));
-			memcpy(&bits[n++], &v, 8);
-			break;
-		}
-		default: /* near 1, both signs */
-			bits[n++] = (r & 0x800FFFFFFFFFFFFFULL) | ((uint64_t)(1023 - 70 + rng() % 140) << 52);
-		}
-	}
-	char in[512], outp[512], cmd[1400];
-	snprintf(in, sizeof(in), "%s/doubles.txt", T);
-	snprintf(outp, sizeof(outp), "%s/repr.txt", T);
-	FILE *f = fopen(in, "w");
-	if (!CHECK(f != NULL)) {
-		free(bits);
-		return;
-	}
-	size_t nfinite = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (isnan(from_bits(bits[i])))
-			continue;
-		fprintf(f, "%016" PRIx64 "\n", bits[i]);
-		bits[nfinite++] = bits[i];
-	}
-	fclose(f);
-	snprintf(cmd, sizeof(cmd),
-		 "python3 -c 'import sys, struct, json\n"
-		 "out = open(sys.argv[2], \"w\")\n"
-		 "for l in open(sys.argv[1]):\n"
-		 "    out.write(json.dumps(struct.unpack(\">d\", bytes.fromhex(l.strip()))[0]) + \"\\n\")\n"
-		 "' '%s' '%s'",
-		 in, outp);
-	if (!CHECK(system(cmd) == 0)) {
-		free(bits);
-		return;
-	}
-	f = fopen(outp, "r");
-	if (!CHECK(f != NULL)) {
-		free(bits);
-		return;
-	}
-	char line[64], mine[32];
-	size_t i = 0, bad = 0;
-	while (i < nfinite && fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		es_jsonl_format_double(from_bits(bits[i]), mine);
-		if (strcmp(line, mine) != 0 && bad++ < 10)
-			fprintf(stderr, "repr mismatch for bits %016" PRIx64 ": python %s, ours %s\n", bits[i],
-				line, mine);
-		i++;
-	}
-	fclose(f);
-	CHECK_INT_EQ(i, nfinite);
-	CHECK_INT_EQ(bad, 0);
-	free(bits);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -839,7 +700,6 @@ int main(void)
 	/* Errors are checked through es_last_error(); keep stderr for test failures. */
 	es_log_quiet_begin();
 	test_numbers();
-	test_format_double();
 	test_strings();
 	test_duplicates();
 	test_errors();
