@@ -3,6 +3,7 @@
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/pyfloat.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <math.h>
@@ -50,12 +51,7 @@ static int hex4(const char *s, unsigned *out)
 static void put_utf8(struct es_buf *b, unsigned cp)
 {
 	char t[4];
-	size_t n;
-	if (cp < 0x80) { t[0] = (char)cp; n = 1; }
-	else if (cp < 0x800) { t[0] = (char)(0xc0 | cp >> 6); t[1] = (char)(0x80 | (cp & 63)); n = 2; }
-	else if (cp < 0x10000) { t[0] = (char)(0xe0 | cp >> 12); t[1] = (char)(0x80 | ((cp >> 6) & 63)); t[2] = (char)(0x80 | (cp & 63)); n = 3; }
-	else { t[0] = (char)(0xf0 | cp >> 18); t[1] = (char)(0x80 | ((cp >> 12) & 63)); t[2] = (char)(0x80 | ((cp >> 6) & 63)); t[3] = (char)(0x80 | (cp & 63)); n = 4; }
-	es_buf_add(b, t, n);
+	es_buf_add(b, t, (size_t)(es_utf8_put(t, cp) - t));
 }
 
 static char *parse_string(struct parser *ps)

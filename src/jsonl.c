@@ -18,6 +18,7 @@
 #include "eshard/log.h"
 #include "eshard/pyfloat.h"
 #include "eshard/util.h"
+#include "utf8.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -102,114 +103,6 @@ struct es_jsonl {
 	struct enc_key *index;
 	size_t n_index;
 };
-
-/* ------------------------------------------------------------------------------------ */
-/* UTF-8                                                                                  */
-
-/* Length of the valid UTF-8 sequence starting with a byte >= 0x80 at p, or 0. Reads up to
- * 3 bytes past p, so the caller must have them (the PAD zeros fail every check). */
-static inline int utf8_len(const unsigned char *p)
-{
-	unsigned c = p[0];
-	if (c < 0xC2)
-		return 0;
-	if (c < 0xE0)
-		return (p[1] & 0xC0) == 0x80 ? 2 : 0;
-	if (c < 0xF0) {
-		unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-		if (p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80)
-			return 0;
-		return 3;
-	}
-	if (c < 0xF5) {
-		unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-		if (p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80)
-			return 0;
-		return 4;
-	}
-	return 0;
-}
-
-/*
- * Strict check of a whole byte string. On the first error, writes Python's
- * UnicodeDecodeError text into msg and returns 1: the same start byte, range and reason
- * ("invalid start byte", "invalid continuation byte", "unexpected end of data").
- */
-static int utf8_check(const unsigned char *s, size_t n, char *msg, size_t msz)
-{
-	size_t i = 0;
-	while (i < n) {
-		/* Plain ASCII is the common case: step over it a word at a time. */
-		while (i + 8 <= n) {
-			uint64_t w;
-			memcpy(&w, s + i, 8);
-			if (w & 0x8080808080808080ULL)
-				break;
-			i += 8;
-		}
-		if (i >= n)
-			break;
-		unsigned c = s[i];
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		size_t need;
-		unsigned lo = 0x80, hi = 0xBF;
-		const char *why = NULL;
-		size_t end = i + 1;
-		if (c >= 0xC2 && c <= 0xDF) {
-			need = 2;
-		} else if (c >= 0xE0 && c <= 0xEF) {
-			need = 3;
-			if (c == 0xE0)
-				lo = 0xA0;
-			if (c == 0xED)
-				hi = 0x9F;
-		} else if (c >= 0xF0 && c <= 0xF4) {
-			need = 4;
-			if (c == 0xF0)
-				lo = 0x90;
-			if (c == 0xF4)
-				hi = 0x8F;
-		} else {
-			why = "invalid start byte";
-			need = 0;
-		}
-		if (!why) {
-			if (i + 1 >= n) {
-				why = "unexpected end of data";
-				end = n;
-			} else if (s[i + 1] < lo || s[i + 1] > hi) {
-				why = "invalid continuation byte";
-			} else {
-				for (size_t k = 2; k < need; k++) {
-					if (i + k >= n) {
-						why = "unexpected end of data";
-						end = n;
-						break;
-					}
-					if ((s[i + k] & 0xC0) != 0x80) {
-						why = "invalid continuation byte";
-						end = i + k;
-						break;
-					}
-				}
-			}
-		}
-		if (why) {
-			if (end - i == 1)
-				snprintf(msg, msz, "'utf-8' codec can't decode byte 0x%02x in position %zu: %s",
-					 c, i, why);
-			else
-				snprintf(msg, msz, "'utf-8' codec can't decode bytes in position %zu-%zu: %s",
-					 i, end - 1, why);
-			return 1;
-		}
-		i += need;
-	}
-	return 0;
-}
 
 /* ------------------------------------------------------------------------------------ */
 /* Encoding helpers                                                                       */
@@ -597,27 +490,15 @@ static inline char *put_cp(char *o, uint32_t cp, int *lone)
 		}
 		return o;
 	}
-	if (cp < 0x800) {
-		*o++ = (char)(0xC0 | (cp >> 6));
-		*o++ = (char)(0x80 | (cp & 0x3F));
-	} else if (cp >= 0xD800 && cp <= 0xDFFF) {
-		*lone = 1;
-		*o++ = '\\';
-		*o++ = 'u';
-		*o++ = HEX[cp >> 12];
-		*o++ = HEX[(cp >> 8) & 15];
-		*o++ = HEX[(cp >> 4) & 15];
-		*o++ = HEX[cp & 15];
-	} else if (cp < 0x10000) {
-		*o++ = (char)(0xE0 | (cp >> 12));
-		*o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-		*o++ = (char)(0x80 | (cp & 0x3F));
-	} else {
-		*o++ = (char)(0xF0 | (cp >> 18));
-		*o++ = (char)(0x80 | ((cp >> 12) & 0x3F));
-		*o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-		*o++ = (char)(0x80 | (cp & 0x3F));
-	}
+	if (cp < 0xD800 || cp > 0xDFFF)
+		return es_utf8_put(o, cp);
+	*lone = 1;
+	*o++ = '\\';
+	*o++ = 'u';
+	*o++ = HEX[cp >> 12];
+	*o++ = HEX[(cp >> 8) & 15];
+	*o++ = HEX[(cp >> 4) & 15];
+	*o++ = HEX[cp & 15];
 	return o;
 }
 
@@ -761,7 +642,7 @@ static inline __attribute__((always_inline)) int scan_string(const unsigned char
 		}
 		/* Non-ASCII: check each sequence; CJK text comes in runs, so loop here. */
 		do {
-			int n = utf8_len(p);
+			int n = es_utf8_len(p);
 			if (!n) {
 				*errpos = (size_t)(p - s0);
 				return PE_UTF8;
@@ -1126,7 +1007,7 @@ static int prepare_line(struct es_jsonl *j, const char *line, size_t len, const 
 		return es_error(ES_EINVAL, "Blank JSONL record at %s:%" PRIu64, path, lineno);
 	if (len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0) {
 		char msg[160];
-		if (utf8_check((const unsigned char *)line, len, msg, sizeof(msg)))
+		if (es_utf8_check((const unsigned char *)line, len, msg, sizeof(msg)))
 			return es_error(ES_EINVAL, "Invalid UTF-8 at %s:%" PRIu64 ": %s", path, lineno,
 					msg);
 		return es_error(ES_EINVAL, "Invalid JSON at %s:%" PRIu64 ": Unexpected UTF-8 BOM", path,
@@ -1148,14 +1029,14 @@ static int report_parse_error(struct es_jsonl *j, const char *line, size_t len, 
 	if (kind == PE_NOMEM)
 		return ES_ENOMEM;
 	char msg[160];
-	if (utf8_check((const unsigned char *)line, len, msg, sizeof(msg)))
+	if (es_utf8_check((const unsigned char *)line, len, msg, sizeof(msg)))
 		return es_error(ES_EINVAL, "Invalid UTF-8 at %s:%" PRIu64 ": %s", path, lineno, msg);
 	if (kind == PE_UTF8) /* not reached: the check above finds it */
 		return es_error(ES_EINVAL, "Invalid UTF-8 at %s:%" PRIu64, path, lineno);
 	/* Python counts characters, not bytes: skip continuation bytes. */
 	size_t col = 1;
 	for (size_t i = 0; i < j->errpos && i < len; i++)
-		col += ((unsigned char)line[i] & 0xC0) != 0x80;
+		col += !es_utf8_is_cont((unsigned char)line[i]);
 	return es_error(ES_EINVAL, "Invalid JSON at %s:%" PRIu64 ": %s: column %zu", path, lineno,
 			perr_text[kind], col);
 }
@@ -1277,7 +1158,7 @@ static int apply_media(struct es_jsonl *j, struct es_buf *out, size_t top_n, con
 				if (rc)
 					return rc;
 				char msg[160];
-				if (utf8_check((const unsigned char *)j->res.data, j->res.len, msg, sizeof(msg)))
+				if (es_utf8_check((const unsigned char *)j->res.data, j->res.len, msg, sizeof(msg)))
 					return es_error(ES_EINVAL,
 							"Resolved media path '%s' is not valid UTF-8 (%s) at %s:%" PRIu64,
 							j->res.data, msg, path, lineno);

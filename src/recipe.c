@@ -13,6 +13,7 @@
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/util.h"
+#include "utf8.h"
 
 #include <cjson/cJSON.h>
 #include <yaml.h>
@@ -935,28 +936,6 @@ static int py_truthy(const struct ynode *n)
 	return 0;
 }
 
-/* Decode one UTF-8 character (libyaml only hands over valid UTF-8; a stray byte is taken
- * as itself). */
-static uint32_t utf8_next(const unsigned char *s, size_t len, size_t *adv)
-{
-	unsigned c = s[0];
-	size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-	if (need == 1 || need > len) {
-		*adv = 1;
-		return c;
-	}
-	uint32_t cp = c & (0x3f >> (need - 1));
-	for (size_t i = 1; i < need; i++) {
-		if ((s[i] & 0xc0) != 0x80) {
-			*adv = 1;
-			return c;
-		}
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	*adv = need;
-	return cp;
-}
-
 /* str.isspace() */
 static int py_isspace(uint32_t c)
 {
@@ -984,7 +963,7 @@ static int is_blank(const char *s, size_t len)
 {
 	size_t i = 0, adv;
 	while (i < len) {
-		if (!py_isspace(utf8_next((const unsigned char *)s + i, len - i, &adv)))
+		if (!py_isspace(es_utf8_next((const unsigned char *)s + i, len - i, &adv)))
 			return 0;
 		i += adv;
 	}
@@ -998,7 +977,7 @@ static int py_str_repr(struct es_buf *b, const char *s, size_t len)
 	int rc = es_buf_addc(b, q);
 	size_t i = 0, adv;
 	while (!rc && i < len) {
-		uint32_t c = utf8_next((const unsigned char *)s + i, len - i, &adv);
+		uint32_t c = es_utf8_next((const unsigned char *)s + i, len - i, &adv);
 		if (c == (uint32_t)q || c == '\\')
 			rc = es_buf_printf(b, "\\%c", (char)c);
 		else if (c == '\t')
@@ -1191,7 +1170,7 @@ static char *repr_dup(const struct ynode *n, int str_mode)
 	}
 	if (b.len > REPR_SOFT_MAX) {
 		size_t cut = REPR_SOFT_MAX;
-		while (cut && ((unsigned char)b.data[cut] & 0xc0) == 0x80)
+		while (cut && es_utf8_is_cont((unsigned char)b.data[cut]))
 			cut--; /* never split a UTF-8 character */
 		es_buf_setlen(&b, cut);
 		if (es_buf_adds(&b, "...")) {
