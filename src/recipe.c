@@ -1588,50 +1588,9 @@ out:
 /* 4. Validation                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-struct strv {
-	char **v;
-	size_t n, cap;
-};
-
-static int strv_add(struct strv *s, char *owned)
-{
-	if (!owned)
-		return es_error(ES_ENOMEM, "out of memory");
-	if (grow_array(&s->v, &s->cap, s->n + 1, sizeof(*s->v))) {
-		free(owned);
-		return ES_ENOMEM;
-	}
-	s->v[s->n++] = owned;
-	return 0;
-}
-
-static void strv_free(struct strv *s)
-{
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i]);
-	free(s->v);
-	memset(s, 0, sizeof(*s));
-}
-
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sort and drop duplicates in place. */
-static void strv_sort_unique(struct strv *s)
-{
-	if (s->n < 2)
-		return;
-	qsort(s->v, s->n, sizeof(*s->v), cmp_str);
-	size_t w = 1;
-	for (size_t i = 1; i < s->n; i++) {
-		if (!strcmp(s->v[i], s->v[w - 1]))
-			free(s->v[i]);
-		else
-			s->v[w++] = s->v[i];
-	}
-	s->n = w;
 }
 
 static int has_nul(const struct ynode *n) { return memchr(n->text, '\0', n->len) != NULL; }
@@ -1684,7 +1643,7 @@ static int resolve_custom_path(const char *base, const char *p, struct es_buf *o
 
 /* custom_operator_paths, else custom-operator-paths (the first truthy one; a str is a
  * one-item list), resolved against opts->base_dir or the CWD. */
-static int custom_paths(const struct ynode *root, const struct es_recipe_opts *opts, struct strv *out)
+static int custom_paths(const struct ynode *root, const struct es_recipe_opts *opts, struct es_strv *out)
 {
 	const char *key = "custom_operator_paths";
 	const struct ynode *v = map_get(root, key);
@@ -1711,7 +1670,7 @@ static int custom_paths(const struct ynode *root, const struct es_recipe_opts *o
 		}
 		rc = resolve_custom_path(opts->base_dir, items[i]->text, &path);
 		if (!rc)
-			rc = strv_add(out, strdup(path.data));
+			rc = es_strv_push(out, strdup(path.data));
 	}
 	es_buf_free(&path);
 	return rc;
@@ -1743,7 +1702,7 @@ static char *op_warning(const char *fmt, const struct ynode *name)
 static int validate(const struct ynode *root, const char *path, const struct es_recipe_opts *opts,
 		    struct es_recipe *out)
 {
-	struct strv warnings = { 0 }, media = { 0 }, index = { 0 }, custom = { 0 };
+	struct es_strv warnings = ES_STRV_INIT, media = ES_STRV_INIT, index = ES_STRV_INIT, custom = ES_STRV_INIT;
 	struct registry reg;
 	memset(&reg, 0, sizeof(reg));
 	const char **names = NULL;
@@ -1829,14 +1788,14 @@ static int validate(const struct ynode *root, const char *path, const struct es_
 				rc = ES_ENOMEM;
 				goto out;
 			}
-			if ((rc = strv_add(&warnings, es_buf_detach(&w, NULL))))
+			if ((rc = es_strv_push(&warnings, es_buf_detach(&w, NULL))))
 				goto out;
 		}
 	}
 
 	/* 5. The executor is always Ray for shard workers. */
 	if (!strcmp(executor, "default") &&
-	    (rc = strv_add(&warnings, strdup("recipe executor_type=default will be overridden with "
+	    (rc = es_strv_push(&warnings, strdup("recipe executor_type=default will be overridden with "
 					     "executor_type=ray for shard workers"))))
 		goto out;
 
@@ -1876,11 +1835,11 @@ static int validate(const struct ynode *root, const char *path, const struct es_
 				rc = op_error(ES_EINVAL, "Operator %s has an invalid index_key", o.name);
 				goto out;
 			}
-			if ((rc = strv_add(&index, strdup(ik->text))))
+			if ((rc = es_strv_push(&index, strdup(ik->text))))
 				goto out;
 		}
 		if (args && py_truthy(map_get(args, "save_dir")) &&
-		    (rc = strv_add(&warnings, op_warning("operator %s uses an explicit save_dir; the caller must "
+		    (rc = es_strv_push(&warnings, op_warning("operator %s uses an explicit save_dir; the caller must "
 							 "ensure generated filenames do not collide across shards",
 							 o.name))))
 			goto out;
@@ -1903,10 +1862,10 @@ static int validate(const struct ynode *root, const char *path, const struct es_
 		int dup = 0;
 		for (size_t j = 0; j < media.n && !dup; j++)
 			dup = !strcmp(media.v[j], value);
-		if (!dup && (rc = strv_add(&media, strdup(value))))
+		if (!dup && (rc = es_strv_push(&media, strdup(value))))
 			goto out;
 	}
-	strv_sort_unique(&index);
+	es_strv_sort_unique(&index);
 
 	/* Facts for prepare: dataset_path, ray_address, the registry's identity. */
 	const struct ynode *ds = map_get(root, "dataset_path");
@@ -1952,10 +1911,10 @@ static int validate(const struct ynode *root, const char *path, const struct es_
 	memset(&media, 0, sizeof(media));
 	memset(&index, 0, sizeof(index));
 out:
-	strv_free(&warnings);
-	strv_free(&media);
-	strv_free(&index);
-	strv_free(&custom);
+	es_strv_free(&warnings);
+	es_strv_free(&media);
+	es_strv_free(&index);
+	es_strv_free(&custom);
 	registry_free(&reg);
 	free(names);
 	return rc;
