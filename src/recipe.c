@@ -1,10 +1,9 @@
 /*
- * recipe: the libyaml reader, recipe validation (REFERENCE.md §4) and the operator-kind check.
+ * recipe: recipe validation (REFERENCE.md §4) and the operator-kind check, over the YAML
+ * tree of yaml.c (yamltree.h).
  *
- * The file has four parts:
- *  1. a YAML tree built from libyaml events, with PyYAML safe_load typing of plain scalars;
- *  2. a few Python semantics over that tree: truthiness, dict lookup (with merge keys), key
- *     equality, str() and repr();
+ * The file has three parts:
+ *  2. a few Python semantics over that tree: truthiness, key equality, str() and repr();
  *  3. the Data-Juicer registry helper (one child process) and the naming-convention fallback;
  *  4. the validation itself, in the reference's order and wording.
  */
@@ -14,15 +13,14 @@
 #include "eshard/log.h"
 #include "eshard/util.h"
 #include "utf8.h"
+#include "yamltree.h"
 
 #include <cjson/cJSON.h>
-#include <yaml.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
-#include <regex.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -43,833 +41,11 @@ extern char **environ;
 #define REPR_SOFT_MAX 1024
 /* A dict repr removes duplicate keys only up to this many pairs (the check is quadratic). */
 #define DICT_DEDUP_MAX 4096
-/* Integers with more significant characters keep their literal text as their value. */
-#define INT_CONVERT_MAX 64
-#define ANCHOR_BUCKETS 65536
-
-#define YTAG "tag:yaml.org,2002:"
-
-/* ------------------------------------------------------------------------------------------ */
-/* 1. The YAML tree                                                                            */
-/* ------------------------------------------------------------------------------------------ */
-
-enum ykind { Y_NULL, Y_BOOL, Y_INT, Y_FLOAT, Y_STR, Y_TIME, Y_BYTES, Y_SEQ, Y_MAP };
-
-struct ynode {
-	struct ynode **kid;        /* SEQ: items; MAP: key, value, key, value, ... */
-	char *dec;                 /* INT: canonical decimal with sign; NULL when too long */
-	char *anchor;              /* the anchor name, or NULL */
-	struct ynode *anext;       /* next anchored node in the same hash bucket */
-	double num;                /* BOOL/INT/FLOAT: the value as a double (key equality) */
-	size_t n, cap;             /* kid count (MAP: twice the pairs) */
-	size_t weight;             /* nodes in this subtree with every alias expanded */
-	size_t height;             /* depth of that expanded subtree; a scalar is 1 */
-	size_t line, col;          /* 1-based position of the node's start */
-	size_t len;                /* scalar text length; the text may hold NUL bytes */
-	enum ykind kind;
-	unsigned char open;        /* a collection whose end event has not come yet */
-	unsigned char merge;       /* the merge key "<<" */
-	unsigned char eqval;       /* the value key "=": a str as a key, an error elsewhere */
-	unsigned char boolean;     /* BOOL: the value */
-	unsigned char date_only;   /* TIME: YYYY-MM-DD without a time */
-	char text[];               /* scalar value, NUL-terminated */
-};
-
-struct ydoc {
-	const char *path;
-	struct ynode **all;        /* every node made, for freeing; aliases add none */
-	size_t n_all, cap_all;
-	struct ynode **stack;      /* open collections */
-	size_t depth, cap_stack;
-	struct ynode **anchors;    /* ANCHOR_BUCKETS chains, allocated at the first anchor */
-	struct ynode *root;
-	int docs;
-	int have_re;
-	regex_t re_bool, re_float, re_int, re_time;
-};
-
-static int too_many_nodes(const struct ydoc *d)
-{
-	return es_error(ES_EINVAL, "YAML recipe %s expands to more than %zu nodes (alias bomb?)",
-			d->path, ES_RECIPE_MAX_NODES);
-}
-
-static int too_deep(const struct ydoc *d)
-{
-	return es_error(ES_EINVAL, "YAML recipe %s nests deeper than %zu levels (alias bomb?)",
-			d->path, ES_RECIPE_MAX_DEPTH);
-}
-
-static int yerr(const struct ydoc *d, size_t line, size_t col, const char *what, const char *arg)
-{
-	if (arg)
-		return es_error(ES_EINVAL, "Invalid YAML in %s: %s '%.200s' at line %zu column %zu",
-				d->path, what, arg, line, col);
-	return es_error(ES_EINVAL, "Invalid YAML in %s: %s at line %zu column %zu", d->path, what, line, col);
-}
-
-static int ydoc_init(struct ydoc *d, const char *path)
-{
-	memset(d, 0, sizeof(*d));
-	d->path = path;
-	/* PyYAML's implicit resolvers (resolver.py), as POSIX extended regular expressions. */
-	static const char *bool_re =
-		"^(yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$";
-	static const char *float_re =
-		"^([-+]?[0-9][0-9_]*\\.[0-9_]*([eE][-+][0-9]+)?"
-		"|\\.[0-9][0-9_]*([eE][-+][0-9]+)?"
-		"|[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\\.[0-9_]*"
-		"|[-+]?\\.(inf|Inf|INF)"
-		"|\\.(nan|NaN|NAN))$";
-	static const char *int_re =
-		"^([-+]?0b[0-1_]+"
-		"|[-+]?0[0-7_]+"
-		"|[-+]?(0|[1-9][0-9_]*)"
-		"|[-+]?0x[0-9a-fA-F_]+"
-		"|[-+]?[1-9][0-9_]*(:[0-5]?[0-9])+)$";
-	static const char *time_re =
-		"^([0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
-		"|[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?"
-		"([Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](\\.[0-9]*)?"
-		"([ \t]*(Z|[-+][0-9][0-9]?(:[0-9][0-9])?))?)$";
-	if (regcomp(&d->re_bool, bool_re, REG_EXTENDED | REG_NOSUB))
-		return es_error(ES_EINTERNAL, "cannot compile a YAML resolver pattern");
-	if (regcomp(&d->re_float, float_re, REG_EXTENDED | REG_NOSUB)) {
-		regfree(&d->re_bool);
-		return es_error(ES_EINTERNAL, "cannot compile a YAML resolver pattern");
-	}
-	if (regcomp(&d->re_int, int_re, REG_EXTENDED | REG_NOSUB)) {
-		regfree(&d->re_bool);
-		regfree(&d->re_float);
-		return es_error(ES_EINTERNAL, "cannot compile a YAML resolver pattern");
-	}
-	if (regcomp(&d->re_time, time_re, REG_EXTENDED | REG_NOSUB)) {
-		regfree(&d->re_bool);
-		regfree(&d->re_float);
-		regfree(&d->re_int);
-		return es_error(ES_EINTERNAL, "cannot compile a YAML resolver pattern");
-	}
-	d->have_re = 1;
-	return 0;
-}
-
-static void ydoc_free(struct ydoc *d)
-{
-	for (size_t i = 0; i < d->n_all; i++) {
-		free(d->all[i]->kid);
-		free(d->all[i]->dec);
-		free(d->all[i]->anchor);
-		free(d->all[i]);
-	}
-	free(d->all);
-	free(d->stack);
-	free(d->anchors);
-	if (d->have_re) {
-		regfree(&d->re_bool);
-		regfree(&d->re_float);
-		regfree(&d->re_int);
-		regfree(&d->re_time);
-	}
-	memset(d, 0, sizeof(*d));
-}
-
-static int grow_array(void *arrp, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t nc = *cap ? *cap * 2 : 8;
-	while (nc < need)
-		nc *= 2;
-	void *p = realloc(*(void **)arrp, nc * elem);
-	if (!p)
-		return es_error(ES_ENOMEM, "out of memory while reading a YAML recipe");
-	*(void **)arrp = p;
-	*cap = nc;
-	return 0;
-}
-
-static int ynew(struct ydoc *d, enum ykind kind, const char *text, size_t len, const yaml_mark_t *m,
-		struct ynode **out)
-{
-	/* Every node made is part of the final tree, so the expanded count bounds them too. */
-	if (d->n_all >= ES_RECIPE_MAX_NODES)
-		return too_many_nodes(d);
-	int rc = grow_array(&d->all, &d->cap_all, d->n_all + 1, sizeof(*d->all));
-	if (rc)
-		return rc;
-	struct ynode *n = calloc(1, sizeof(*n) + len + 1);
-	if (!n)
-		return es_error(ES_ENOMEM, "out of memory while reading a YAML recipe");
-	if (len)
-		memcpy(n->text, text, len);
-	n->len = len;
-	n->kind = kind;
-	n->weight = 1;
-	n->height = 1;
-	n->line = m->line + 1;
-	n->col = m->column + 1;
-	d->all[d->n_all++] = n;
-	*out = n;
-	return 0;
-}
-
-/* ---- scalar typing (PyYAML's SafeConstructor) ---- */
-
-/* value = value * mul + add over base-1e9 limbs (least significant first). */
-static int big_muladd(uint32_t *l, size_t *n, size_t max, uint32_t mul, uint32_t add)
-{
-	uint64_t carry = add;
-	for (size_t i = 0; i < *n; i++) {
-		uint64_t v = (uint64_t)l[i] * mul + carry;
-		l[i] = (uint32_t)(v % 1000000000u);
-		carry = v / 1000000000u;
-	}
-	while (carry) {
-		if (*n >= max)
-			return -1;
-		l[(*n)++] = (uint32_t)(carry % 1000000000u);
-		carry /= 1000000000u;
-	}
-	return 0;
-}
-
-static int digit_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return 99;
-}
-
-/* Skip a sign and a 0b/0x prefix: what is left are the digits of a long literal. */
-static const char *int_digits(const char *t)
-{
-	if (*t == '-' || *t == '+')
-		t++;
-	if (t[0] == '0' && (t[1] == 'x' || t[1] == 'b'))
-		t += 2;
-	return t;
-}
-
-/* construct_yaml_int: underscores dropped, sign, then "0" / 0b / 0x / leading-0 octal /
- * sexagesimal (a:b:c) / decimal. Returns 0, -1 when the text is no integer, or ES_ENOMEM. */
-static int parse_int(struct ynode *n)
-{
-	char buf[INT_CONVERT_MAX + 1];
-	size_t k = 0;
-	for (size_t i = 0; i < n->len; i++) {
-		if (n->text[i] == '_')
-			continue;
-		if (k < INT_CONVERT_MAX)
-			buf[k] = n->text[i];
-		k++;
-	}
-	if (k == 0)
-		return -1;
-	if (k > INT_CONVERT_MAX) {
-		/* Too long to convert cheaply: the literal stands for its value (str() and key
-		 * equality use it). Only check that it is made of digits. */
-		for (const char *t = int_digits(n->text); *t; t++)
-			if (*t != '_' && *t != ':' && digit_value(*t) > 15)
-				return -1;
-		n->num = NAN;
-		return 0;
-	}
-	buf[k] = '\0';
-	const char *v = buf;
-	int neg = 0;
-	if (*v == '-' || *v == '+') {
-		neg = *v == '-';
-		v++;
-	}
-	if (!*v)
-		return -1;
-	uint32_t limbs[32];
-	size_t nl = 0;
-	int base = 10;
-	if (!strcmp(v, "0")) {
-		v++;
-	} else if (v[0] == '0' && (v[1] == 'b' || v[1] == 'x')) {
-		base = v[1] == 'b' ? 2 : 16;
-		v += 2;
-		if (!*v)
-			return -1;
-	} else if (v[0] == '0') {
-		base = 8;
-	} else if (strchr(v, ':')) {
-		base = 60;
-	}
-	if (base == 60) {
-		/* The first part is decimal, every later part one base-60 digit (any size with
-		 * an explicit !!int, as Python's int() would take it). */
-		const char *p = v;
-		int first = 1;
-		for (;;) {
-			const char *e = strchr(p, ':');
-			size_t plen = e ? (size_t)(e - p) : strlen(p);
-			if (plen == 0 || (!first && plen > 9))
-				return -1;
-			uint32_t part = 0;
-			for (size_t i = 0; i < plen; i++) {
-				if (p[i] < '0' || p[i] > '9')
-					return -1;
-				if (first && big_muladd(limbs, &nl, 32, 10, (uint32_t)(p[i] - '0')))
-					return -1;
-				part = part * 10 + (uint32_t)(p[i] - '0');
-			}
-			if (!first && big_muladd(limbs, &nl, 32, 60, part))
-				return -1;
-			first = 0;
-			if (!e)
-				break;
-			p = e + 1;
-		}
-	} else {
-		for (const char *p = v; *p; p++) {
-			int dv = digit_value(*p);
-			if (dv >= base)
-				return -1;
-			if (big_muladd(limbs, &nl, 32, (uint32_t)base, (uint32_t)dv))
-				return -1;
-		}
-	}
-	char out[32 * 9 + 3];
-	size_t o = 0;
-	if (nl == 0) {
-		out[o++] = '0';
-	} else {
-		if (neg)
-			out[o++] = '-';
-		o += (size_t)snprintf(out + o, sizeof(out) - o, "%u", limbs[nl - 1]);
-		for (size_t i = nl - 1; i-- > 0;)
-			o += (size_t)snprintf(out + o, sizeof(out) - o, "%09u", limbs[i]);
-	}
-	out[o] = '\0';
-	n->dec = strdup(out);
-	if (!n->dec)
-		return es_error(ES_ENOMEM, "out of memory while reading a YAML recipe");
-	n->num = strtod(out, NULL);
-	return 0;
-}
-
-/* construct_yaml_float: underscores dropped, lower-cased, sign, .inf/.nan, sexagesimal,
- * else Python's float(). Returns 0, or -1 when the text is no float. */
-static int parse_float(struct ynode *n)
-{
-	struct es_buf b = ES_BUF_INIT;
-	for (size_t i = 0; i < n->len; i++) {
-		char c = n->text[i];
-		if (c == '_')
-			continue;
-		if (c >= 'A' && c <= 'Z')
-			c = (char)(c - 'A' + 'a');
-		if (es_buf_addc(&b, c)) {
-			es_buf_free(&b);
-			return -1;
-		}
-	}
-	const char *v = b.data;
-	double sign = 1.0;
-	int rc = 0;
-	if (*v == '-' || *v == '+') {
-		sign = *v == '-' ? -1.0 : 1.0;
-		v++;
-	}
-	if (!strcmp(v, ".inf")) {
-		n->num = sign * INFINITY;
-	} else if (!strcmp(v, ".nan")) {
-		n->num = NAN;
-	} else if (strchr(v, ':')) {
-		/* Python: each part through float(), summed from the last part times 60**i. */
-		double value = 0.0, base = 1.0;
-		const char *end = v + strlen(v);
-		for (;;) {
-			const char *start = end;
-			while (start > v && start[-1] != ':')
-				start--;
-			char part[64], *pe;
-			size_t plen = (size_t)(end - start);
-			if (plen == 0 || plen >= sizeof(part)) {
-				rc = -1;
-				break;
-			}
-			memcpy(part, start, plen);
-			part[plen] = '\0';
-			double dv = strtod(part, &pe);
-			if (*pe || strpbrk(part, "xX")) {
-				rc = -1;
-				break;
-			}
-			value += dv * base;
-			base *= 60.0;
-			if (start == v)
-				break;
-			end = start - 1;
-		}
-		n->num = sign * value;
-	} else {
-		char *pe;
-		if (!*v || strpbrk(v, "xX")) {
-			rc = -1;
-		} else {
-			double dv = strtod(v, &pe);
-			if (*pe)
-				rc = -1;
-			n->num = sign * dv;
-		}
-	}
-	es_buf_free(&b);
-	return rc;
-}
-
-static int leap(int y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
-
-static int read_num(const char **p, int maxd)
-{
-	int v = 0, d = 0;
-	while (d < maxd && **p >= '0' && **p <= '9') {
-		v = v * 10 + (**p - '0');
-		(*p)++;
-		d++;
-	}
-	return d ? v : -1;
-}
-
-/* construct_yaml_timestamp builds a date or datetime; out-of-range fields raise there. */
-static int check_time(struct ynode *n)
-{
-	static const int mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-	const char *p = n->text;
-	int y = read_num(&p, 4);
-	p++;
-	int m = read_num(&p, 2);
-	p++;
-	int d = read_num(&p, 2);
-	if (y < 1 || m < 1 || m > 12 || d < 1 || d > mdays[m - 1] + (m == 2 && leap(y)))
-		return -1;
-	if (!*p) {
-		n->date_only = 1;
-		return 0;
-	}
-	while (*p == 'T' || *p == 't' || *p == ' ' || *p == '\t')
-		p++;
-	int hh = read_num(&p, 2);
-	p++;
-	int mi = read_num(&p, 2);
-	p++;
-	int ss = read_num(&p, 2);
-	if (hh > 23 || mi > 59 || ss > 59)
-		return -1;
-	if (*p == '.')
-		for (p++; *p >= '0' && *p <= '9'; p++)
-			;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (*p == '+' || *p == '-') {
-		p++;
-		int th = read_num(&p, 2);
-		if (th > 23)
-			return -1;
-	}
-	return 0;
-}
-
-static int str_eq(const char *a, size_t alen, const char *b)
-{
-	size_t bl = strlen(b);
-	return alen == bl && !memcmp(a, b, bl);
-}
-
-/* PyYAML's resolver for a plain scalar without a tag: first character, then pattern. */
-static int resolve_implicit(struct ydoc *d, struct ynode *n)
-{
-	const char *t = n->text;
-	size_t len = n->len;
-	n->kind = Y_STR;
-	if (memchr(t, '\0', len))
-		return 0; /* no pattern matches a NUL byte */
-	if (len == 0 || str_eq(t, len, "~") || str_eq(t, len, "null") || str_eq(t, len, "Null") ||
-	    str_eq(t, len, "NULL")) {
-		n->kind = Y_NULL;
-		return 0;
-	}
-	char c = t[0];
-	if (strchr("yYnNtTfFoO", c) && !regexec(&d->re_bool, t, 0, NULL, 0)) {
-		n->kind = Y_BOOL;
-		n->boolean = c == 'y' || c == 'Y' || c == 't' || c == 'T' || (len == 2 && (c == 'o' || c == 'O'));
-		n->num = n->boolean;
-		return 0;
-	}
-	if (strchr("-+0123456789.", c) && !regexec(&d->re_float, t, 0, NULL, 0)) {
-		n->kind = Y_FLOAT;
-		if (parse_float(n))
-			return yerr(d, n->line, n->col, "cannot construct a float from", t);
-		return 0;
-	}
-	if (strchr("-+0123456789", c) && !regexec(&d->re_int, t, 0, NULL, 0)) {
-		n->kind = Y_INT;
-		int r = parse_int(n);
-		if (r == -1)
-			return yerr(d, n->line, n->col, "cannot construct an integer from", t);
-		return r;
-	}
-	if (str_eq(t, len, "<<")) {
-		n->merge = 1;
-		return 0;
-	}
-	if (str_eq(t, len, "=")) {
-		n->eqval = 1;
-		return 0;
-	}
-	if (c >= '0' && c <= '9' && !regexec(&d->re_time, t, 0, NULL, 0)) {
-		n->kind = Y_TIME;
-		if (check_time(n))
-			return yerr(d, n->line, n->col, "invalid timestamp", t);
-		return 0;
-	}
-	return 0;
-}
-
-static int resolve_scalar(struct ydoc *d, struct ynode *n, const char *tag, int plain_implicit)
-{
-	/* No tag or the non-specific "!": libyaml sets plain_implicit exactly when PyYAML's
-	 * resolver would try the implicit patterns. */
-	if (!tag || !strcmp(tag, "!")) {
-		if (plain_implicit)
-			return resolve_implicit(d, n);
-		n->kind = Y_STR;
-		return 0;
-	}
-	if (strncmp(tag, YTAG, strlen(YTAG)))
-		return yerr(d, n->line, n->col, "could not determine a constructor for the tag", tag);
-	const char *t = tag + strlen(YTAG);
-	if (!strcmp(t, "str")) {
-		n->kind = Y_STR;
-	} else if (!strcmp(t, "value")) {
-		n->kind = Y_STR;
-		n->eqval = 1;
-	} else if (!strcmp(t, "null")) {
-		n->kind = Y_NULL;
-	} else if (!strcmp(t, "bool")) {
-		char low[8];
-		size_t i;
-		for (i = 0; i < n->len && i < sizeof(low) - 1; i++)
-			low[i] = (char)(n->text[i] >= 'A' && n->text[i] <= 'Z' ? n->text[i] - 'A' + 'a' : n->text[i]);
-		low[i] = '\0';
-		n->kind = Y_BOOL;
-		if (n->len < sizeof(low) && (!strcmp(low, "yes") || !strcmp(low, "true") || !strcmp(low, "on")))
-			n->boolean = 1;
-		else if (!(n->len < sizeof(low) && (!strcmp(low, "no") || !strcmp(low, "false") || !strcmp(low, "off"))))
-			return yerr(d, n->line, n->col, "cannot construct a boolean from", n->text);
-		n->num = n->boolean;
-	} else if (!strcmp(t, "int")) {
-		n->kind = Y_INT;
-		int r = memchr(n->text, '\0', n->len) ? -1 : parse_int(n);
-		if (r == -1)
-			return yerr(d, n->line, n->col, "cannot construct an integer from", n->text);
-		if (r)
-			return r;
-	} else if (!strcmp(t, "float")) {
-		n->kind = Y_FLOAT;
-		if (memchr(n->text, '\0', n->len) || parse_float(n))
-			return yerr(d, n->line, n->col, "cannot construct a float from", n->text);
-	} else if (!strcmp(t, "timestamp")) {
-		n->kind = Y_TIME;
-		if (memchr(n->text, '\0', n->len) || regexec(&d->re_time, n->text, 0, NULL, 0) || check_time(n))
-			return yerr(d, n->line, n->col, "invalid timestamp", n->text);
-	} else if (!strcmp(t, "binary")) {
-		n->kind = Y_BYTES;
-	} else if (!strcmp(t, "merge")) {
-		n->kind = Y_STR;
-		n->merge = 1;
-	} else if (!strcmp(t, "seq") || !strcmp(t, "map") || !strcmp(t, "set") || !strcmp(t, "omap") ||
-		   !strcmp(t, "pairs")) {
-		return yerr(d, n->line, n->col, "a scalar cannot have the tag", tag);
-	} else {
-		return yerr(d, n->line, n->col, "could not determine a constructor for the tag", tag);
-	}
-	return 0;
-}
-
-/* ---- composing the tree from events ---- */
-
-static size_t anchor_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return (size_t)(h % ANCHOR_BUCKETS);
-}
-
-static struct ynode *anchor_find(const struct ydoc *d, const char *name)
-{
-	if (!d->anchors)
-		return NULL;
-	for (struct ynode *n = d->anchors[anchor_hash(name)]; n; n = n->anext)
-		if (!strcmp(n->anchor, name))
-			return n;
-	return NULL;
-}
-
-static int anchor_add(struct ydoc *d, struct ynode *n, const char *name)
-{
-	if (!name)
-		return 0;
-	if (anchor_find(d, name))
-		return yerr(d, n->line, n->col, "found duplicate anchor", name);
-	if (!d->anchors) {
-		d->anchors = calloc(ANCHOR_BUCKETS, sizeof(*d->anchors));
-		if (!d->anchors)
-			return es_error(ES_ENOMEM, "out of memory while reading a YAML recipe");
-	}
-	n->anchor = strdup(name);
-	if (!n->anchor)
-		return es_error(ES_ENOMEM, "out of memory while reading a YAML recipe");
-	size_t h = anchor_hash(name);
-	n->anext = d->anchors[h];
-	d->anchors[h] = n;
-	return 0;
-}
-
-/* Hang a finished node (or an alias target, shared, not copied) under the open collection. */
-static int attach(struct ydoc *d, struct ynode *n, size_t line, size_t col)
-{
-	struct ynode *p = d->depth ? d->stack[d->depth - 1] : NULL;
-	int is_key = p && p->kind == Y_MAP && p->n % 2 == 0;
-	if (is_key && (n->kind == Y_SEQ || n->kind == Y_MAP))
-		return yerr(d, line, col, "found unhashable key (a sequence or mapping)", NULL);
-	/* PyYAML has constructors for the merge and value tags only where they are keys. */
-	if (!is_key && (n->merge || n->eqval))
-		return yerr(d, line, col, "could not determine a constructor for the tag",
-			    n->merge ? YTAG "merge" : YTAG "value");
-	if (!p) {
-		d->root = n;
-		return 0;
-	}
-	int rc = grow_array(&p->kid, &p->cap, p->n + 1, sizeof(*p->kid));
-	if (rc)
-		return rc;
-	p->kid[p->n++] = n;
-	/* Expanded size and depth: an alias counts as a full copy of its target, so a
-	 * billion-laughs file fails as soon as one collection's count passes the cap. */
-	p->weight += n->weight;
-	if (p->weight > ES_RECIPE_MAX_NODES)
-		return too_many_nodes(d);
-	if (n->height + 1 > p->height) {
-		p->height = n->height + 1;
-		if (p->height > ES_RECIPE_MAX_DEPTH)
-			return too_deep(d);
-	}
-	return 0;
-}
-
-static int on_scalar(struct ydoc *d, yaml_event_t *ev)
-{
-	struct ynode *n;
-	int rc = ynew(d, Y_STR, (const char *)ev->data.scalar.value, ev->data.scalar.length, &ev->start_mark, &n);
-	if (!rc)
-		rc = resolve_scalar(d, n, (const char *)ev->data.scalar.tag, ev->data.scalar.plain_implicit);
-	if (!rc)
-		rc = anchor_add(d, n, (const char *)ev->data.scalar.anchor);
-	if (!rc)
-		rc = attach(d, n, n->line, n->col);
-	return rc;
-}
-
-static int on_start(struct ydoc *d, yaml_event_t *ev)
-{
-	int is_map = ev->type == YAML_MAPPING_START_EVENT;
-	const char *tag = (const char *)(is_map ? ev->data.mapping_start.tag : ev->data.sequence_start.tag);
-	const char *anchor = (const char *)(is_map ? ev->data.mapping_start.anchor : ev->data.sequence_start.anchor);
-	struct ynode *n;
-	int rc = ynew(d, is_map ? Y_MAP : Y_SEQ, "", 0, &ev->start_mark, &n);
-	if (rc)
-		return rc;
-	if (tag && strcmp(tag, "!") && strcmp(tag, is_map ? YTAG "map" : YTAG "seq")) {
-		const char *t = !strncmp(tag, YTAG, strlen(YTAG)) ? tag + strlen(YTAG) : NULL;
-		if (t && (!strcmp(t, "set") || !strcmp(t, "omap") || !strcmp(t, "pairs")))
-			return yerr(d, n->line, n->col, "this YAML tag is not supported in recipes:", tag);
-		if (t && (!strcmp(t, "map") || !strcmp(t, "seq") || !strcmp(t, "str") || !strcmp(t, "int") ||
-			  !strcmp(t, "float") || !strcmp(t, "bool") || !strcmp(t, "null") ||
-			  !strcmp(t, "binary") || !strcmp(t, "timestamp")))
-			return yerr(d, n->line, n->col, is_map ? "a mapping cannot have the tag" :
-				    "a sequence cannot have the tag", tag);
-		return yerr(d, n->line, n->col, "could not determine a constructor for the tag", tag);
-	}
-	if ((rc = anchor_add(d, n, anchor)))
-		return rc;
-	if (d->depth >= ES_RECIPE_MAX_DEPTH)
-		return too_deep(d);
-	if ((rc = grow_array(&d->stack, &d->cap_stack, d->depth + 1, sizeof(*d->stack))))
-		return rc;
-	n->open = 1;
-	d->stack[d->depth++] = n;
-	return 0;
-}
-
-static int on_end(struct ydoc *d)
-{
-	struct ynode *n = d->stack[--d->depth];
-	n->open = 0;
-	if (n->kind == Y_MAP) {
-		/* SafeConstructor.flatten_mapping: a merge value is a mapping or a list of them. */
-		for (size_t i = 0; i + 1 < n->n; i += 2) {
-			if (!n->kid[i]->merge)
-				continue;
-			const struct ynode *v = n->kid[i + 1];
-			if (v->kind == Y_SEQ) {
-				for (size_t j = 0; j < v->n; j++)
-					if (v->kid[j]->kind != Y_MAP)
-						return yerr(d, v->kid[j]->line, v->kid[j]->col,
-							    "expected a mapping for merging, but found scalar or sequence", NULL);
-			} else if (v->kind != Y_MAP) {
-				return yerr(d, v->line, v->col,
-					    "expected a mapping or list of mappings for merging, but found a scalar", NULL);
-			}
-		}
-	}
-	return attach(d, n, n->line, n->col);
-}
-
-static int on_alias(struct ydoc *d, yaml_event_t *ev)
-{
-	const char *name = (const char *)ev->data.alias.anchor;
-	size_t line = ev->start_mark.line + 1, col = ev->start_mark.column + 1;
-	struct ynode *target = anchor_find(d, name);
-	if (!target)
-		return yerr(d, line, col, "found undefined alias", name);
-	if (target->open)
-		return yerr(d, line, col, "found a recursive alias (inside its own anchor)", name);
-	return attach(d, target, line, col);
-}
-
-static int parser_problem(const struct ydoc *d, const yaml_parser_t *p)
-{
-	const char *problem = p->problem ? p->problem : "unknown problem";
-	if (p->error == YAML_MEMORY_ERROR)
-		return es_error(ES_ENOMEM, "out of memory while parsing YAML in %s", d->path);
-	if (p->error == YAML_READER_ERROR) {
-		if (p->problem_value != -1)
-			return es_error(ES_EINVAL, "Invalid YAML in %s: %s (#%X) at byte offset %zu", d->path,
-					problem, (unsigned)p->problem_value, p->problem_offset);
-		return es_error(ES_EINVAL, "Invalid YAML in %s: %s at byte offset %zu", d->path, problem,
-				p->problem_offset);
-	}
-	if (p->context)
-		return es_error(ES_EINVAL, "Invalid YAML in %s: %s at line %zu column %zu (%s at line %zu column %zu)",
-				d->path, problem, p->problem_mark.line + 1, p->problem_mark.column + 1,
-				p->context, p->context_mark.line + 1, p->context_mark.column + 1);
-	return es_error(ES_EINVAL, "Invalid YAML in %s: %s at line %zu column %zu", d->path, problem,
-			p->problem_mark.line + 1, p->problem_mark.column + 1);
-}
-
-static int ydoc_parse(struct ydoc *d, const char *data, size_t len)
-{
-	yaml_parser_t p;
-	yaml_event_t ev;
-	if (!yaml_parser_initialize(&p))
-		return es_error(ES_ENOMEM, "cannot initialize the YAML parser");
-	yaml_parser_set_input_string(&p, (const unsigned char *)data, len);
-	int rc = 0, done = 0;
-	while (!rc && !done) {
-		if (!yaml_parser_parse(&p, &ev)) {
-			rc = parser_problem(d, &p);
-			break;
-		}
-		switch (ev.type) {
-		case YAML_STREAM_END_EVENT:
-			done = 1;
-			break;
-		case YAML_DOCUMENT_START_EVENT:
-			if (d->docs++)
-				rc = yerr(d, ev.start_mark.line + 1, ev.start_mark.column + 1,
-					  "expected a single document in the stream, but found another document", NULL);
-			break;
-		case YAML_SCALAR_EVENT:
-			rc = on_scalar(d, &ev);
-			break;
-		case YAML_SEQUENCE_START_EVENT:
-		case YAML_MAPPING_START_EVENT:
-			rc = on_start(d, &ev);
-			break;
-		case YAML_SEQUENCE_END_EVENT:
-		case YAML_MAPPING_END_EVENT:
-			rc = on_end(d);
-			break;
-		case YAML_ALIAS_EVENT:
-			rc = on_alias(d, &ev);
-			break;
-		default:
-			break;
-		}
-		yaml_event_delete(&ev);
-	}
-	yaml_parser_delete(&p);
-	return rc;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* 2. Python semantics over the tree                                                           */
 /* ------------------------------------------------------------------------------------------ */
 
-/* dict.get(key) for a str key, with merge keys: explicit pairs win (the last one), then the
- * merged mappings from the last "<<" back to the first; in a merged list the first wins. */
-static const struct ynode *map_get(const struct ynode *m, const char *key)
-{
-	size_t kl = strlen(key);
-	for (size_t i = m->n; i >= 2; i -= 2) {
-		const struct ynode *k = m->kid[i - 2];
-		if (!k->merge && k->kind == Y_STR && k->len == kl && !memcmp(k->text, key, kl))
-			return m->kid[i - 1];
-	}
-	for (size_t i = m->n; i >= 2; i -= 2) {
-		if (!m->kid[i - 2]->merge)
-			continue;
-		const struct ynode *v = m->kid[i - 1], *r;
-		if (v->kind == Y_MAP) {
-			if ((r = map_get(v, key)))
-				return r;
-		} else {
-			for (size_t j = 0; j < v->n; j++)
-				if ((r = map_get(v->kid[j], key)))
-					return r;
-		}
-	}
-	return NULL;
-}
-
-typedef int (*pair_fn)(void *ctx, const struct ynode *k, const struct ynode *v);
-
-/* The pairs of the constructed dict's source, in PyYAML's flattened order: every merged
- * mapping first (a merged list in reverse), then the explicit pairs. A later pair with an
- * equal key overrides the value but keeps the first one's position. fn returns non-zero to
- * stop. */
-static int map_walk(const struct ynode *m, pair_fn fn, void *ctx)
-{
-	int rc;
-	for (size_t i = 0; i + 1 < m->n; i += 2) {
-		if (!m->kid[i]->merge)
-			continue;
-		const struct ynode *v = m->kid[i + 1];
-		if (v->kind == Y_MAP) {
-			if ((rc = map_walk(v, fn, ctx)))
-				return rc;
-		} else {
-			for (size_t j = v->n; j-- > 0;)
-				if ((rc = map_walk(v->kid[j], fn, ctx)))
-					return rc;
-		}
-	}
-	for (size_t i = 0; i + 1 < m->n; i += 2)
-		if (!m->kid[i]->merge && (rc = fn(ctx, m->kid[i], m->kid[i + 1])))
-			return rc;
-	return 0;
-}
-
-static int stop_at_first(void *ctx, const struct ynode *k, const struct ynode *v)
+static int stop_at_first(void *ctx, const struct es_ynode *k, const struct es_ynode *v)
 {
 	(void)ctx;
 	(void)k;
@@ -877,15 +53,15 @@ static int stop_at_first(void *ctx, const struct ynode *k, const struct ynode *v
 	return 1;
 }
 
-static int is_numeric(enum ykind k) { return k == Y_BOOL || k == Y_INT || k == Y_FLOAT; }
+static int is_numeric(enum es_ykind k) { return k == ES_Y_BOOL || k == ES_Y_INT || k == ES_Y_FLOAT; }
 
 /* Python == between two hashable values (dict keys). */
-static int py_eq(const struct ynode *a, const struct ynode *b)
+static int py_eq(const struct es_ynode *a, const struct es_ynode *b)
 {
 	if (a == b)
 		return 1;
 	if (is_numeric(a->kind) && is_numeric(b->kind)) {
-		if (a->kind == Y_INT && b->kind == Y_INT) {
+		if (a->kind == ES_Y_INT && b->kind == ES_Y_INT) {
 			if (a->dec && b->dec)
 				return !strcmp(a->dec, b->dec);
 			if (!a->dec && !b->dec)
@@ -897,41 +73,39 @@ static int py_eq(const struct ynode *a, const struct ynode *b)
 	if (a->kind != b->kind)
 		return 0;
 	switch (a->kind) {
-	case Y_NULL:
+	case ES_Y_NULL:
 		return 1;
-	case Y_STR:
-	case Y_TIME:
-	case Y_BYTES:
+	case ES_Y_STR:
+	case ES_Y_TIME:
+	case ES_Y_BYTES:
 		return a->len == b->len && !memcmp(a->text, b->text, a->len);
 	default:
 		return 0;
 	}
 }
 
-static int py_truthy(const struct ynode *n)
+static int py_truthy(const struct es_ynode *n)
 {
 	if (!n)
 		return 0;
 	switch (n->kind) {
-	case Y_NULL:
+	case ES_Y_NULL:
 		return 0;
-	case Y_BOOL:
+	case ES_Y_BOOL:
 		return n->boolean;
-	case Y_INT:
-		if (n->dec)
-			return strcmp(n->dec, "0") != 0;
-		return strpbrk(int_digits(n->text), "123456789abcdefABCDEF") != NULL;
-	case Y_FLOAT:
+	case ES_Y_INT:
+		return !n->zero;
+	case ES_Y_FLOAT:
 		return n->num != 0.0; /* NaN is truthy, as in Python */
-	case Y_STR:
-	case Y_BYTES:
+	case ES_Y_STR:
+	case ES_Y_BYTES:
 		return n->len > 0;
-	case Y_TIME:
+	case ES_Y_TIME:
 		return 1;
-	case Y_SEQ:
+	case ES_Y_SEQ:
 		return n->n > 0;
-	case Y_MAP:
-		return map_walk(n, stop_at_first, NULL) != 0;
+	case ES_Y_MAP:
+		return es_yaml_walk(n, stop_at_first, NULL) != 0;
 	}
 	return 0;
 }
@@ -1048,17 +222,17 @@ static int py_float_repr(struct es_buf *b, double v)
 }
 
 struct pairs {
-	const struct ynode **kv; /* key, value, key, value, ... */
+	const struct es_ynode **kv; /* key, value, key, value, ... */
 	size_t n, cap;
 	int failed;
 };
 
-static int collect_pair(void *ctx, const struct ynode *k, const struct ynode *v)
+static int collect_pair(void *ctx, const struct es_ynode *k, const struct es_ynode *v)
 {
 	struct pairs *p = ctx;
 	if (p->n + 2 > p->cap) {
 		size_t nc = p->cap ? p->cap * 2 : 16;
-		const struct ynode **kv = realloc(p->kv, nc * sizeof(*kv));
+		const struct es_ynode **kv = realloc(p->kv, nc * sizeof(*kv));
 		if (!kv) {
 			p->failed = 1;
 			return 1;
@@ -1075,43 +249,36 @@ static int collect_pair(void *ctx, const struct ynode *k, const struct ynode *v)
  * Approximations, documented: a datetime and !!binary show their YAML text; integers longer
  * than INT_CONVERT_MAX characters show their literal; dicts with more than DICT_DEDUP_MAX
  * pairs keep duplicate keys. */
-static int py_repr(struct es_buf *b, const struct ynode *n, int str_mode)
+static int py_repr(struct es_buf *b, const struct es_ynode *n, int str_mode)
 {
 	if (b->len > REPR_SOFT_MAX)
 		return 0;
 	int rc = 0;
 	switch (n->kind) {
-	case Y_NULL:
+	case ES_Y_NULL:
 		return es_buf_adds(b, "None");
-	case Y_BOOL:
+	case ES_Y_BOOL:
 		return es_buf_adds(b, n->boolean ? "True" : "False");
-	case Y_INT:
+	case ES_Y_INT:
 		if (n->dec)
 			return es_buf_adds(b, n->dec);
 		for (size_t i = 0; !rc && i < n->len; i++)
 			if (n->text[i] != '_')
 				rc = es_buf_addc(b, n->text[i]);
 		return rc;
-	case Y_FLOAT:
+	case ES_Y_FLOAT:
 		return py_float_repr(b, n->num);
-	case Y_STR:
+	case ES_Y_STR:
 		if (str_mode)
 			return es_buf_add(b, n->text, n->len);
 		return py_str_repr(b, n->text, n->len);
-	case Y_TIME:
-		if (n->date_only && !str_mode) {
-			const char *p = n->text;
-			int y = read_num(&p, 4);
-			p++;
-			int m = read_num(&p, 2);
-			p++;
-			int d = read_num(&p, 2);
-			return es_buf_printf(b, "datetime.date(%d, %d, %d)", y, m, d);
-		}
+	case ES_Y_TIME:
+		if (n->date_only && !str_mode)
+			return es_buf_printf(b, "datetime.date(%d, %d, %d)", n->date[0], n->date[1], n->date[2]);
 		return es_buf_add(b, n->text, n->len);
-	case Y_BYTES:
+	case ES_Y_BYTES:
 		return es_buf_add(b, n->text, n->len);
-	case Y_SEQ:
+	case ES_Y_SEQ:
 		rc = es_buf_addc(b, '[');
 		for (size_t i = 0; !rc && i < n->n; i++) {
 			if (i)
@@ -1122,9 +289,9 @@ static int py_repr(struct es_buf *b, const struct ynode *n, int str_mode)
 				rc = py_repr(b, n->kid[i], 0);
 		}
 		return rc ? rc : es_buf_addc(b, ']');
-	case Y_MAP: {
+	case ES_Y_MAP: {
 		struct pairs p = { NULL, 0, 0, 0 };
-		map_walk(n, collect_pair, &p);
+		es_yaml_walk(n, collect_pair, &p);
 		if (p.failed) {
 			free(p.kv);
 			return es_error(ES_ENOMEM, "out of memory");
@@ -1132,7 +299,7 @@ static int py_repr(struct es_buf *b, const struct ynode *n, int str_mode)
 		int dedup = p.n / 2 <= DICT_DEDUP_MAX, first = 1;
 		rc = es_buf_addc(b, '{');
 		for (size_t i = 0; !rc && i < p.n && b->len <= REPR_SOFT_MAX; i += 2) {
-			const struct ynode *k = p.kv[i], *v = p.kv[i + 1];
+			const struct es_ynode *k = p.kv[i], *v = p.kv[i + 1];
 			int seen = 0;
 			if (dedup) {
 				for (size_t j = 0; j < i && !seen; j += 2)
@@ -1161,7 +328,7 @@ static int py_repr(struct es_buf *b, const struct ynode *n, int str_mode)
 }
 
 /* repr()/str() into a fresh buffer, cut with "..." when long; NULL when out of memory. */
-static char *repr_dup(const struct ynode *n, int str_mode)
+static char *repr_dup(const struct es_ynode *n, int str_mode)
 {
 	struct es_buf b = ES_BUF_INIT;
 	if (py_repr(&b, n, str_mode)) {
@@ -1593,15 +760,15 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int has_nul(const struct ynode *n) { return memchr(n->text, '\0', n->len) != NULL; }
+static int has_nul(const struct es_ynode *n) { return memchr(n->text, '\0', n->len) != NULL; }
 
 /* The one operator of process[i]: all keys of the constructed dict must be equal. */
 struct one_op {
-	const struct ynode *name, *args;
+	const struct es_ynode *name, *args;
 	size_t keys;               /* 0, 1, or 2 meaning "more than one" */
 };
 
-static int one_op_pair(void *ctx, const struct ynode *k, const struct ynode *v)
+static int one_op_pair(void *ctx, const struct es_ynode *k, const struct es_ynode *v)
 {
 	struct one_op *o = ctx;
 	if (!o->name) {
@@ -1618,11 +785,11 @@ static int one_op_pair(void *ctx, const struct ynode *k, const struct ynode *v)
 	return 0;
 }
 
-static void op_of(const struct ynode *item, struct one_op *o)
+static void op_of(const struct es_ynode *item, struct one_op *o)
 {
 	memset(o, 0, sizeof(*o));
-	if (item->kind == Y_MAP)
-		map_walk(item, one_op_pair, o);
+	if (item->kind == ES_Y_MAP)
+		es_yaml_walk(item, one_op_pair, o);
 }
 
 static int resolve_custom_path(const char *base, const char *p, struct es_buf *out)
@@ -1643,26 +810,26 @@ static int resolve_custom_path(const char *base, const char *p, struct es_buf *o
 
 /* custom_operator_paths, else custom-operator-paths (the first truthy one; a str is a
  * one-item list), resolved against opts->base_dir or the CWD. */
-static int custom_paths(const struct ynode *root, const struct es_recipe_opts *opts, struct es_strv *out)
+static int custom_paths(const struct es_ynode *root, const struct es_recipe_opts *opts, struct es_strv *out)
 {
 	const char *key = "custom_operator_paths";
-	const struct ynode *v = map_get(root, key);
+	const struct es_ynode *v = es_yaml_get(root, key);
 	if (!py_truthy(v)) {
 		key = "custom-operator-paths";
-		v = map_get(root, key);
+		v = es_yaml_get(root, key);
 	}
 	if (!py_truthy(v))
 		return 0;
-	const struct ynode *const *items = (const struct ynode *const *)&v;
+	const struct es_ynode *const *items = (const struct es_ynode *const *)&v;
 	size_t n = 1;
-	if (v->kind == Y_SEQ) {
-		items = (const struct ynode *const *)v->kid;
+	if (v->kind == ES_Y_SEQ) {
+		items = (const struct es_ynode *const *)v->kid;
 		n = v->n;
 	}
 	struct es_buf path = ES_BUF_INIT;
 	int rc = 0;
 	for (size_t i = 0; !rc && i < n; i++) {
-		if (items[i]->kind != Y_STR || has_nul(items[i])) {
+		if (items[i]->kind != ES_Y_STR || has_nul(items[i])) {
 			char *r = repr_dup(items[i], 0);
 			rc = es_error(ES_EINVAL, "%s must be a path or a list of paths; got %s", key, r ? r : "?");
 			free(r);
@@ -1676,7 +843,7 @@ static int custom_paths(const struct ynode *root, const struct es_recipe_opts *o
 	return rc;
 }
 
-static int op_error(int code, const char *fmt, const struct ynode *name)
+static int op_error(int code, const char *fmt, const struct es_ynode *name)
 {
 	char *r = repr_dup(name, 0);
 	int rc = es_error(code, fmt, r ? r : "?");
@@ -1684,7 +851,7 @@ static int op_error(int code, const char *fmt, const struct ynode *name)
 	return rc;
 }
 
-static char *op_warning(const char *fmt, const struct ynode *name)
+static char *op_warning(const char *fmt, const struct es_ynode *name)
 {
 	char *r = repr_dup(name, 0);
 	if (!r)
@@ -1699,7 +866,7 @@ static char *op_warning(const char *fmt, const struct ynode *name)
 	return es_buf_detach(&b, NULL);
 }
 
-static int validate(const struct ynode *root, const char *path, const struct es_recipe_opts *opts,
+static int validate(const struct es_ynode *root, const char *path, const struct es_recipe_opts *opts,
 		    struct es_recipe *out)
 {
 	struct es_strv warnings = ES_STRV_INIT, media = ES_STRV_INIT, index = ES_STRV_INIT, custom = ES_STRV_INIT;
@@ -1709,14 +876,14 @@ static int validate(const struct ynode *root, const char *path, const struct es_
 	size_t n_names = 0;
 	int rc = 0;
 
-	if (!root || root->kind != Y_MAP)
+	if (!root || root->kind != ES_Y_MAP)
 		return es_error(ES_EINVAL, "Recipe must be a YAML mapping: %s", path);
 
 	/* 1. executor_type: "default" (also when missing) or "ray"; anything else, null too. */
-	const struct ynode *et = map_get(root, "executor_type");
+	const struct es_ynode *et = es_yaml_get(root, "executor_type");
 	const char *executor = "default";
 	if (et) {
-		if (et->kind == Y_STR && (str_eq(et->text, et->len, "default") || str_eq(et->text, et->len, "ray"))) {
+		if (es_yaml_is_str(et, "default") || es_yaml_is_str(et, "ray")) {
 			executor = et->text;
 		} else {
 			char *r = repr_dup(et, 0);
@@ -1728,8 +895,8 @@ static int validate(const struct ynode *root, const char *path, const struct es_
 	}
 
 	/* 2. process must be a list. */
-	const struct ynode *process = map_get(root, "process");
-	if (!process || process->kind != Y_SEQ) {
+	const struct es_ynode *process = es_yaml_get(root, "process");
+	if (!process || process->kind != ES_Y_SEQ) {
 		rc = es_error(ES_EINVAL, "Recipe must define an explicit process list");
 		goto out;
 	}
@@ -1745,7 +912,7 @@ static int validate(const struct ynode *root, const char *path, const struct es_
 	for (size_t i = 0; i < process->n; i++) {
 		struct one_op o;
 		op_of(process->kid[i], &o);
-		if (o.keys == 1 && o.name->kind == Y_STR && !has_nul(o.name))
+		if (o.keys == 1 && o.name->kind == ES_Y_STR && !has_nul(o.name))
 			names[n_names++] = o.name->text;
 	}
 	if (n_names > 1) {
@@ -1807,13 +974,13 @@ static int validate(const struct ynode *root, const char *path, const struct es_
 			rc = es_error(ES_EINVAL, "process[%zu] must contain exactly one operator", i);
 			goto out;
 		}
-		const struct ynode *args = py_truthy(o.args) ? o.args : NULL; /* op_args or {} */
-		if (args && args->kind != Y_MAP) {
+		const struct es_ynode *args = py_truthy(o.args) ? o.args : NULL; /* op_args or {} */
+		if (args && args->kind != ES_Y_MAP) {
 			rc = op_error(ES_EINVAL, "Arguments for operator %s must be a mapping", o.name);
 			goto out;
 		}
 		enum verdict v = OP_UNKNOWN;
-		if (o.name->kind == Y_STR && !has_nul(o.name))
+		if (o.name->kind == ES_Y_STR && !has_nul(o.name))
 			v = reg.consulted ? kind_by_registry(&reg, o.name->text) : kind_by_name(o.name->text);
 		if (v == OP_UNKNOWN) {
 			rc = op_error(ES_EINVAL, "Unknown operator %s; cannot prove it is shard-safe", o.name);
@@ -1824,21 +991,21 @@ static int validate(const struct ynode *root, const char *path, const struct es_
 					  "and is not supported by this demo", o.name);
 			goto out;
 		}
-		if (args && py_truthy(map_get(args, "stats_export_path"))) {
+		if (args && py_truthy(es_yaml_get(args, "stats_export_path"))) {
 			rc = op_error(ES_EINVAL, "Operator %s sets stats_export_path, which would cause "
 					  "cross-shard output collisions", o.name);
 			goto out;
 		}
-		const struct ynode *ik = args ? map_get(args, "index_key") : NULL;
-		if (ik && ik->kind != Y_NULL) {
-			if (ik->kind != Y_STR || ik->len == 0 || has_nul(ik)) {
+		const struct es_ynode *ik = args ? es_yaml_get(args, "index_key") : NULL;
+		if (ik && ik->kind != ES_Y_NULL) {
+			if (ik->kind != ES_Y_STR || ik->len == 0 || has_nul(ik)) {
 				rc = op_error(ES_EINVAL, "Operator %s has an invalid index_key", o.name);
 				goto out;
 			}
 			if ((rc = es_strv_push(&index, strdup(ik->text))))
 				goto out;
 		}
-		if (args && py_truthy(map_get(args, "save_dir")) &&
+		if (args && py_truthy(es_yaml_get(args, "save_dir")) &&
 		    (rc = es_strv_push(&warnings, op_warning("operator %s uses an explicit save_dir; the caller must "
 							 "ensure generated filenames do not collide across shards",
 							 o.name))))
@@ -1850,10 +1017,10 @@ static int validate(const struct ynode *root, const char *path, const struct es_
 		{ "image_key", "images" }, { "audio_key", "audios" }, { "video_key", "videos" },
 	};
 	for (size_t i = 0; i < 3; i++) {
-		const struct ynode *v = map_get(root, media_cfg[i][0]);
+		const struct es_ynode *v = es_yaml_get(root, media_cfg[i][0]);
 		const char *value = media_cfg[i][1];
 		if (v) {
-			if (v->kind != Y_STR || v->len == 0 || has_nul(v)) {
+			if (v->kind != ES_Y_STR || v->len == 0 || has_nul(v)) {
 				rc = es_error(ES_EINVAL, "%s must be a non-empty string", media_cfg[i][0]);
 				goto out;
 			}
@@ -1868,8 +1035,8 @@ static int validate(const struct ynode *root, const char *path, const struct es_
 	es_strv_sort_unique(&index);
 
 	/* Facts for prepare: dataset_path, ray_address, the registry's identity. */
-	const struct ynode *ds = map_get(root, "dataset_path");
-	if (ds && ds->kind == Y_STR && !is_blank(ds->text, ds->len)) {
+	const struct es_ynode *ds = es_yaml_get(root, "dataset_path");
+	if (ds && ds->kind == ES_Y_STR && !is_blank(ds->text, ds->len)) {
 		if (has_nul(ds)) {
 			rc = es_error(ES_EINVAL, "dataset_path in %s must not contain a NUL character", path);
 			goto out;
@@ -1879,9 +1046,9 @@ static int validate(const struct ynode *root, const char *path, const struct es_
 			goto out;
 		}
 	}
-	const struct ynode *ra = map_get(root, "ray_address");
-	if (ra && ra->kind != Y_NULL) {
-		if (ra->kind == Y_STR && has_nul(ra)) {
+	const struct es_ynode *ra = es_yaml_get(root, "ray_address");
+	if (ra && ra->kind != ES_Y_NULL) {
+		if (ra->kind == ES_Y_STR && has_nul(ra)) {
 			rc = es_error(ES_EINVAL, "ray_address in %s must not contain a NUL character", path);
 			goto out;
 		}
@@ -1937,13 +1104,11 @@ int es_recipe_load(const char *path, const struct es_recipe_opts *opts, struct e
 		es_buf_free(&data);
 		return rc == ES_ENOMEM ? ES_EINVAL : ES_EIO; /* fs has reported it */
 	}
-	struct ydoc doc;
-	rc = ydoc_init(&doc, path);
+	struct es_ydoc *doc;
+	rc = es_yaml_parse(path, data.data, data.len, &doc);
 	if (!rc)
-		rc = ydoc_parse(&doc, data.data, data.len);
-	if (!rc)
-		rc = validate(doc.root, path, opts, out);
-	ydoc_free(&doc);
+		rc = validate(es_yaml_root(doc), path, opts, out);
+	es_yaml_free(doc);
 	es_buf_free(&data);
 	if (rc) {
 		es_recipe_free(out);
