@@ -12,7 +12,7 @@
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/util.h"
-#include "utf8.h"
+#include "pyval.h"
 #include "yamltree.h"
 
 #include <cjson/cJSON.h>
@@ -37,317 +37,6 @@ extern char **environ;
 #define HELPER_TIMEOUT_SECS 600.0
 #define HELPER_MAX_STDOUT ((size_t)4 << 20)
 #define HELPER_MAX_STDERR ((size_t)64 << 10)
-/* repr() text in a message is cut after this many bytes (and "..." appended). */
-#define REPR_SOFT_MAX 1024
-/* A dict repr removes duplicate keys only up to this many pairs (the check is quadratic). */
-#define DICT_DEDUP_MAX 4096
-/* ------------------------------------------------------------------------------------------ */
-/* 2. Python semantics over the tree                                                           */
-/* ------------------------------------------------------------------------------------------ */
-
-static int stop_at_first(void *ctx, const struct es_ynode *k, const struct es_ynode *v)
-{
-	(void)ctx;
-	(void)k;
-	(void)v;
-	return 1;
-}
-
-static int is_numeric(enum es_ykind k) { return k == ES_Y_BOOL || k == ES_Y_INT || k == ES_Y_FLOAT; }
-
-/* Python == between two hashable values (dict keys). */
-static int py_eq(const struct es_ynode *a, const struct es_ynode *b)
-{
-	if (a == b)
-		return 1;
-	if (is_numeric(a->kind) && is_numeric(b->kind)) {
-		if (a->kind == ES_Y_INT && b->kind == ES_Y_INT) {
-			if (a->dec && b->dec)
-				return !strcmp(a->dec, b->dec);
-			if (!a->dec && !b->dec)
-				return a->len == b->len && !memcmp(a->text, b->text, a->len);
-			return 0;
-		}
-		return a->num == b->num;
-	}
-	if (a->kind != b->kind)
-		return 0;
-	switch (a->kind) {
-	case ES_Y_NULL:
-		return 1;
-	case ES_Y_STR:
-	case ES_Y_TIME:
-	case ES_Y_BYTES:
-		return a->len == b->len && !memcmp(a->text, b->text, a->len);
-	default:
-		return 0;
-	}
-}
-
-static int py_truthy(const struct es_ynode *n)
-{
-	if (!n)
-		return 0;
-	switch (n->kind) {
-	case ES_Y_NULL:
-		return 0;
-	case ES_Y_BOOL:
-		return n->boolean;
-	case ES_Y_INT:
-		return !n->zero;
-	case ES_Y_FLOAT:
-		return n->num != 0.0; /* NaN is truthy, as in Python */
-	case ES_Y_STR:
-	case ES_Y_BYTES:
-		return n->len > 0;
-	case ES_Y_TIME:
-		return 1;
-	case ES_Y_SEQ:
-		return n->n > 0;
-	case ES_Y_MAP:
-		return es_yaml_walk(n, stop_at_first, NULL) != 0;
-	}
-	return 0;
-}
-
-/* str.isspace() */
-static int py_isspace(uint32_t c)
-{
-	return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
-	       c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-	       c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
-/* str.isprintable() for the common cases: controls, separators other than the space, the
- * usual format characters, surrogates and private use are not printable. */
-static int py_isprintable(uint32_t c)
-{
-	if (c < 0x20 || (c >= 0x7f && c <= 0xa0) || c == 0xad)
-		return 0;
-	if ((c >= 0x600 && c <= 0x605) || c == 0x61c || c == 0x6dd || c == 0x70f || c == 0x180e ||
-	    c == 0x1680 || (c >= 0x2000 && c <= 0x200f) || (c >= 0x2028 && c <= 0x202f) ||
-	    (c >= 0x205f && c <= 0x206f) || c == 0x3000 || (c >= 0xd800 && c <= 0xf8ff) ||
-	    c == 0xfeff || (c >= 0xfff9 && c <= 0xfffb) || c == 0xfffe || c == 0xffff ||
-	    c == 0xe0001 || (c >= 0xe0020 && c <= 0xe007f) || c >= 0xf0000)
-		return 0;
-	return 1;
-}
-
-static int is_blank(const char *s, size_t len)
-{
-	size_t i = 0, adv;
-	while (i < len) {
-		if (!py_isspace(es_utf8_next((const unsigned char *)s + i, len - i, &adv)))
-			return 0;
-		i += adv;
-	}
-	return 1;
-}
-
-/* repr() of a str: single quotes unless the text has ' and no ". */
-static int py_str_repr(struct es_buf *b, const char *s, size_t len)
-{
-	char q = memchr(s, '\'', len) && !memchr(s, '"', len) ? '"' : '\'';
-	int rc = es_buf_addc(b, q);
-	size_t i = 0, adv;
-	while (!rc && i < len) {
-		uint32_t c = es_utf8_next((const unsigned char *)s + i, len - i, &adv);
-		if (c == (uint32_t)q || c == '\\')
-			rc = es_buf_printf(b, "\\%c", (char)c);
-		else if (c == '\t')
-			rc = es_buf_adds(b, "\\t");
-		else if (c == '\n')
-			rc = es_buf_adds(b, "\\n");
-		else if (c == '\r')
-			rc = es_buf_adds(b, "\\r");
-		else if (adv == 1 && c >= 0x80)
-			rc = es_buf_printf(b, "\\x%02x", c);
-		else if (!py_isprintable(c))
-			rc = c <= 0xff ? es_buf_printf(b, "\\x%02x", c)
-			   : c <= 0xffff ? es_buf_printf(b, "\\u%04x", c) : es_buf_printf(b, "\\U%08x", c);
-		else
-			rc = es_buf_add(b, s + i, adv);
-		i += adv;
-	}
-	return rc ? rc : es_buf_addc(b, q);
-}
-
-/* repr() of a float: the shortest text that reads back the same, with Python's layout
- * (exponent form below 1e-4 and from 1e16 on, else positional with at least one decimal). */
-static int py_float_repr(struct es_buf *b, double v)
-{
-	if (isnan(v))
-		return es_buf_adds(b, "nan");
-	if (isinf(v))
-		return es_buf_adds(b, v < 0 ? "-inf" : "inf");
-	char tmp[48];
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(tmp, sizeof(tmp), "%.*e", prec - 1, v);
-		if (strtod(tmp, NULL) == v)
-			break;
-	}
-	const char *p = tmp;
-	int neg = *p == '-';
-	if (neg)
-		p++;
-	char digits[24];
-	int nd = 0;
-	for (; *p && *p != 'e'; p++)
-		if (*p >= '0' && *p <= '9' && nd < (int)sizeof(digits) - 1)
-			digits[nd++] = *p;
-	int exp = *p == 'e' ? (int)strtol(p + 1, NULL, 10) : 0;
-	while (nd > 1 && digits[nd - 1] == '0')
-		nd--;
-	int rc = neg ? es_buf_addc(b, '-') : 0;
-	if (exp < -4 || exp >= 16) {
-		rc = rc ? rc : es_buf_addc(b, digits[0]);
-		if (!rc && nd > 1)
-			rc = es_buf_printf(b, ".%.*s", nd - 1, digits + 1);
-		if (!rc)
-			rc = es_buf_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-	} else if (exp >= 0) {
-		for (int i = 0; !rc && i <= exp; i++)
-			rc = es_buf_addc(b, i < nd ? digits[i] : '0');
-		if (!rc)
-			rc = nd > exp + 1 ? es_buf_printf(b, ".%.*s", nd - exp - 1, digits + exp + 1)
-					  : es_buf_adds(b, ".0");
-	} else {
-		rc = rc ? rc : es_buf_adds(b, "0.");
-		for (int i = 0; !rc && i < -exp - 1; i++)
-			rc = es_buf_addc(b, '0');
-		if (!rc)
-			rc = es_buf_add(b, digits, (size_t)nd);
-	}
-	return rc;
-}
-
-struct pairs {
-	const struct es_ynode **kv; /* key, value, key, value, ... */
-	size_t n, cap;
-	int failed;
-};
-
-static int collect_pair(void *ctx, const struct es_ynode *k, const struct es_ynode *v)
-{
-	struct pairs *p = ctx;
-	if (p->n + 2 > p->cap) {
-		size_t nc = p->cap ? p->cap * 2 : 16;
-		const struct es_ynode **kv = realloc(p->kv, nc * sizeof(*kv));
-		if (!kv) {
-			p->failed = 1;
-			return 1;
-		}
-		p->kv = kv;
-		p->cap = nc;
-	}
-	p->kv[p->n++] = k;
-	p->kv[p->n++] = v;
-	return 0;
-}
-
-/* str() (str_mode) or repr() of a value, cut after REPR_SOFT_MAX bytes with "...".
- * Approximations, documented: a datetime and !!binary show their YAML text; integers longer
- * than INT_CONVERT_MAX characters show their literal; dicts with more than DICT_DEDUP_MAX
- * pairs keep duplicate keys. */
-static int py_repr(struct es_buf *b, const struct es_ynode *n, int str_mode)
-{
-	if (b->len > REPR_SOFT_MAX)
-		return 0;
-	int rc = 0;
-	switch (n->kind) {
-	case ES_Y_NULL:
-		return es_buf_adds(b, "None");
-	case ES_Y_BOOL:
-		return es_buf_adds(b, n->boolean ? "True" : "False");
-	case ES_Y_INT:
-		if (n->dec)
-			return es_buf_adds(b, n->dec);
-		for (size_t i = 0; !rc && i < n->len; i++)
-			if (n->text[i] != '_')
-				rc = es_buf_addc(b, n->text[i]);
-		return rc;
-	case ES_Y_FLOAT:
-		return py_float_repr(b, n->num);
-	case ES_Y_STR:
-		if (str_mode)
-			return es_buf_add(b, n->text, n->len);
-		return py_str_repr(b, n->text, n->len);
-	case ES_Y_TIME:
-		if (n->date_only && !str_mode)
-			return es_buf_printf(b, "datetime.date(%d, %d, %d)", n->date[0], n->date[1], n->date[2]);
-		return es_buf_add(b, n->text, n->len);
-	case ES_Y_BYTES:
-		return es_buf_add(b, n->text, n->len);
-	case ES_Y_SEQ:
-		rc = es_buf_addc(b, '[');
-		for (size_t i = 0; !rc && i < n->n; i++) {
-			if (i)
-				rc = es_buf_adds(b, ", ");
-			if (!rc && b->len > REPR_SOFT_MAX)
-				break;
-			if (!rc)
-				rc = py_repr(b, n->kid[i], 0);
-		}
-		return rc ? rc : es_buf_addc(b, ']');
-	case ES_Y_MAP: {
-		struct pairs p = { NULL, 0, 0, 0 };
-		es_yaml_walk(n, collect_pair, &p);
-		if (p.failed) {
-			free(p.kv);
-			return es_error(ES_ENOMEM, "out of memory");
-		}
-		int dedup = p.n / 2 <= DICT_DEDUP_MAX, first = 1;
-		rc = es_buf_addc(b, '{');
-		for (size_t i = 0; !rc && i < p.n && b->len <= REPR_SOFT_MAX; i += 2) {
-			const struct es_ynode *k = p.kv[i], *v = p.kv[i + 1];
-			int seen = 0;
-			if (dedup) {
-				for (size_t j = 0; j < i && !seen; j += 2)
-					seen = py_eq(p.kv[j], k);
-				for (size_t j = i + 2; j < p.n && !seen; j += 2)
-					if (py_eq(p.kv[j], k))
-						v = p.kv[j + 1];
-			}
-			if (seen)
-				continue;
-			if (!first)
-				rc = es_buf_adds(b, ", ");
-			first = 0;
-			if (!rc)
-				rc = py_repr(b, k, 0);
-			if (!rc)
-				rc = es_buf_adds(b, ": ");
-			if (!rc)
-				rc = py_repr(b, v, 0);
-		}
-		free(p.kv);
-		return rc ? rc : es_buf_addc(b, '}');
-	}
-	}
-	return 0;
-}
-
-/* repr()/str() into a fresh buffer, cut with "..." when long; NULL when out of memory. */
-static char *repr_dup(const struct es_ynode *n, int str_mode)
-{
-	struct es_buf b = ES_BUF_INIT;
-	if (py_repr(&b, n, str_mode)) {
-		es_buf_free(&b);
-		return NULL;
-	}
-	if (b.len > REPR_SOFT_MAX) {
-		size_t cut = REPR_SOFT_MAX;
-		while (cut && es_utf8_is_cont((unsigned char)b.data[cut]))
-			cut--; /* never split a UTF-8 character */
-		es_buf_setlen(&b, cut);
-		if (es_buf_adds(&b, "...")) {
-			es_buf_free(&b);
-			return NULL;
-		}
-	}
-	return es_buf_detach(&b, NULL);
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* 3. Operator kinds: the Data-Juicer registry helper, or the naming convention               */
 /* ------------------------------------------------------------------------------------------ */
@@ -547,7 +236,7 @@ static char *stderr_line(const struct es_buf *err)
 		size_t len = nl ? (size_t)(nl - s) : (size_t)(end - s);
 		if (len && s[len - 1] == '\r')
 			len--;
-		if (!is_blank(s, len)) {
+		if (!es_pyval_is_blank(s, len)) {
 			if (!first) {
 				first = s;
 				first_len = len;
@@ -777,7 +466,7 @@ static int one_op_pair(void *ctx, const struct es_ynode *k, const struct es_ynod
 		o->keys = 1;
 		return 0;
 	}
-	if (!py_eq(o->name, k)) {
+	if (!es_pyval_eq(o->name, k)) {
 		o->keys = 2;
 		return 1;
 	}
@@ -814,11 +503,11 @@ static int custom_paths(const struct es_ynode *root, const struct es_recipe_opts
 {
 	const char *key = "custom_operator_paths";
 	const struct es_ynode *v = es_yaml_get(root, key);
-	if (!py_truthy(v)) {
+	if (!es_pyval_truthy(v)) {
 		key = "custom-operator-paths";
 		v = es_yaml_get(root, key);
 	}
-	if (!py_truthy(v))
+	if (!es_pyval_truthy(v))
 		return 0;
 	const struct es_ynode *const *items = (const struct es_ynode *const *)&v;
 	size_t n = 1;
@@ -830,7 +519,7 @@ static int custom_paths(const struct es_ynode *root, const struct es_recipe_opts
 	int rc = 0;
 	for (size_t i = 0; !rc && i < n; i++) {
 		if (items[i]->kind != ES_Y_STR || has_nul(items[i])) {
-			char *r = repr_dup(items[i], 0);
+			char *r = es_pyval_repr(items[i]);
 			rc = es_error(ES_EINVAL, "%s must be a path or a list of paths; got %s", key, r ? r : "?");
 			free(r);
 			break;
@@ -845,7 +534,7 @@ static int custom_paths(const struct es_ynode *root, const struct es_recipe_opts
 
 static int op_error(int code, const char *fmt, const struct es_ynode *name)
 {
-	char *r = repr_dup(name, 0);
+	char *r = es_pyval_repr(name);
 	int rc = es_error(code, fmt, r ? r : "?");
 	free(r);
 	return rc;
@@ -853,7 +542,7 @@ static int op_error(int code, const char *fmt, const struct es_ynode *name)
 
 static char *op_warning(const char *fmt, const struct es_ynode *name)
 {
-	char *r = repr_dup(name, 0);
+	char *r = es_pyval_repr(name);
 	if (!r)
 		return NULL;
 	struct es_buf b = ES_BUF_INIT;
@@ -886,7 +575,7 @@ static int validate(const struct es_ynode *root, const char *path, const struct 
 		if (es_yaml_is_str(et, "default") || es_yaml_is_str(et, "ray")) {
 			executor = et->text;
 		} else {
-			char *r = repr_dup(et, 0);
+			char *r = es_pyval_repr(et);
 			rc = es_error(ES_EINVAL, "Elastic sharding supports recipes for executor_type=default or ray; "
 					  "got executor_type=%s", r ? r : "?");
 			free(r);
@@ -974,7 +663,7 @@ static int validate(const struct es_ynode *root, const char *path, const struct 
 			rc = es_error(ES_EINVAL, "process[%zu] must contain exactly one operator", i);
 			goto out;
 		}
-		const struct es_ynode *args = py_truthy(o.args) ? o.args : NULL; /* op_args or {} */
+		const struct es_ynode *args = es_pyval_truthy(o.args) ? o.args : NULL; /* op_args or {} */
 		if (args && args->kind != ES_Y_MAP) {
 			rc = op_error(ES_EINVAL, "Arguments for operator %s must be a mapping", o.name);
 			goto out;
@@ -991,7 +680,7 @@ static int validate(const struct es_ynode *root, const char *path, const struct 
 					  "and is not supported by this demo", o.name);
 			goto out;
 		}
-		if (args && py_truthy(es_yaml_get(args, "stats_export_path"))) {
+		if (args && es_pyval_truthy(es_yaml_get(args, "stats_export_path"))) {
 			rc = op_error(ES_EINVAL, "Operator %s sets stats_export_path, which would cause "
 					  "cross-shard output collisions", o.name);
 			goto out;
@@ -1005,7 +694,7 @@ static int validate(const struct es_ynode *root, const char *path, const struct 
 			if ((rc = es_strv_push(&index, strdup(ik->text))))
 				goto out;
 		}
-		if (args && py_truthy(es_yaml_get(args, "save_dir")) &&
+		if (args && es_pyval_truthy(es_yaml_get(args, "save_dir")) &&
 		    (rc = es_strv_push(&warnings, op_warning("operator %s uses an explicit save_dir; the caller must "
 							 "ensure generated filenames do not collide across shards",
 							 o.name))))
@@ -1036,7 +725,7 @@ static int validate(const struct es_ynode *root, const char *path, const struct 
 
 	/* Facts for prepare: dataset_path, ray_address, the registry's identity. */
 	const struct es_ynode *ds = es_yaml_get(root, "dataset_path");
-	if (ds && ds->kind == ES_Y_STR && !is_blank(ds->text, ds->len)) {
+	if (ds && ds->kind == ES_Y_STR && !es_pyval_is_blank(ds->text, ds->len)) {
 		if (has_nul(ds)) {
 			rc = es_error(ES_EINVAL, "dataset_path in %s must not contain a NUL character", path);
 			goto out;
@@ -1053,8 +742,8 @@ static int validate(const struct es_ynode *root, const char *path, const struct 
 			goto out;
 		}
 		out->has_ray_address = 1;
-		out->ray_address_str = repr_dup(ra, 1);
-		out->ray_address_repr = repr_dup(ra, 0);
+		out->ray_address_str = es_pyval_str(ra);
+		out->ray_address_repr = es_pyval_repr(ra);
 		if (!out->ray_address_str || !out->ray_address_repr) {
 			rc = es_error(ES_ENOMEM, "out of memory");
 			goto out;
