@@ -138,6 +138,14 @@ int es_strv_pushf(struct es_strv *a, const char *fmt, ...)
 	return es_strv_push(a, es_buf_detach(&b, NULL));
 }
 
+int es_strv_add_once(struct es_strv *a, const char *s)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (!strcmp(a->v[i], s))
+			return 0;
+	return es_strv_push(a, strdup(s));
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);

@@ -214,9 +214,21 @@ static int make_key(struct enc_key *k, const char *raw)
 	return k->s ? 0 : -1;
 }
 
-static int cmp_str(const void *a, const void *b)
+/* The encoded keys of raw[0, n), each once: in the order of first sight, or sorted. */
+static int make_keys(const char *const *raw, size_t n, int sorted, struct enc_key **keys, size_t *nkeys)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	struct es_strv v = ES_STRV_INIT;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = es_strv_add_once(&v, raw[i]);
+	if (sorted)
+		es_strv_sort_unique(&v);
+	if (!rc && v.n && !(*keys = calloc(v.n, sizeof(**keys))))
+		rc = ES_ENOMEM;
+	for (size_t i = 0; !rc && i < v.n; i++)
+		rc = make_key(&(*keys)[(*nkeys)++], v.v[i]);
+	es_strv_free(&v);
+	return rc;
 }
 
 struct es_jsonl *es_jsonl_new(const struct es_jsonl_opts *opts)
@@ -232,47 +244,15 @@ struct es_jsonl *es_jsonl_new(const struct es_jsonl_opts *opts)
 	es_buf_init(&j->item, 0);
 	if (!opts)
 		return j;
-	if (opts->n_media) {
-		j->media = calloc(opts->n_media, sizeof(*j->media));
-		if (!j->media)
-			goto fail;
-		/* Recipe keys are de-duplicated with their order kept (REFERENCE §2.3). */
-		for (size_t i = 0; i < opts->n_media; i++) {
-			int seen = 0;
-			for (size_t k = 0; k < j->n_media; k++)
-				seen |= strcmp(j->media[k].raw, opts->media_keys[i]) == 0;
-			if (seen)
-				continue;
-			if (make_key(&j->media[j->n_media++], opts->media_keys[i]))
-				goto fail;
-		}
-	}
-	if (opts->media_root && !(j->media_root = strdup(opts->media_root)))
-		goto fail;
-	if (opts->n_index) {
-		/* Python appends them in sorted order; sort and de-duplicate a copy to be safe. */
-		const char **sorted = malloc(opts->n_index * sizeof(*sorted));
-		j->index = calloc(opts->n_index, sizeof(*j->index));
-		if (!sorted || !j->index) {
-			free(sorted);
-			goto fail;
-		}
-		memcpy(sorted, opts->index_keys, opts->n_index * sizeof(*sorted));
-		qsort(sorted, opts->n_index, sizeof(*sorted), cmp_str);
-		for (size_t i = 0; i < opts->n_index; i++) {
-			if (i && strcmp(sorted[i], sorted[i - 1]) == 0)
-				continue;
-			if (make_key(&j->index[j->n_index++], sorted[i])) {
-				free(sorted);
-				goto fail;
-			}
-		}
-		free(sorted);
+	/* Recipe media keys are de-duplicated with their order kept (REFERENCE §2.3); Python
+	 * appends index keys in sorted order, so sort and de-duplicate them to be safe. */
+	if (make_keys(opts->media_keys, opts->n_media, 0, &j->media, &j->n_media) ||
+	    make_keys(opts->index_keys, opts->n_index, 1, &j->index, &j->n_index) ||
+	    (opts->media_root && !(j->media_root = strdup(opts->media_root)))) {
+		es_jsonl_free(j);
+		return NULL;
 	}
 	return j;
-fail:
-	es_jsonl_free(j);
-	return NULL;
 }
 
 void es_jsonl_free(struct es_jsonl *j)

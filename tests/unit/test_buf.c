@@ -1,4 +1,4 @@
-/* buf: es_strv_sort_unique. */
+/* buf: es_strv_sort_unique and es_strv_add_once. */
 #include "testlib.h"
 
 #include "eshard/buf.h"
@@ -30,10 +30,27 @@ static void test_strv_sort_unique(void)
 	CHECK(a.v == NULL && a.n == 0);
 }
 
+static void test_strv_add_once(void)
+{
+	struct es_strv a = ES_STRV_INIT;
+	const char *in[] = { "images", "audios", "images", "videos", "audios" };
+	for (size_t i = 0; i < sizeof(in) / sizeof(*in); i++)
+		CHECK_INT_EQ(es_strv_add_once(&a, in[i]), 0);
+	if (CHECK_INT_EQ(a.n, 3)) {
+		CHECK_STR_EQ(a.v[0], "images");
+		CHECK_STR_EQ(a.v[1], "audios");
+		CHECK_STR_EQ(a.v[2], "videos");
+		CHECK(a.v[3] == NULL);
+		CHECK(a.v[0] != in[0]); /* a copy */
+	}
+	es_strv_free(&a);
+}
+
 int main(void)
 {
 	es_log_quiet_begin();
 	test_strv_sort_unique();
+	test_strv_add_once();
 	es_log_quiet_end();
 	return test_done();
 }
