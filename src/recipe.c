@@ -16,12 +16,26 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
+/* What the checks gather on their way; handed over to the es_recipe at the end. */
+struct check {
+	const struct es_ynode *root, *process;
+	const char *path;
+	const struct es_recipe_opts *opts;
+	const char *executor;                /* "default" or "ray", in the tree */
+	struct es_strv warnings, media, index, custom, names;
+	struct es_dj_registry reg;
+};
 
 static int has_nul(const struct es_ynode *n) { return memchr(n->text, '\0', n->len) != NULL; }
+
+/* es_error(ES_EINVAL, fmt, repr(v)): fmt holds one %s. */
+static int repr_error(const char *fmt, const struct es_ynode *v)
+{
+	char *r = es_pyval_repr(v);
+	int rc = es_error(ES_EINVAL, fmt, r ? r : "?");
+	free(r);
+	return rc;
+}
 
 /* The one operator of process[i]: all keys of the constructed dict must be equal. */
 struct one_op {
@@ -53,6 +67,36 @@ static void op_of(const struct es_ynode *item, struct one_op *o)
 		es_yaml_walk(item, one_op_pair, o);
 }
 
+/* The operator's name as the registry knows it: a str without NUL, else NULL. */
+static const char *op_name(const struct one_op *o)
+{
+	return o->keys == 1 && o->name->kind == ES_Y_STR && !has_nul(o->name) ? o->name->text : NULL;
+}
+
+/* Step 1: executor_type is "default" (also when missing) or "ray"; anything else, null too,
+ * is refused. */
+static int check_executor(struct check *c)
+{
+	const struct es_ynode *et = es_yaml_get(c->root, "executor_type");
+	c->executor = "default";
+	if (!et)
+		return 0;
+	if (!es_yaml_is_str(et, "default") && !es_yaml_is_str(et, "ray"))
+		return repr_error("Elastic sharding supports recipes for executor_type=default or ray; "
+				  "got executor_type=%s", et);
+	c->executor = et->text;
+	return 0;
+}
+
+/* Step 2: process must be a list. */
+static int check_process_list(struct check *c)
+{
+	c->process = es_yaml_get(c->root, "process");
+	if (!c->process || c->process->kind != ES_Y_SEQ)
+		return es_error(ES_EINVAL, "Recipe must define an explicit process list");
+	return 0;
+}
+
 static int resolve_custom_path(const char *base, const char *p, struct es_buf *out)
 {
 	struct es_buf x = ES_BUF_INIT, j = ES_BUF_INIT;
@@ -69,15 +113,15 @@ static int resolve_custom_path(const char *base, const char *p, struct es_buf *o
 	return rc;
 }
 
-/* custom_operator_paths, else custom-operator-paths (the first truthy one; a str is a
+/* Step 3: custom_operator_paths, else custom-operator-paths (the first truthy one; a str is a
  * one-item list), resolved against opts->base_dir or the CWD. */
-static int custom_paths(const struct es_ynode *root, const struct es_recipe_opts *opts, struct es_strv *out)
+static int custom_paths(struct check *c)
 {
 	const char *key = "custom_operator_paths";
-	const struct es_ynode *v = es_yaml_get(root, key);
+	const struct es_ynode *v = es_yaml_get(c->root, key);
 	if (!es_pyval_truthy(v)) {
 		key = "custom-operator-paths";
-		v = es_yaml_get(root, key);
+		v = es_yaml_get(c->root, key);
 	}
 	if (!es_pyval_truthy(v))
 		return 0;
@@ -96,247 +140,186 @@ static int custom_paths(const struct es_ynode *root, const struct es_recipe_opts
 			free(r);
 			break;
 		}
-		rc = resolve_custom_path(opts->base_dir, items[i]->text, &path);
+		rc = resolve_custom_path(c->opts->base_dir, items[i]->text, &path);
 		if (!rc)
-			rc = es_strv_push(out, strdup(path.data));
+			rc = es_strv_push(&c->custom, strdup(path.data));
 	}
 	es_buf_free(&path);
 	return rc;
 }
 
-static int op_error(int code, const char *fmt, const struct es_ynode *name)
+/* Without the registry the custom operators cannot be loaded; at least their paths must
+ * exist, as Data-Juicer's loader would require, and a warning says how kinds were judged. */
+static int registry_fallback(struct check *c)
 {
-	char *r = es_pyval_repr(name);
-	int rc = es_error(code, fmt, r ? r : "?");
-	free(r);
+	for (size_t i = 0; i < c->custom.n; i++) {
+		int ex = es_fs_exists(c->custom.v[i]);
+		if (ex < 0)
+			return ex;
+		if (!ex)
+			return es_error(ES_EINVAL, "Custom operator path does not exist: %s", c->custom.v[i]);
+	}
+	if (!c->names.n)
+		return 0;
+	return es_strv_pushf(&c->warnings, "Data-Juicer registry was not consulted (%s); operator kinds were "
+			     "checked by their names only", c->reg.reason ? c->reg.reason : "unknown reason");
+}
+
+/* Steps 3-4: the custom operator paths, then the registry, asked once about every operator
+ * name of the process list. */
+static int ask_registry(struct check *c)
+{
+	int rc = custom_paths(c);
+	for (size_t i = 0; !rc && i < c->process->n; i++) {
+		struct one_op o;
+		op_of(c->process->kid[i], &o);
+		if (op_name(&o))
+			rc = es_strv_push(&c->names, strdup(op_name(&o)));
+	}
+	if (rc)
+		return rc;
+	es_strv_sort_unique(&c->names);
+	rc = es_dj_registry_consult(c->opts->python, c->opts->helper, c->custom.v, c->custom.n,
+				    (const char *const *)c->names.v, c->names.n, &c->reg);
+	if (!rc && !c->reg.consulted)
+		rc = registry_fallback(c);
 	return rc;
 }
 
-static char *op_warning(const char *fmt, const struct es_ynode *name)
+/* Step 6 for process[i]: one operator, mapping arguments, a shard-safe kind, no stats export;
+ * its index_key is collected and an explicit save_dir warned about. */
+static int check_operator(struct check *c, size_t i)
 {
-	char *r = es_pyval_repr(name);
-	if (!r)
-		return NULL;
-	struct es_buf b = ES_BUF_INIT;
-	int rc = es_buf_printf(&b, fmt, r);
-	free(r);
-	if (rc) {
-		es_buf_free(&b);
-		return NULL;
+	struct one_op o;
+	op_of(c->process->kid[i], &o);
+	if (o.keys != 1)
+		return es_error(ES_EINVAL, "process[%zu] must contain exactly one operator", i);
+	const struct es_ynode *args = es_pyval_truthy(o.args) ? o.args : NULL; /* op_args or {} */
+	if (args && args->kind != ES_Y_MAP)
+		return repr_error("Arguments for operator %s must be a mapping", o.name);
+	enum es_dj_verdict v = op_name(&o) ? es_dj_registry_kind(&c->reg, op_name(&o)) : ES_DJ_OP_UNKNOWN;
+	if (v == ES_DJ_OP_UNKNOWN)
+		return repr_error("Unknown operator %s; cannot prove it is shard-safe", o.name);
+	if (v == ES_DJ_OP_WHOLE)
+		return repr_error("Operator %s requires or may require whole-dataset semantics and is not "
+				  "supported by this demo", o.name);
+	if (!args)
+		return 0;
+	if (es_pyval_truthy(es_yaml_get(args, "stats_export_path")))
+		return repr_error("Operator %s sets stats_export_path, which would cause cross-shard output "
+				  "collisions", o.name);
+	const struct es_ynode *ik = es_yaml_get(args, "index_key");
+	int rc = 0;
+	if (ik && ik->kind != ES_Y_NULL) {
+		if (ik->kind != ES_Y_STR || ik->len == 0 || has_nul(ik))
+			return repr_error("Operator %s has an invalid index_key", o.name);
+		if ((rc = es_strv_push(&c->index, strdup(ik->text))))
+			return rc;
 	}
-	return es_buf_detach(&b, NULL);
+	if (es_pyval_truthy(es_yaml_get(args, "save_dir"))) {
+		char *r = es_pyval_repr(o.name);
+		rc = r ? es_strv_pushf(&c->warnings, "operator %s uses an explicit save_dir; the caller must ensure "
+				       "generated filenames do not collide across shards", r)
+		       : es_error(ES_ENOMEM, "out of memory");
+		free(r);
+	}
+	return rc;
 }
 
-static int validate(const struct es_ynode *root, const char *path, const struct es_recipe_opts *opts,
-		    struct es_recipe *out)
+/* Step 7: media keys are non-empty strings, de-duplicated in order. */
+static int media_keys(struct check *c)
 {
-	struct es_strv warnings = ES_STRV_INIT, media = ES_STRV_INIT, index = ES_STRV_INIT, custom = ES_STRV_INIT;
-	struct es_dj_registry reg;
-	memset(&reg, 0, sizeof(reg));
-	const char **names = NULL;
-	size_t n_names = 0;
-	int rc = 0;
-
-	if (!root || root->kind != ES_Y_MAP)
-		return es_error(ES_EINVAL, "Recipe must be a YAML mapping: %s", path);
-
-	/* 1. executor_type: "default" (also when missing) or "ray"; anything else, null too. */
-	const struct es_ynode *et = es_yaml_get(root, "executor_type");
-	const char *executor = "default";
-	if (et) {
-		if (es_yaml_is_str(et, "default") || es_yaml_is_str(et, "ray")) {
-			executor = et->text;
-		} else {
-			char *r = es_pyval_repr(et);
-			rc = es_error(ES_EINVAL, "Elastic sharding supports recipes for executor_type=default or ray; "
-					  "got executor_type=%s", r ? r : "?");
-			free(r);
-			goto out;
-		}
-	}
-
-	/* 2. process must be a list. */
-	const struct es_ynode *process = es_yaml_get(root, "process");
-	if (!process || process->kind != ES_Y_SEQ) {
-		rc = es_error(ES_EINVAL, "Recipe must define an explicit process list");
-		goto out;
-	}
-
-	/* 3-4. Custom operator paths and the registry, asked once about every operator name. */
-	if ((rc = custom_paths(root, opts, &custom)))
-		goto out;
-	names = calloc(process->n ? process->n : 1, sizeof(*names));
-	if (!names) {
-		rc = es_error(ES_ENOMEM, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < process->n; i++) {
-		struct one_op o;
-		op_of(process->kid[i], &o);
-		if (o.keys == 1 && o.name->kind == ES_Y_STR && !has_nul(o.name))
-			names[n_names++] = o.name->text;
-	}
-	if (n_names > 1) {
-		qsort(names, n_names, sizeof(*names), cmp_str);
-		size_t w = 1;
-		for (size_t i = 1; i < n_names; i++)
-			if (strcmp(names[i], names[w - 1]))
-				names[w++] = names[i];
-		n_names = w;
-	}
-	if ((rc = es_dj_registry_consult(opts->python, opts->helper, custom.v, custom.n, names, n_names, &reg)))
-		goto out;
-	if (!reg.consulted) {
-		/* Without the registry the custom operators cannot be loaded; at least their paths
-		 * must exist, as Data-Juicer's loader would require. */
-		for (size_t i = 0; i < custom.n; i++) {
-			int ex = es_fs_exists(custom.v[i]);
-			if (ex < 0) {
-				rc = ex;
-				goto out;
-			}
-			if (!ex) {
-				rc = es_error(ES_EINVAL, "Custom operator path does not exist: %s", custom.v[i]);
-				goto out;
-			}
-		}
-		if (n_names) {
-			struct es_buf w = ES_BUF_INIT;
-			if (es_buf_printf(&w, "Data-Juicer registry was not consulted (%s); operator kinds were "
-					  "checked by their names only", reg.reason ? reg.reason : "unknown reason")) {
-				es_buf_free(&w);
-				rc = ES_ENOMEM;
-				goto out;
-			}
-			if ((rc = es_strv_push(&warnings, es_buf_detach(&w, NULL))))
-				goto out;
-		}
-	}
-
-	/* 5. The executor is always Ray for shard workers. */
-	if (!strcmp(executor, "default") &&
-	    (rc = es_strv_push(&warnings, strdup("recipe executor_type=default will be overridden with "
-					     "executor_type=ray for shard workers"))))
-		goto out;
-
-	/* 6. Every operator, in order. */
-	for (size_t i = 0; i < process->n; i++) {
-		struct one_op o;
-		op_of(process->kid[i], &o);
-		if (o.keys != 1) {
-			rc = es_error(ES_EINVAL, "process[%zu] must contain exactly one operator", i);
-			goto out;
-		}
-		const struct es_ynode *args = es_pyval_truthy(o.args) ? o.args : NULL; /* op_args or {} */
-		if (args && args->kind != ES_Y_MAP) {
-			rc = op_error(ES_EINVAL, "Arguments for operator %s must be a mapping", o.name);
-			goto out;
-		}
-		enum es_dj_verdict v = ES_DJ_OP_UNKNOWN;
-		if (o.name->kind == ES_Y_STR && !has_nul(o.name))
-			v = es_dj_registry_kind(&reg, o.name->text);
-		if (v == ES_DJ_OP_UNKNOWN) {
-			rc = op_error(ES_EINVAL, "Unknown operator %s; cannot prove it is shard-safe", o.name);
-			goto out;
-		}
-		if (v == ES_DJ_OP_WHOLE) {
-			rc = op_error(ES_EINVAL, "Operator %s requires or may require whole-dataset semantics "
-					  "and is not supported by this demo", o.name);
-			goto out;
-		}
-		if (args && es_pyval_truthy(es_yaml_get(args, "stats_export_path"))) {
-			rc = op_error(ES_EINVAL, "Operator %s sets stats_export_path, which would cause "
-					  "cross-shard output collisions", o.name);
-			goto out;
-		}
-		const struct es_ynode *ik = args ? es_yaml_get(args, "index_key") : NULL;
-		if (ik && ik->kind != ES_Y_NULL) {
-			if (ik->kind != ES_Y_STR || ik->len == 0 || has_nul(ik)) {
-				rc = op_error(ES_EINVAL, "Operator %s has an invalid index_key", o.name);
-				goto out;
-			}
-			if ((rc = es_strv_push(&index, strdup(ik->text))))
-				goto out;
-		}
-		if (args && es_pyval_truthy(es_yaml_get(args, "save_dir")) &&
-		    (rc = es_strv_push(&warnings, op_warning("operator %s uses an explicit save_dir; the caller must "
-							 "ensure generated filenames do not collide across shards",
-							 o.name))))
-			goto out;
-	}
-
-	/* 7. Media keys: non-empty strings, de-duplicated in order. */
 	static const char *const media_cfg[3][2] = {
 		{ "image_key", "images" }, { "audio_key", "audios" }, { "video_key", "videos" },
 	};
-	for (size_t i = 0; i < 3; i++) {
-		const struct es_ynode *v = es_yaml_get(root, media_cfg[i][0]);
-		const char *value = media_cfg[i][1];
-		if (v) {
-			if (v->kind != ES_Y_STR || v->len == 0 || has_nul(v)) {
-				rc = es_error(ES_EINVAL, "%s must be a non-empty string", media_cfg[i][0]);
-				goto out;
-			}
-			value = v->text;
-		}
-		int dup = 0;
-		for (size_t j = 0; j < media.n && !dup; j++)
-			dup = !strcmp(media.v[j], value);
-		if (!dup && (rc = es_strv_push(&media, strdup(value))))
-			goto out;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < 3; i++) {
+		const struct es_ynode *v = es_yaml_get(c->root, media_cfg[i][0]);
+		if (v && (v->kind != ES_Y_STR || v->len == 0 || has_nul(v)))
+			return es_error(ES_EINVAL, "%s must be a non-empty string", media_cfg[i][0]);
+		rc = es_strv_add_once(&c->media, v ? v->text : media_cfg[i][1]);
 	}
-	es_strv_sort_unique(&index);
+	return rc;
+}
 
-	/* Facts for prepare: dataset_path, ray_address, the registry's identity. */
-	const struct es_ynode *ds = es_yaml_get(root, "dataset_path");
+/* Facts for prepare: dataset_path when it is a non-blank str, ray_address when not null. */
+static int prepare_facts(const struct check *c, struct es_recipe *out)
+{
+	const struct es_ynode *ds = es_yaml_get(c->root, "dataset_path");
 	if (ds && ds->kind == ES_Y_STR && !es_pyval_is_blank(ds->text, ds->len)) {
-		if (has_nul(ds)) {
-			rc = es_error(ES_EINVAL, "dataset_path in %s must not contain a NUL character", path);
-			goto out;
-		}
-		if (!(out->dataset_path = strdup(ds->text))) {
-			rc = es_error(ES_ENOMEM, "out of memory");
-			goto out;
-		}
+		if (has_nul(ds))
+			return es_error(ES_EINVAL, "dataset_path in %s must not contain a NUL character", c->path);
+		if (!(out->dataset_path = strdup(ds->text)))
+			return es_error(ES_ENOMEM, "out of memory");
 	}
-	const struct es_ynode *ra = es_yaml_get(root, "ray_address");
+	const struct es_ynode *ra = es_yaml_get(c->root, "ray_address");
 	if (ra && ra->kind != ES_Y_NULL) {
-		if (ra->kind == ES_Y_STR && has_nul(ra)) {
-			rc = es_error(ES_EINVAL, "ray_address in %s must not contain a NUL character", path);
-			goto out;
-		}
+		if (ra->kind == ES_Y_STR && has_nul(ra))
+			return es_error(ES_EINVAL, "ray_address in %s must not contain a NUL character", c->path);
 		out->has_ray_address = 1;
 		out->ray_address_str = es_pyval_str(ra);
 		out->ray_address_repr = es_pyval_repr(ra);
-		if (!out->ray_address_str || !out->ray_address_repr) {
-			rc = es_error(ES_ENOMEM, "out of memory");
-			goto out;
-		}
+		if (!out->ray_address_str || !out->ray_address_repr)
+			return es_error(ES_ENOMEM, "out of memory");
 	}
-	if (!(out->executor_type = strdup(executor))) {
-		rc = es_error(ES_ENOMEM, "out of memory");
-		goto out;
-	}
-	out->registry_consulted = reg.consulted;
-	out->dj_version = reg.version;
-	out->dj_commit = reg.commit;
-	reg.version = reg.commit = NULL;
-	out->warnings = warnings.v;
-	out->n_warnings = warnings.n;
-	out->media_keys = media.v;
-	out->n_media = media.n;
-	out->index_keys = index.v;
-	out->n_index = index.n;
-	memset(&warnings, 0, sizeof(warnings));
-	memset(&media, 0, sizeof(media));
-	memset(&index, 0, sizeof(index));
-out:
-	es_strv_free(&warnings);
-	es_strv_free(&media);
-	es_strv_free(&index);
-	es_strv_free(&custom);
-	es_dj_registry_free(&reg);
-	free(names);
+	if (!(out->executor_type = strdup(c->executor)))
+		return es_error(ES_ENOMEM, "out of memory");
+	return 0;
+}
+
+/* Move the gathered lists and the registry's identity into out. */
+static void hand_over(struct check *c, struct es_recipe *out)
+{
+	out->registry_consulted = c->reg.consulted;
+	out->dj_version = c->reg.version;
+	out->dj_commit = c->reg.commit;
+	c->reg.version = c->reg.commit = NULL;
+	out->warnings = c->warnings.v;
+	out->n_warnings = c->warnings.n;
+	out->media_keys = c->media.v;
+	out->n_media = c->media.n;
+	out->index_keys = c->index.v;
+	out->n_index = c->index.n;
+	memset(&c->warnings, 0, sizeof(c->warnings));
+	memset(&c->media, 0, sizeof(c->media));
+	memset(&c->index, 0, sizeof(c->index));
+}
+
+/* The checks of REFERENCE.md §4, in its order, so that the first failure is the reference's. */
+static int validate(const struct es_ynode *root, const char *path, const struct es_recipe_opts *opts,
+		    struct es_recipe *out)
+{
+	if (!root || root->kind != ES_Y_MAP)
+		return es_error(ES_EINVAL, "Recipe must be a YAML mapping: %s", path);
+	struct check c;
+	memset(&c, 0, sizeof(c));
+	c.root = root;
+	c.path = path;
+	c.opts = opts;
+	int rc = check_executor(&c);
+	if (!rc)
+		rc = check_process_list(&c);
+	if (!rc)
+		rc = ask_registry(&c);
+	/* Step 5: the executor is always Ray for shard workers. */
+	if (!rc && !strcmp(c.executor, "default"))
+		rc = es_strv_push(&c.warnings, strdup("recipe executor_type=default will be overridden with "
+						      "executor_type=ray for shard workers"));
+	for (size_t i = 0; !rc && i < c.process->n; i++)
+		rc = check_operator(&c, i);
+	if (!rc)
+		rc = media_keys(&c);
+	es_strv_sort_unique(&c.index);
+	if (!rc)
+		rc = prepare_facts(&c, out);
+	if (!rc)
+		hand_over(&c, out);
+	es_strv_free(&c.warnings);
+	es_strv_free(&c.media);
+	es_strv_free(&c.index);
+	es_strv_free(&c.custom);
+	es_strv_free(&c.names);
+	es_dj_registry_free(&c.reg);
 	return rc;
 }
 
