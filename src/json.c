@@ -401,24 +401,22 @@ int es_json_dump(const cJSON *v, int pretty, struct es_buf *out)
 	return rc ? rc : es_buf_addc(out, '\n');
 }
 
-int es_json_write_atomic(const char *path, const cJSON *v)
+/* The pretty form of v, handed to one of fs's ways to write a file. */
+static int dump_to(const char *path, const cJSON *v, int (*write)(const char *, const void *, size_t))
 {
 	struct es_buf b = ES_BUF_INIT;
 	int rc = es_json_dump(v, 1, &b);
 	if (!rc)
-		rc = es_fs_write_atomic(path, b.data, b.len);
+		rc = write(path, b.data, b.len);
 	es_buf_free(&b);
 	return rc;
 }
 
+int es_json_write_atomic(const char *path, const cJSON *v) { return dump_to(path, v, es_fs_write_atomic); }
+
 int es_json_publish_exclusive(const char *path, const cJSON *v)
 {
-	struct es_buf b = ES_BUF_INIT;
-	int rc = es_json_dump(v, 1, &b);
-	if (!rc)
-		rc = es_fs_publish_exclusive(path, b.data, b.len);
-	es_buf_free(&b);
-	return rc;
+	return dump_to(path, v, es_fs_publish_exclusive);
 }
 
 /* ---- building and reading ---- */

@@ -640,6 +640,20 @@ static inline __attribute__((always_inline)) int scan_string(const unsigned char
 	return PE_OK;
 }
 
+/* The word (n bytes) at *pp, copied to *oo when emit: 1 and both moved past it, or 0. */
+static inline __attribute__((always_inline)) int literal(const unsigned char **pp, char **oo,
+							  const char *word, size_t n, const int emit)
+{
+	if (memcmp(*pp, word, n) != 0)
+		return 0;
+	if (emit) {
+		memcpy(*oo, word, n);
+		*oo += n;
+	}
+	*pp += n;
+	return 1;
+}
+
 struct emit_state {
 	struct es_buf *out;
 	size_t orig_len;
@@ -748,66 +762,30 @@ value:
 		goto value;
 	}
 	case 't':
-		if (memcmp(p, "true", 4) == 0) {
-			if (emit) {
-				memcpy(o, "true", 4);
-				o += 4;
-			}
-			p += 4;
+		if (literal(&p, &o, "true", 4, emit))
 			goto after_value;
-		}
 		FAIL(PE_EXPECT_VALUE, p);
 	case 'f':
-		if (memcmp(p, "false", 5) == 0) {
-			if (emit) {
-				memcpy(o, "false", 5);
-				o += 5;
-			}
-			p += 5;
+		if (literal(&p, &o, "false", 5, emit))
 			goto after_value;
-		}
 		FAIL(PE_EXPECT_VALUE, p);
 	case 'n':
-		if (memcmp(p, "null", 4) == 0) {
-			if (emit) {
-				memcpy(o, "null", 4);
-				o += 4;
-			}
-			p += 4;
+		if (literal(&p, &o, "null", 4, emit))
 			goto after_value;
-		}
 		FAIL(PE_EXPECT_VALUE, p);
 	case 'N':
-		if (memcmp(p, "NaN", 3) == 0) {
-			if (emit) {
-				memcpy(o, "NaN", 3);
-				o += 3;
-			}
-			p += 3;
+		if (literal(&p, &o, "NaN", 3, emit))
 			goto after_value;
-		}
 		FAIL(PE_EXPECT_VALUE, p);
 	case 'I':
-		if (memcmp(p, "Infinity", 8) == 0) {
-			if (emit) {
-				memcpy(o, "Infinity", 8);
-				o += 8;
-			}
-			p += 8;
+		if (literal(&p, &o, "Infinity", 8, emit))
 			goto after_value;
-		}
 		FAIL(PE_EXPECT_VALUE, p);
 	default: {
 		const unsigned char *q = p;
 		if (*p == '-') {
-			if (memcmp(p, "-Infinity", 9) == 0) {
-				if (emit) {
-					memcpy(o, "-Infinity", 9);
-					o += 9;
-				}
-				p += 9;
+			if (literal(&p, &o, "-Infinity", 9, emit))
 				goto after_value;
-			}
 			p++;
 		}
 		if (*p == '0') {
