@@ -6,6 +6,7 @@
  */
 #include "testlib.h"
 
+#include "eshard/buf.h"
 #include "eshard/log.h"
 #include "eshard/recipe.h"
 #include "yamltree.h"
@@ -128,19 +129,11 @@ static void test_scalar_kinds(void)
 	es_yaml_free(d);
 }
 
-struct seen {
-	char keys[256];
-	const struct es_ynode *vals[16];
-	size_t n;
-};
-
+/* The keys of a walk, one after the other. */
 static int collect(void *ctx, const struct es_ynode *k, const struct es_ynode *v)
 {
-	struct seen *s = ctx;
-	strncat(s->keys, k->text, sizeof(s->keys) - strlen(s->keys) - 1);
-	if (s->n < 16)
-		s->vals[s->n] = v;
-	s->n++;
+	(void)v;
+	es_buf_add(ctx, k->text, k->len);
 	return 0;
 }
 
@@ -169,15 +162,16 @@ static void test_aliases_and_merges(void)
 	CHECK(es_yaml_get(m, "z")->num == 4);
 	CHECK(es_yaml_get(m, "<<") == NULL);
 	/* Walk: the merged list in reverse, then the explicit pairs. */
-	struct seen s = { "", { NULL }, 0 };
+	struct es_buf s = ES_BUF_INIT;
 	CHECK_INT_EQ(es_yaml_walk(m, collect, &s), 0);
-	CHECK_STR_EQ(s.keys, "yzxywx");
+	CHECK_STR_EQ(s.data, "yzxywx");
 	/* Two "<<" keys: get() asks the last one first. */
 	const struct es_ynode *n = es_yaml_get(root, "n");
 	CHECK(es_yaml_get(n, "y")->num == 2);
-	memset(&s, 0, sizeof(s));
+	es_buf_reset(&s);
 	es_yaml_walk(n, collect, &s);
-	CHECK_STR_EQ(s.keys, "yzxy");
+	CHECK_STR_EQ(s.data, "yzxy");
+	es_buf_free(&s);
 	int calls = 0;
 	CHECK_INT_EQ(es_yaml_walk(m, stop_second, &calls), 7);
 	CHECK_INT_EQ(calls, 2);
