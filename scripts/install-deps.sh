@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libcjson-dev libyaml-dev
-          libssl-dev python3 python3-venv time util-linux procps
+          libssl-dev python3 python3-venv time util-linux procps locales
           slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do

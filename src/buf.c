@@ -138,6 +138,35 @@ int es_strv_pushf(struct es_strv *a, const char *fmt, ...)
 	return es_strv_push(a, es_buf_detach(&b, NULL));
 }
 
+int es_strv_add_once(struct es_strv *a, const char *s)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (!strcmp(a->v[i], s))
+			return 0;
+	return es_strv_push(a, strdup(s));
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void es_strv_sort_unique(struct es_strv *a)
+{
+	if (a->n < 2)
+		return;
+	qsort(a->v, a->n, sizeof(*a->v), cmp_str);
+	size_t w = 1;
+	for (size_t i = 1; i < a->n; i++) {
+		if (!strcmp(a->v[i], a->v[w - 1]))
+			free(a->v[i]);
+		else
+			a->v[w++] = a->v[i];
+	}
+	a->n = w;
+	a->v[w] = NULL;
+}
+
 void es_strv_free(struct es_strv *a)
 {
 	for (size_t i = 0; i < a->n; i++)

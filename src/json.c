@@ -1,8 +1,9 @@
 #include "json.h"
 
 #include "eshard/fs.h"
-#include "eshard/jsonl.h"
 #include "eshard/log.h"
+#include "eshard/pyfloat.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <math.h>
@@ -50,12 +51,7 @@ static int hex4(const char *s, unsigned *out)
 static void put_utf8(struct es_buf *b, unsigned cp)
 {
 	char t[4];
-	size_t n;
-	if (cp < 0x80) { t[0] = (char)cp; n = 1; }
-	else if (cp < 0x800) { t[0] = (char)(0xc0 | cp >> 6); t[1] = (char)(0x80 | (cp & 63)); n = 2; }
-	else if (cp < 0x10000) { t[0] = (char)(0xe0 | cp >> 12); t[1] = (char)(0x80 | ((cp >> 6) & 63)); t[2] = (char)(0x80 | (cp & 63)); n = 3; }
-	else { t[0] = (char)(0xf0 | cp >> 18); t[1] = (char)(0x80 | ((cp >> 12) & 63)); t[2] = (char)(0x80 | ((cp >> 6) & 63)); t[3] = (char)(0x80 | (cp & 63)); n = 4; }
-	es_buf_add(b, t, n);
+	es_buf_add(b, t, (size_t)(es_utf8_put(t, cp) - t));
 }
 
 static char *parse_string(struct parser *ps)
@@ -171,7 +167,7 @@ static cJSON *parse_number(struct parser *ps)
 		ps->failed = 1;
 		return NULL;
 	}
-	cJSON *v = is_float ? cJSON_CreateNumber(strtod(tmp, NULL))
+	cJSON *v = is_float ? cJSON_CreateNumber(es_pyfloat_strtod(tmp, NULL))
 			    : cJSON_CreateRaw(strcmp(tmp, "-0") ? tmp : "0");
 	free(tmp);
 	return v;
@@ -375,8 +371,8 @@ static int dump_value(const cJSON *v, int pretty, int level, struct es_buf *out)
 	if (cJSON_IsString(v))
 		return dump_string(v->valuestring, out);
 	if (cJSON_IsNumber(v)) {
-		char tmp[32];
-		es_jsonl_format_double(v->valuedouble, tmp);
+		char tmp[ES_PYFLOAT_MAX];
+		es_pyfloat_dumps(v->valuedouble, tmp);
 		return es_buf_adds(out, tmp);
 	}
 	if (cJSON_IsTrue(v))
@@ -427,24 +423,22 @@ int es_json_dump(const cJSON *v, int pretty, struct es_buf *out)
 	return rc ? rc : es_buf_addc(out, '\n');
 }
 
-int es_json_write_atomic(const char *path, const cJSON *v)
+/* The pretty form of v, handed to one of fs's ways to write a file. */
+static int dump_to(const char *path, const cJSON *v, int (*write)(const char *, const void *, size_t))
 {
 	struct es_buf b = ES_BUF_INIT;
 	int rc = es_json_dump(v, 1, &b);
 	if (!rc)
-		rc = es_fs_write_atomic(path, b.data, b.len);
+		rc = write(path, b.data, b.len);
 	es_buf_free(&b);
 	return rc;
 }
 
+int es_json_write_atomic(const char *path, const cJSON *v) { return dump_to(path, v, es_fs_write_atomic); }
+
 int es_json_publish_exclusive(const char *path, const cJSON *v)
 {
-	struct es_buf b = ES_BUF_INIT;
-	int rc = es_json_dump(v, 1, &b);
-	if (!rc)
-		rc = es_fs_publish_exclusive(path, b.data, b.len);
-	es_buf_free(&b);
-	return rc;
+	return dump_to(path, v, es_fs_publish_exclusive);
 }
 
 /* ---- building and reading ---- */

@@ -16,16 +16,14 @@
 #include "eshard/jsonl.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
+#include "eshard/pyfloat.h"
+#include "eshard/util.h"
+#include "utf8.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <locale.h>
-#include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #if defined(__SSE2__) && !defined(ES_JSONL_NO_SIMD)
 #include <emmintrin.h>
@@ -105,452 +103,6 @@ struct es_jsonl {
 	struct enc_key *index;
 	size_t n_index;
 };
-
-/* ------------------------------------------------------------------------------------ */
-/* Locale-independent strtod: the program never calls setlocale, but a library might.    */
-
-static pthread_once_t cloc_once = PTHREAD_ONCE_INIT;
-static locale_t cloc;
-
-static void cloc_init(void) { cloc = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
-
-static double c_strtod(const char *s)
-{
-	pthread_once(&cloc_once, cloc_init);
-	if (cloc)
-		return strtod_l(s, NULL, cloc);
-	return strtod(s, NULL);
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* UTF-8                                                                                  */
-
-/* Length of the valid UTF-8 sequence starting with a byte >= 0x80 at p, or 0. Reads up to
- * 3 bytes past p, so the caller must have them (the PAD zeros fail every check). */
-static inline int utf8_len(const unsigned char *p)
-{
-	unsigned c = p[0];
-	if (c < 0xC2)
-		return 0;
-	if (c < 0xE0)
-		return (p[1] & 0xC0) == 0x80 ? 2 : 0;
-	if (c < 0xF0) {
-		unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-		if (p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80)
-			return 0;
-		return 3;
-	}
-	if (c < 0xF5) {
-		unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-		if (p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80)
-			return 0;
-		return 4;
-	}
-	return 0;
-}
-
-/*
- * Strict check of a whole byte string. On the first error, writes Python's
- * UnicodeDecodeError text into msg and returns 1: the same start byte, range and reason
- * ("invalid start byte", "invalid continuation byte", "unexpected end of data").
- */
-static int utf8_check(const unsigned char *s, size_t n, char *msg, size_t msz)
-{
-	size_t i = 0;
-	while (i < n) {
-		/* Plain ASCII is the common case: step over it a word at a time. */
-		while (i + 8 <= n) {
-			uint64_t w;
-			memcpy(&w, s + i, 8);
-			if (w & 0x8080808080808080ULL)
-				break;
-			i += 8;
-		}
-		if (i >= n)
-			break;
-		unsigned c = s[i];
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		size_t need;
-		unsigned lo = 0x80, hi = 0xBF;
-		const char *why = NULL;
-		size_t end = i + 1;
-		if (c >= 0xC2 && c <= 0xDF) {
-			need = 2;
-		} else if (c >= 0xE0 && c <= 0xEF) {
-			need = 3;
-			if (c == 0xE0)
-				lo = 0xA0;
-			if (c == 0xED)
-				hi = 0x9F;
-		} else if (c >= 0xF0 && c <= 0xF4) {
-			need = 4;
-			if (c == 0xF0)
-				lo = 0x90;
-			if (c == 0xF4)
-				hi = 0x8F;
-		} else {
-			why = "invalid start byte";
-			need = 0;
-		}
-		if (!why) {
-			if (i + 1 >= n) {
-				why = "unexpected end of data";
-				end = n;
-			} else if (s[i + 1] < lo || s[i + 1] > hi) {
-				why = "invalid continuation byte";
-			} else {
-				for (size_t k = 2; k < need; k++) {
-					if (i + k >= n) {
-						why = "unexpected end of data";
-						end = n;
-						break;
-					}
-					if ((s[i + k] & 0xC0) != 0x80) {
-						why = "invalid continuation byte";
-						end = i + k;
-						break;
-					}
-				}
-			}
-		}
-		if (why) {
-			if (end - i == 1)
-				snprintf(msg, msz, "'utf-8' codec can't decode byte 0x%02x in position %zu: %s",
-					 c, i, why);
-			else
-				snprintf(msg, msz, "'utf-8' codec can't decode bytes in position %zu-%zu: %s",
-					 i, end - 1, why);
-			return 1;
-		}
-		i += need;
-	}
-	return 0;
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* Python's float repr                                                                    */
-
-static const uint64_t P5[28] = {
-	1ULL, 5ULL, 25ULL, 125ULL, 625ULL, 3125ULL, 15625ULL, 78125ULL, 390625ULL, 1953125ULL,
-	9765625ULL, 48828125ULL, 244140625ULL, 1220703125ULL, 6103515625ULL, 30517578125ULL,
-	152587890625ULL, 762939453125ULL, 3814697265625ULL, 19073486328125ULL,
-	95367431640625ULL, 476837158203125ULL, 2384185791015625ULL, 11920928955078125ULL,
-	59604644775390625ULL, 298023223876953125ULL, 1490116119384765625ULL,
-	7450580596923828125ULL,
-};
-
-static const uint64_t P10[20] = {
-	1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
-	100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL,
-	10000000000000ULL, 100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
-	100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL,
-};
-
-static int u64_digits(uint64_t v, char *out)
-{
-	char tmp[24];
-	int n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (int i = 0; i < n; i++)
-		out[i] = tmp[n - 1 - i];
-	return n;
-}
-
-#ifdef __SIZEOF_INT128__
-typedef unsigned __int128 u128;
-
-/*
- * The shortest decimal in the rounding interval of v = m * 2^e, and of those the closest
- * to v (ties to an even last digit): the definition that David Gay's dtoa mode 0, which
- * Python's repr uses, implements. Exact arithmetic: scale v and both interval ends by
- * 10^k so that v has 17 or 18 integer digits, as a fraction A / D with 128-bit A and D.
- * Then the interval holds at least one integer (its width is more than one unit there),
- * and the answer is found by trying coarser multiples 10^t while one still fits.
- * Returns 0 when the numbers do not fit 128 bits (|v| outside about [1e-15, 4e37]).
- */
-static int shortest_fast(uint64_t m, int e, int asym, uint64_t *digits, int *dexp)
-{
-	/* Interval ends in quarter units: below a power of two the gap halves. */
-	const u128 xl = (u128)(4 * m - (asym ? 1 : 2)), xv = (u128)(4 * m), xh = (u128)(4 * m + 2);
-	const int eq = e - 2;
-	const int inclusive = !(m & 1); /* strtod rounds ties to even */
-	int x = e + 52;                 /* v is in [2^x, 2^(x+1)) */
-	int est = x >= 0 ? (x * 78913) >> 18 : -((-x * 78913 + (1 << 18) - 1) >> 18);
-	int k = 16 - est;
-
-	for (int attempt = 0; attempt < 4; attempt++) {
-		u128 al, av, ah, div = 0;
-		int shr = 0;
-		if (k >= 0) {
-			if (k > 54) /* 5^k then overflows with any mantissa; P5 goes to 5^27 */
-				return 0;
-			u128 f = k <= 27 ? (u128)P5[k] : (u128)P5[27] * P5[k - 27];
-			if (__builtin_mul_overflow(xh, f, &ah))
-				return 0;
-			al = xl * f;
-			av = xv * f;
-			int sh = eq + k;
-			if (sh > 0) {
-				if (sh >= 127 || (ah >> (128 - sh)) != 0)
-					return 0;
-				al <<= sh;
-				av <<= sh;
-				ah <<= sh;
-			} else {
-				shr = -sh;
-				if (shr > 126)
-					return 0;
-			}
-		} else {
-			if (-k > 38 || eq < 0)
-				return 0;
-			div = -k <= 19 ? (u128)P10[-k] : (u128)P10[19] * P10[-k - 19];
-			if (eq > 0 && (eq >= 127 || (xh >> (128 - eq)) != 0))
-				return 0;
-			al = xl << eq;
-			av = xv << eq;
-			ah = xh << eq;
-		}
-		u128 ql, qv, qh, rl, rv, rh;
-		int half; /* sign of (2 * rv - D): where v's fraction is against one half */
-		if (div) {
-			ql = al / div;
-			rl = al % div;
-			qv = av / div;
-			rv = av % div;
-			qh = ah / div;
-			rh = ah % div;
-			u128 twice = rv * 2;
-			half = twice < div ? -1 : twice > div;
-		} else {
-			u128 mask = shr ? (((u128)1 << shr) - 1) : 0;
-			ql = al >> shr;
-			rl = al & mask;
-			qv = av >> shr;
-			rv = av & mask;
-			qh = ah >> shr;
-			rh = ah & mask;
-			if (!shr) {
-				half = -1;
-			} else {
-				u128 h = (u128)1 << (shr - 1);
-				half = rv < h ? -1 : rv > h;
-			}
-		}
-		if (qh >> 64 || qv >= (u128)P10[18]) {
-			k--;
-			continue;
-		}
-		if (qv < (u128)P10[16]) {
-			k++;
-			continue;
-		}
-		uint64_t lo = (uint64_t)ql + ((rl != 0 || !inclusive) ? 1 : 0);
-		uint64_t hi = (uint64_t)qh - ((rh == 0 && !inclusive) ? 1 : 0);
-		uint64_t vi = (uint64_t)qv;
-
-		/* Coarsest power of ten with a multiple inside [lo, hi]. */
-		uint64_t unit = 1;
-		int t = 0;
-		while (t < 19 && unit <= hi / 10) {
-			uint64_t u10 = unit * 10;
-			if ((hi / u10) * u10 < lo)
-				break;
-			unit = u10;
-			t++;
-		}
-		uint64_t cd = vi / unit * unit; /* the multiples just below and above v */
-		uint64_t cu = cd + unit;
-		int din = cd >= lo && cd <= hi, uin = cu >= lo && cu <= hi;
-		uint64_t c;
-		if (din && uin) {
-			/* Compare v - cd = r + frac with unit / 2, exactly. */
-			uint64_t r = vi - cd;
-			int cmp; /* sign of (v - cd) - unit/2 */
-			if (2 * r + 1 < unit)
-				cmp = -1;
-			else if (2 * r > unit)
-				cmp = 1;
-			else if (2 * r == unit)
-				cmp = (rv != 0) ? 1 : 0;
-			else /* 2r + 1 == unit */
-				cmp = half;
-			if (cmp < 0)
-				c = cd;
-			else if (cmp > 0)
-				c = cu;
-			else
-				c = ((cd / unit) % 2 == 0) ? cd : cu;
-		} else {
-			c = din ? cd : cu;
-		}
-		*digits = c / unit;
-		*dexp = t - k;
-		return 1;
-	}
-	return 0;
-}
-#endif
-
-/*
- * Slow but simple and correct for every finite v > 0 (subnormals too): the closest
- * p-digit decimal (glibc's %.*e is correctly rounded) for p = 1, 2, ... until one reads
- * back as v. When the interval is lopsided (v a power of two), the closest candidate may
- * miss on the narrow side while its neighbour on the wide side fits: try that one too.
- */
-static void shortest_slow(double v, int asym, char *dig, int *nd, int *decpt)
-{
-	char buf[64], cand[64];
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(buf, sizeof(buf), "%.*e", prec - 1, v);
-		/* Take the digits and the exponent, whatever the locale's decimal point. */
-		char d[24];
-		int n = 0, x = 0;
-		const char *s = buf;
-		for (; *s && *s != 'e' && *s != 'E'; s++)
-			if (*s >= '0' && *s <= '9' && n < 20)
-				d[n++] = *s;
-		if (*s)
-			x = (int)strtol(s + 1, NULL, 10);
-		d[n] = '\0';
-		/* value = d * 10^(x - (n - 1)) */
-		snprintf(cand, sizeof(cand), "%se%d", d, x - (n - 1));
-		double w = c_strtod(cand);
-		uint64_t di = 0;
-		int dx = x - (n - 1);
-		if (w == v) {
-			di = strtoull(d, NULL, 10);
-		} else if (asym) {
-			di = strtoull(d, NULL, 10);
-			if (w < v)
-				di++;
-			else if (di == P10[n - 1] && n > 1)
-				di = P10[n] - 1, dx--;
-			else
-				di--;
-			snprintf(cand, sizeof(cand), "%" PRIu64 "e%d", di, dx);
-			if (c_strtod(cand) != v)
-				continue;
-		} else {
-			continue;
-		}
-		while (di && di % 10 == 0) {
-			di /= 10;
-			dx++;
-		}
-		*nd = u64_digits(di, dig);
-		*decpt = *nd + dx;
-		return;
-	}
-	/* Not reached: 17 digits always read back. Keep the 17-digit form just in case. */
-	snprintf(buf, sizeof(buf), "%.16e", v);
-	*nd = 0;
-	const char *s = buf;
-	for (; *s && *s != 'e'; s++)
-		if (*s >= '0' && *s <= '9')
-			dig[(*nd)++] = *s;
-	*decpt = (*s ? (int)strtol(s + 1, NULL, 10) : 0) + 1;
-}
-
-/* Python's repr layout: positional when -4 < decpt <= 16, else d[.ddd]e±XX. */
-static size_t format_repr(int neg, const char *dig, int nd, int decpt, char *out)
-{
-	char *o = out;
-	if (neg)
-		*o++ = '-';
-	if (decpt > -4 && decpt <= 16) {
-		if (decpt <= 0) {
-			*o++ = '0';
-			*o++ = '.';
-			for (int i = 0; i < -decpt; i++)
-				*o++ = '0';
-			memcpy(o, dig, (size_t)nd);
-			o += nd;
-		} else if (decpt >= nd) {
-			memcpy(o, dig, (size_t)nd);
-			o += nd;
-			for (int i = nd; i < decpt; i++)
-				*o++ = '0';
-			*o++ = '.';
-			*o++ = '0';
-		} else {
-			memcpy(o, dig, (size_t)decpt);
-			o += decpt;
-			*o++ = '.';
-			memcpy(o, dig + decpt, (size_t)(nd - decpt));
-			o += nd - decpt;
-		}
-	} else {
-		*o++ = dig[0];
-		if (nd > 1) {
-			*o++ = '.';
-			memcpy(o, dig + 1, (size_t)(nd - 1));
-			o += nd - 1;
-		}
-		int x = decpt - 1;
-		*o++ = 'e';
-		*o++ = x < 0 ? '-' : '+';
-		if (x < 0)
-			x = -x;
-		if (x >= 100) {
-			*o++ = (char)('0' + x / 100);
-			x %= 100;
-		}
-		*o++ = (char)('0' + x / 10);
-		*o++ = (char)('0' + x % 10);
-	}
-	*o = '\0';
-	return (size_t)(o - out);
-}
-
-size_t es_jsonl_format_double(double v, char out[32])
-{
-	if (isnan(v)) {
-		memcpy(out, "NaN", 4);
-		return 3;
-	}
-	if (isinf(v)) {
-		if (v > 0) {
-			memcpy(out, "Infinity", 9);
-			return 8;
-		}
-		memcpy(out, "-Infinity", 10);
-		return 9;
-	}
-	uint64_t bits;
-	memcpy(&bits, &v, sizeof(bits));
-	int neg = (int)(bits >> 63);
-	if (v == 0) {
-		if (neg) {
-			memcpy(out, "-0.0", 5);
-			return 4;
-		}
-		memcpy(out, "0.0", 4);
-		return 3;
-	}
-	int be = (int)((bits >> 52) & 0x7ff);
-	uint64_t frac = bits & ((1ULL << 52) - 1);
-	int asym = frac == 0 && be > 1;
-	char dig[24];
-	int nd, decpt;
-#ifdef __SIZEOF_INT128__
-	uint64_t d;
-	int dexp;
-	if (be != 0 && shortest_fast(frac | (1ULL << 52), be - 1075, asym, &d, &dexp)) {
-		nd = u64_digits(d, dig);
-		decpt = nd + dexp;
-		return format_repr(neg, dig, nd, decpt, out);
-	}
-#endif
-	shortest_slow(fabs(v), asym, dig, &nd, &decpt);
-	return format_repr(neg, dig, nd, decpt, out);
-}
 
 /* ------------------------------------------------------------------------------------ */
 /* Encoding helpers                                                                       */
@@ -662,9 +214,21 @@ static int make_key(struct enc_key *k, const char *raw)
 	return k->s ? 0 : -1;
 }
 
-static int cmp_str(const void *a, const void *b)
+/* The encoded keys of raw[0, n), each once: in the order of first sight, or sorted. */
+static int make_keys(const char *const *raw, size_t n, int sorted, struct enc_key **keys, size_t *nkeys)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	struct es_strv v = ES_STRV_INIT;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = es_strv_add_once(&v, raw[i]);
+	if (sorted)
+		es_strv_sort_unique(&v);
+	if (!rc && v.n && !(*keys = calloc(v.n, sizeof(**keys))))
+		rc = ES_ENOMEM;
+	for (size_t i = 0; !rc && i < v.n; i++)
+		rc = make_key(&(*keys)[(*nkeys)++], v.v[i]);
+	es_strv_free(&v);
+	return rc;
 }
 
 struct es_jsonl *es_jsonl_new(const struct es_jsonl_opts *opts)
@@ -680,47 +244,15 @@ struct es_jsonl *es_jsonl_new(const struct es_jsonl_opts *opts)
 	es_buf_init(&j->item, 0);
 	if (!opts)
 		return j;
-	if (opts->n_media) {
-		j->media = calloc(opts->n_media, sizeof(*j->media));
-		if (!j->media)
-			goto fail;
-		/* Recipe keys are de-duplicated with their order kept (REFERENCE §2.3). */
-		for (size_t i = 0; i < opts->n_media; i++) {
-			int seen = 0;
-			for (size_t k = 0; k < j->n_media; k++)
-				seen |= strcmp(j->media[k].raw, opts->media_keys[i]) == 0;
-			if (seen)
-				continue;
-			if (make_key(&j->media[j->n_media++], opts->media_keys[i]))
-				goto fail;
-		}
-	}
-	if (opts->media_root && !(j->media_root = strdup(opts->media_root)))
-		goto fail;
-	if (opts->n_index) {
-		/* Python appends them in sorted order; sort and de-duplicate a copy to be safe. */
-		const char **sorted = malloc(opts->n_index * sizeof(*sorted));
-		j->index = calloc(opts->n_index, sizeof(*j->index));
-		if (!sorted || !j->index) {
-			free(sorted);
-			goto fail;
-		}
-		memcpy(sorted, opts->index_keys, opts->n_index * sizeof(*sorted));
-		qsort(sorted, opts->n_index, sizeof(*sorted), cmp_str);
-		for (size_t i = 0; i < opts->n_index; i++) {
-			if (i && strcmp(sorted[i], sorted[i - 1]) == 0)
-				continue;
-			if (make_key(&j->index[j->n_index++], sorted[i])) {
-				free(sorted);
-				goto fail;
-			}
-		}
-		free(sorted);
+	/* Recipe media keys are de-duplicated with their order kept (REFERENCE §2.3); Python
+	 * appends index keys in sorted order, so sort and de-duplicate them to be safe. */
+	if (make_keys(opts->media_keys, opts->n_media, 0, &j->media, &j->n_media) ||
+	    make_keys(opts->index_keys, opts->n_index, 1, &j->index, &j->n_index) ||
+	    (opts->media_root && !(j->media_root = strdup(opts->media_root)))) {
+		es_jsonl_free(j);
+		return NULL;
 	}
 	return j;
-fail:
-	es_jsonl_free(j);
-	return NULL;
 }
 
 void es_jsonl_free(struct es_jsonl *j)
@@ -938,27 +470,15 @@ static inline char *put_cp(char *o, uint32_t cp, int *lone)
 		}
 		return o;
 	}
-	if (cp < 0x800) {
-		*o++ = (char)(0xC0 | (cp >> 6));
-		*o++ = (char)(0x80 | (cp & 0x3F));
-	} else if (cp >= 0xD800 && cp <= 0xDFFF) {
-		*lone = 1;
-		*o++ = '\\';
-		*o++ = 'u';
-		*o++ = HEX[cp >> 12];
-		*o++ = HEX[(cp >> 8) & 15];
-		*o++ = HEX[(cp >> 4) & 15];
-		*o++ = HEX[cp & 15];
-	} else if (cp < 0x10000) {
-		*o++ = (char)(0xE0 | (cp >> 12));
-		*o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-		*o++ = (char)(0x80 | (cp & 0x3F));
-	} else {
-		*o++ = (char)(0xF0 | (cp >> 18));
-		*o++ = (char)(0x80 | ((cp >> 12) & 0x3F));
-		*o++ = (char)(0x80 | ((cp >> 6) & 0x3F));
-		*o++ = (char)(0x80 | (cp & 0x3F));
-	}
+	if (cp < 0xD800 || cp > 0xDFFF)
+		return es_utf8_put(o, cp);
+	*lone = 1;
+	*o++ = '\\';
+	*o++ = 'u';
+	*o++ = HEX[cp >> 12];
+	*o++ = HEX[(cp >> 8) & 15];
+	*o++ = HEX[(cp >> 4) & 15];
+	*o++ = HEX[cp & 15];
 	return o;
 }
 
@@ -1102,7 +622,7 @@ static inline __attribute__((always_inline)) int scan_string(const unsigned char
 		}
 		/* Non-ASCII: check each sequence; CJK text comes in runs, so loop here. */
 		do {
-			int n = utf8_len(p);
+			int n = es_utf8_len(p);
 			if (!n) {
 				*errpos = (size_t)(p - s0);
 				return PE_UTF8;
@@ -1118,6 +638,20 @@ static inline __attribute__((always_inline)) int scan_string(const unsigned char
 	if (emit)
 		*oo = o;
 	return PE_OK;
+}
+
+/* The word (n bytes) at *pp, copied to *oo when emit: 1 and both moved past it, or 0. */
+static inline __attribute__((always_inline)) int literal(const unsigned char **pp, char **oo,
+							  const char *word, size_t n, const int emit)
+{
+	if (memcmp(*pp, word, n) != 0)
+		return 0;
+	if (emit) {
+		memcpy(*oo, word, n);
+		*oo += n;
+	}
+	*pp += n;
+	return 1;
 }
 
 struct emit_state {
@@ -1147,14 +681,14 @@ static double parse_double(struct es_jsonl *j, const unsigned char *q, size_t n,
 	if (n < sizeof(small)) {
 		memcpy(small, q, n);
 		small[n] = '\0';
-		return c_strtod(small);
+		return es_pyfloat_strtod(small, NULL);
 	}
 	es_buf_reset(&j->num);
 	if (es_buf_add(&j->num, q, n)) {
 		*nomem = 1;
 		return 0;
 	}
-	return c_strtod(j->num.data);
+	return es_pyfloat_strtod(j->num.data, NULL);
 }
 
 /*
@@ -1228,66 +762,30 @@ value:
 		goto value;
 	}
 	case 't':
-		if (memcmp(p, "true", 4) == 0) {
-			if (emit) {
-				memcpy(o, "true", 4);
-				o += 4;
-			}
-			p += 4;
+		if (literal(&p, &o, "true", 4, emit))
 			goto after_value;
-		}
 		FAIL(PE_EXPECT_VALUE, p);
 	case 'f':
-		if (memcmp(p, "false", 5) == 0) {
-			if (emit) {
-				memcpy(o, "false", 5);
-				o += 5;
-			}
-			p += 5;
+		if (literal(&p, &o, "false", 5, emit))
 			goto after_value;
-		}
 		FAIL(PE_EXPECT_VALUE, p);
 	case 'n':
-		if (memcmp(p, "null", 4) == 0) {
-			if (emit) {
-				memcpy(o, "null", 4);
-				o += 4;
-			}
-			p += 4;
+		if (literal(&p, &o, "null", 4, emit))
 			goto after_value;
-		}
 		FAIL(PE_EXPECT_VALUE, p);
 	case 'N':
-		if (memcmp(p, "NaN", 3) == 0) {
-			if (emit) {
-				memcpy(o, "NaN", 3);
-				o += 3;
-			}
-			p += 3;
+		if (literal(&p, &o, "NaN", 3, emit))
 			goto after_value;
-		}
 		FAIL(PE_EXPECT_VALUE, p);
 	case 'I':
-		if (memcmp(p, "Infinity", 8) == 0) {
-			if (emit) {
-				memcpy(o, "Infinity", 8);
-				o += 8;
-			}
-			p += 8;
+		if (literal(&p, &o, "Infinity", 8, emit))
 			goto after_value;
-		}
 		FAIL(PE_EXPECT_VALUE, p);
 	default: {
 		const unsigned char *q = p;
 		if (*p == '-') {
-			if (memcmp(p, "-Infinity", 9) == 0) {
-				if (emit) {
-					memcpy(o, "-Infinity", 9);
-					o += 9;
-				}
-				p += 9;
+			if (literal(&p, &o, "-Infinity", 9, emit))
 				goto after_value;
-			}
 			p++;
 		}
 		if (*p == '0') {
@@ -1341,7 +839,7 @@ value:
 				FAIL(PE_NOMEM, p);
 			o = st->o;
 		}
-		o += es_jsonl_format_double(v, o);
+		o += es_pyfloat_dumps(v, o);
 		goto after_value;
 	}
 	}
@@ -1467,7 +965,7 @@ static int prepare_line(struct es_jsonl *j, const char *line, size_t len, const 
 		return es_error(ES_EINVAL, "Blank JSONL record at %s:%" PRIu64, path, lineno);
 	if (len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0) {
 		char msg[160];
-		if (utf8_check((const unsigned char *)line, len, msg, sizeof(msg)))
+		if (es_utf8_check((const unsigned char *)line, len, msg, sizeof(msg)))
 			return es_error(ES_EINVAL, "Invalid UTF-8 at %s:%" PRIu64 ": %s", path, lineno,
 					msg);
 		return es_error(ES_EINVAL, "Invalid JSON at %s:%" PRIu64 ": Unexpected UTF-8 BOM", path,
@@ -1489,14 +987,14 @@ static int report_parse_error(struct es_jsonl *j, const char *line, size_t len, 
 	if (kind == PE_NOMEM)
 		return ES_ENOMEM;
 	char msg[160];
-	if (utf8_check((const unsigned char *)line, len, msg, sizeof(msg)))
+	if (es_utf8_check((const unsigned char *)line, len, msg, sizeof(msg)))
 		return es_error(ES_EINVAL, "Invalid UTF-8 at %s:%" PRIu64 ": %s", path, lineno, msg);
 	if (kind == PE_UTF8) /* not reached: the check above finds it */
 		return es_error(ES_EINVAL, "Invalid UTF-8 at %s:%" PRIu64, path, lineno);
 	/* Python counts characters, not bytes: skip continuation bytes. */
 	size_t col = 1;
 	for (size_t i = 0; i < j->errpos && i < len; i++)
-		col += ((unsigned char)line[i] & 0xC0) != 0x80;
+		col += !es_utf8_is_cont((unsigned char)line[i]);
 	return es_error(ES_EINVAL, "Invalid JSON at %s:%" PRIu64 ": %s: column %zu", path, lineno,
 			perr_text[kind], col);
 }
@@ -1618,7 +1116,7 @@ static int apply_media(struct es_jsonl *j, struct es_buf *out, size_t top_n, con
 				if (rc)
 					return rc;
 				char msg[160];
-				if (utf8_check((const unsigned char *)j->res.data, j->res.len, msg, sizeof(msg)))
+				if (es_utf8_check((const unsigned char *)j->res.data, j->res.len, msg, sizeof(msg)))
 					return es_error(ES_EINVAL,
 							"Resolved media path '%s' is not valid UTF-8 (%s) at %s:%" PRIu64,
 							j->res.data, msg, path, lineno);
@@ -1662,7 +1160,7 @@ static int apply_index(struct es_jsonl *j, struct es_buf *out, size_t top_n, uin
 		if (find_member(j, out->data, top_n, key))
 			continue;
 		char num[24];
-		int n = u64_digits(global, num);
+		int n = es_format_u64(global, num);
 		int rc = es_buf_grow(out, key->len + (size_t)n + 3);
 		if (rc)
 			return rc;
@@ -1747,124 +1245,4 @@ fail:
 	out->len = st.orig_len;
 	out->data[out->len] = '\0';
 	return rc;
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* Line reader                                                                            */
-
-#define RD_CHUNK ((size_t)1 << 20)
-
-struct es_line_reader {
-	int fd;
-	int eof;
-	size_t max_line;
-	char *path;
-	char *buf;
-	size_t cap, pos, fill, scan; /* next line starts at pos; no '\n' in [pos, scan) */
-	uint64_t lineno, bytes;
-	void (*cb)(void *arg, const void *p, size_t n);
-	void *cb_arg;
-};
-
-struct es_line_reader *es_line_reader_new(int fd, size_t max_line, const char *path)
-{
-	struct es_line_reader *r = calloc(1, sizeof(*r));
-	if (!r)
-		return NULL;
-	r->fd = fd;
-	r->max_line = max_line;
-	r->path = strdup(path ? path : "");
-	r->cap = 2 * RD_CHUNK;
-	r->buf = malloc(r->cap);
-	if (!r->path || !r->buf) {
-		es_line_reader_free(r);
-		return NULL;
-	}
-	return r;
-}
-
-void es_line_reader_set_raw_cb(struct es_line_reader *r,
-			       void (*cb)(void *arg, const void *p, size_t n), void *arg)
-{
-	r->cb = cb;
-	r->cb_arg = arg;
-}
-
-static int over_cap(struct es_line_reader *r)
-{
-	return es_error(ES_EINVAL, "JSONL line longer than the %zu-byte cap at %s:%" PRIu64,
-			r->max_line, r->path, r->lineno + 1);
-}
-
-int es_line_reader_next(struct es_line_reader *r, const char **line, size_t *len, int *has_nl)
-{
-	for (;;) {
-		char *nl = memchr(r->buf + r->scan, '\n', r->fill - r->scan);
-		if (nl) {
-			size_t n = (size_t)(nl - (r->buf + r->pos));
-			if (n > r->max_line)
-				return over_cap(r);
-			*line = r->buf + r->pos;
-			*len = n;
-			*has_nl = 1;
-			r->pos = r->scan = (size_t)(nl - r->buf) + 1;
-			r->lineno++;
-			return 1;
-		}
-		r->scan = r->fill;
-		size_t part = r->fill - r->pos;
-		/* Fail before reading the rest of an over-long line: memory stays bounded. */
-		if (part > r->max_line)
-			return over_cap(r);
-		if (r->eof) {
-			if (!part)
-				return 0;
-			*line = r->buf + r->pos;
-			*len = part;
-			*has_nl = 0;
-			r->pos = r->scan = r->fill;
-			r->lineno++;
-			return 1;
-		}
-		if (r->cap - r->fill < RD_CHUNK && r->pos > 0) {
-			memmove(r->buf, r->buf + r->pos, part);
-			r->fill = r->scan = part;
-			r->pos = 0;
-		}
-		if (r->cap - r->fill < RD_CHUNK) {
-			size_t ncap = r->fill + RD_CHUNK;
-			char *nb = realloc(r->buf, ncap);
-			if (!nb)
-				return es_error(ES_ENOMEM, "out of memory reading '%s'", r->path);
-			r->buf = nb;
-			r->cap = ncap;
-		}
-		ssize_t got;
-		do
-			got = read(r->fd, r->buf + r->fill, r->cap - r->fill);
-		while (got < 0 && errno == EINTR);
-		if (got < 0)
-			return es_error_errno(ES_EIO, "cannot read '%s'", r->path);
-		if (got == 0) {
-			r->eof = 1;
-			continue;
-		}
-		if (r->cb)
-			r->cb(r->cb_arg, r->buf + r->fill, (size_t)got);
-		r->fill += (size_t)got;
-		r->bytes += (uint64_t)got;
-	}
-}
-
-uint64_t es_line_reader_lineno(const struct es_line_reader *r) { return r->lineno; }
-
-uint64_t es_line_reader_bytes(const struct es_line_reader *r) { return r->bytes; }
-
-void es_line_reader_free(struct es_line_reader *r)
-{
-	if (!r)
-		return;
-	free(r->buf);
-	free(r->path);
-	free(r);
 }

@@ -6,6 +6,7 @@
 #include "eshard/buf.h"
 #include "eshard/fs.h"
 #include "eshard/jsonl.h"
+#include "eshard/linereader.h"
 #include "eshard/log.h"
 #include "eshard/prepare.h"
 #include "eshard/sha.h"

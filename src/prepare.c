@@ -13,6 +13,7 @@
 #include "eshard/proc.h"
 #include "eshard/fs.h"
 #include "eshard/jsonl.h"
+#include "eshard/linereader.h"
 #include "eshard/log.h"
 #include "eshard/recipe.h"
 #include "eshard/scan.h"

@@ -1,1669 +1,49 @@
 /*
- * recipe: the libyaml reader, recipe validation (REFERENCE.md §4) and the operator-kind check.
- *
- * The file has four parts:
- *  1. a YAML tree built from libyaml events, with PyYAML safe_load typing of plain scalars;
- *  2. a few Python semantics over that tree: truthiness, dict lookup (with merge keys), key
- *     equality, str() and repr();
- *  3. the Data-Juicer registry helper (one child process) and the naming-convention fallback;
- *  4. the validation itself, in the reference's order and wording.
+ * recipe: read a recipe and check it, step by step in the reference's order and wording
+ * (REFERENCE.md §4). The YAML tree comes from yaml.c (yamltree.h), what Python makes of its
+ * values from pyval.c, the operator kinds from dj_registry.c.
  */
 #include "eshard/recipe.h"
 #include "eshard/buf.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "dj_registry.h"
+#include "pyval.h"
+#include "yamltree.h"
 
-#include <cjson/cJSON.h>
-#include <yaml.h>
-
-#include <errno.h>
-#include <fcntl.h>
-#include <math.h>
-#include <poll.h>
-#include <regex.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-extern char **environ;
-
-/* Importing Data-Juicer can take a minute on a cold network file system; ten minutes is generous. */
-#define HELPER_TIMEOUT_SECS 600.0
-#define HELPER_MAX_STDOUT ((size_t)4 << 20)
-#define HELPER_MAX_STDERR ((size_t)64 << 10)
-/* repr() text in a message is cut after this many bytes (and "..." appended). */
-#define REPR_SOFT_MAX 1024
-/* A dict repr removes duplicate keys only up to this many pairs (the check is quadratic). */
-#define DICT_DEDUP_MAX 4096
-/* Integers with more significant characters keep their literal text as their value. */
-#define INT_CONVERT_MAX 64
-#define ANCHOR_BUCKETS 65536
-
-#define YTAG "tag:yaml.org,2002:"
-
-/* ------------------------------------------------------------------------------------------ */
-/* 1. The YAML tree                                                                            */
-/* ------------------------------------------------------------------------------------------ */
-
-enum ykind { Y_NULL, Y_BOOL, Y_INT, Y_FLOAT, Y_STR, Y_TIME, Y_BYTES, Y_SEQ, Y_MAP };
-
-struct ynode {
-	struct ynode **kid;        /* SEQ: items; MAP: key, value, key, value, ... */
-	char *dec;                 /* INT: canonical decimal with sign; NULL when too long */
-	char *anchor;              /* the anchor name, or NULL */
-	struct ynode *anext;       /* next anchored node in the same hash bucket */
-	double num;                /* BOOL/INT/FLOAT: the value as a double (key equality) */
-	size_t n, cap;             /* kid count (MAP: twice the pairs) */
-	size_t weight;             /* nodes in this subtree with every alias expanded */
-	size_t height;             /* depth of that expanded subtree; a scalar is 1 */
-	size_t line, col;          /* 1-based position of the node's start */
-	size_t len;                /* scalar text length; the text may hold NUL bytes */
-	enum ykind kind;
-	unsigned char open;        /* a collection whose end event has not come yet */
-	unsigned char merge;       /* the merge key "<<" */
-	unsigned char eqval;       /* the value key "=": a str as a key, an error elsewhere */
-	unsigned char boolean;     /* BOOL: the value */
-	unsigned char date_only;   /* TIME: YYYY-MM-DD without a time */
-	char text[];               /* scalar value, NUL-terminated */
-};
-
-struct ydoc {
+/* What the checks gather on their way; handed over to the es_recipe at the end. */
+struct check {
+	const struct es_ynode *root, *process;
 	const char *path;
-	struct ynode **all;        /* every node made, for freeing; aliases add none */
-	size_t n_all, cap_all;
-	struct ynode **stack;      /* open collections */
-	size_t depth, cap_stack;
-	struct ynode **anchors;    /* ANCHOR_BUCKETS chains, allocated at the first anchor */
-	struct ynode *root;
-	int docs;
-	int have_re;
-	regex_t re_bool, re_float, re_int, re_time;
+	const struct es_recipe_opts *opts;
+	const char *executor;                /* "default" or "ray", in the tree */
+	struct es_strv warnings, media, index, custom, names;
+	struct es_dj_registry reg;
 };
 
-static int too_many_nodes(const struct ydoc *d)
-{
-	return es_error(ES_EINVAL, "YAML recipe %s expands to more than %zu nodes (alias bomb?)",
-			d->path, ES_RECIPE_MAX_NODES);
-}
+static int has_nul(const struct es_ynode *n) { return memchr(n->text, '\0', n->len) != NULL; }
 
-static int too_deep(const struct ydoc *d)
+/* es_error(ES_EINVAL, fmt, repr(v)): fmt holds one %s. */
+static int repr_error(const char *fmt, const struct es_ynode *v)
 {
-	return es_error(ES_EINVAL, "YAML recipe %s nests deeper than %zu levels (alias bomb?)",
-			d->path, ES_RECIPE_MAX_DEPTH);
-}
-
-static int yerr(const struct ydoc *d, size_t line, size_t col, const char *what, const char *arg)
-{
-	if (arg)
-		return es_error(ES_EINVAL, "Invalid YAML in %s: %s '%.200s' at line %zu column %zu",
-				d->path, what, arg, line, col);
-	return es_error(ES_EINVAL, "Invalid YAML in %s: %s at line %zu column %zu", d->path, what, line, col);
-}
-
-static int ydoc_init(struct ydoc *d, const char *path)
-{
-	memset(d, 0, sizeof(*d));
-	d->path = path;
-	/* PyYAML's implicit resolvers (resolver.py), as POSIX extended regular expressions. */
-	static const char *bool_re =
-		"^(yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$";
-	static const char *float_re =
-		"^([-+]?[0-9][0-9_]*\\.[0-9_]*([eE][-+][0-9]+)?"
-		"|\\.[0-9][0-9_]*([eE][-+][0-9]+)?"
-		"|[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\\.[0-9_]*"
-		"|[-+]?\\.(inf|Inf|INF)"
-		"|\\.(nan|NaN|NAN))$";
-	static const char *int_re =
-		"^([-+]?0b[0-1_]+"
-		"|[-+]?0[0-7_]+"
-		"|[-+]?(0|[1-9][0-9_]*)"
-		"|[-+]?0x[0-9a-fA-F_]+"
-		"|[-+]?[1-9][0-9_]*(:[0-5]?[0-9])+)$";
-	static const char *time_re =
-		"^([0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
-		"|[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?"
-		"([Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](\\.[0-9]*)?"
-		"([ \t]*(Z|[-+][0-9][0-9]?(:[0-9][0-9])?))?)$";
-	if (regcomp(&d->re_bool, bool_re, REG_EXTENDED | REG_NOSUB))
-		return es_error(ES_EINTERNAL, "cannot compile a YAML resolver pattern");
-	if (regcomp(&d->re_float, float_re, REG_EXTENDED | REG_NOSUB)) {
-		regfree(&d->re_bool);
-		return es_error(ES_EINTERNAL, "cannot compile a YAML resolver pattern");
-	}
-	if (regcomp(&d->re_int, int_re, REG_EXTENDED | REG_NOSUB)) {
-		regfree(&d->re_bool);
-		regfree(&d->re_float);
-		return es_error(ES_EINTERNAL, "cannot compile a YAML resolver pattern");
-	}
-	if (regcomp(&d->re_time, time_re, REG_EXTENDED | REG_NOSUB)) {
-		regfree(&d->re_bool);
-		regfree(&d->re_float);
-		regfree(&d->re_int);
-		return es_error(ES_EINTERNAL, "cannot compile a YAML resolver pattern");
-	}
-	d->have_re = 1;
-	return 0;
-}
-
-static void ydoc_free(struct ydoc *d)
-{
-	for (size_t i = 0; i < d->n_all; i++) {
-		free(d->all[i]->kid);
-		free(d->all[i]->dec);
-		free(d->all[i]->anchor);
-		free(d->all[i]);
-	}
-	free(d->all);
-	free(d->stack);
-	free(d->anchors);
-	if (d->have_re) {
-		regfree(&d->re_bool);
-		regfree(&d->re_float);
-		regfree(&d->re_int);
-		regfree(&d->re_time);
-	}
-	memset(d, 0, sizeof(*d));
-}
-
-static int grow_array(void *arrp, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t nc = *cap ? *cap * 2 : 8;
-	while (nc < need)
-		nc *= 2;
-	void *p = realloc(*(void **)arrp, nc * elem);
-	if (!p)
-		return es_error(ES_ENOMEM, "out of memory while reading a YAML recipe");
-	*(void **)arrp = p;
-	*cap = nc;
-	return 0;
-}
-
-static int ynew(struct ydoc *d, enum ykind kind, const char *text, size_t len, const yaml_mark_t *m,
-		struct ynode **out)
-{
-	/* Every node made is part of the final tree, so the expanded count bounds them too. */
-	if (d->n_all >= ES_RECIPE_MAX_NODES)
-		return too_many_nodes(d);
-	int rc = grow_array(&d->all, &d->cap_all, d->n_all + 1, sizeof(*d->all));
-	if (rc)
-		return rc;
-	struct ynode *n = calloc(1, sizeof(*n) + len + 1);
-	if (!n)
-		return es_error(ES_ENOMEM, "out of memory while reading a YAML recipe");
-	if (len)
-		memcpy(n->text, text, len);
-	n->len = len;
-	n->kind = kind;
-	n->weight = 1;
-	n->height = 1;
-	n->line = m->line + 1;
-	n->col = m->column + 1;
-	d->all[d->n_all++] = n;
-	*out = n;
-	return 0;
-}
-
-/* ---- scalar typing (PyYAML's SafeConstructor) ---- */
-
-/* value = value * mul + add over base-1e9 limbs (least significant first). */
-static int big_muladd(uint32_t *l, size_t *n, size_t max, uint32_t mul, uint32_t add)
-{
-	uint64_t carry = add;
-	for (size_t i = 0; i < *n; i++) {
-		uint64_t v = (uint64_t)l[i] * mul + carry;
-		l[i] = (uint32_t)(v % 1000000000u);
-		carry = v / 1000000000u;
-	}
-	while (carry) {
-		if (*n >= max)
-			return -1;
-		l[(*n)++] = (uint32_t)(carry % 1000000000u);
-		carry /= 1000000000u;
-	}
-	return 0;
-}
-
-static int digit_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return 99;
-}
-
-/* Skip a sign and a 0b/0x prefix: what is left are the digits of a long literal. */
-static const char *int_digits(const char *t)
-{
-	if (*t == '-' || *t == '+')
-		t++;
-	if (t[0] == '0' && (t[1] == 'x' || t[1] == 'b'))
-		t += 2;
-	return t;
-}
-
-/* construct_yaml_int: underscores dropped, sign, then "0" / 0b / 0x / leading-0 octal /
- * sexagesimal (a:b:c) / decimal. Returns 0, -1 when the text is no integer, or ES_ENOMEM. */
-static int parse_int(struct ynode *n)
-{
-	char buf[INT_CONVERT_MAX + 1];
-	size_t k = 0;
-	for (size_t i = 0; i < n->len; i++) {
-		if (n->text[i] == '_')
-			continue;
-		if (k < INT_CONVERT_MAX)
-			buf[k] = n->text[i];
-		k++;
-	}
-	if (k == 0)
-		return -1;
-	if (k > INT_CONVERT_MAX) {
-		/* Too long to convert cheaply: the literal stands for its value (str() and key
-		 * equality use it). Only check that it is made of digits. */
-		for (const char *t = int_digits(n->text); *t; t++)
-			if (*t != '_' && *t != ':' && digit_value(*t) > 15)
-				return -1;
-		n->num = NAN;
-		return 0;
-	}
-	buf[k] = '\0';
-	const char *v = buf;
-	int neg = 0;
-	if (*v == '-' || *v == '+') {
-		neg = *v == '-';
-		v++;
-	}
-	if (!*v)
-		return -1;
-	uint32_t limbs[32];
-	size_t nl = 0;
-	int base = 10;
-	if (!strcmp(v, "0")) {
-		v++;
-	} else if (v[0] == '0' && (v[1] == 'b' || v[1] == 'x')) {
-		base = v[1] == 'b' ? 2 : 16;
-		v += 2;
-		if (!*v)
-			return -1;
-	} else if (v[0] == '0') {
-		base = 8;
-	} else if (strchr(v, ':')) {
-		base = 60;
-	}
-	if (base == 60) {
-		/* The first part is decimal, every later part one base-60 digit (any size with
-		 * an explicit !!int, as Python's int() would take it). */
-		const char *p = v;
-		int first = 1;
-		for (;;) {
-			const char *e = strchr(p, ':');
-			size_t plen = e ? (size_t)(e - p) : strlen(p);
-			if (plen == 0 || (!first && plen > 9))
-				return -1;
-			uint32_t part = 0;
-			for (size_t i = 0; i < plen; i++) {
-				if (p[i] < '0' || p[i] > '9')
-					return -1;
-				if (first && big_muladd(limbs, &nl, 32, 10, (uint32_t)(p[i] - '0')))
-					return -1;
-				part = part * 10 + (uint32_t)(p[i] - '0');
-			}
-			if (!first && big_muladd(limbs, &nl, 32, 60, part))
-				return -1;
-			first = 0;
-			if (!e)
-				break;
-			p = e + 1;
-		}
-	} else {
-		for (const char *p = v; *p; p++) {
-			int dv = digit_value(*p);
-			if (dv >= base)
-				return -1;
-			if (big_muladd(limbs, &nl, 32, (uint32_t)base, (uint32_t)dv))
-				return -1;
-		}
-	}
-	char out[32 * 9 + 3];
-	size_t o = 0;
-	if (nl == 0) {
-		out[o++] = '0';
-	} else {
-		if (neg)
-			out[o++] = '-';
-		o += (size_t)snprintf(out + o, sizeof(out) - o, "%u", limbs[nl - 1]);
-		for (size_t i = nl - 1; i-- > 0;)
-			o += (size_t)snprintf(out + o, sizeof(out) - o, "%09u", limbs[i]);
-	}
-	out[o] = '\0';
-	n->dec = strdup(out);
-	if (!n->dec)
-		return es_error(ES_ENOMEM, "out of memory while reading a YAML recipe");
-	n->num = strtod(out, NULL);
-	return 0;
-}
-
-/* construct_yaml_float: underscores dropped, lower-cased, sign, .inf/.nan, sexagesimal,
- * else Python's float(). Returns 0, or -1 when the text is no float. */
-static int parse_float(struct ynode *n)
-{
-	struct es_buf b = ES_BUF_INIT;
-	for (size_t i = 0; i < n->len; i++) {
-		char c = n->text[i];
-		if (c == '_')
-			continue;
-		if (c >= 'A' && c <= 'Z')
-			c = (char)(c - 'A' + 'a');
-		if (es_buf_addc(&b, c)) {
-			es_buf_free(&b);
-			return -1;
-		}
-	}
-	const char *v = b.data;
-	double sign = 1.0;
-	int rc = 0;
-	if (*v == '-' || *v == '+') {
-		sign = *v == '-' ? -1.0 : 1.0;
-		v++;
-	}
-	if (!strcmp(v, ".inf")) {
-		n->num = sign * INFINITY;
-	} else if (!strcmp(v, ".nan")) {
-		n->num = NAN;
-	} else if (strchr(v, ':')) {
-		/* Python: each part through float(), summed from the last part times 60**i. */
-		double value = 0.0, base = 1.0;
-		const char *end = v + strlen(v);
-		for (;;) {
-			const char *start = end;
-			while (start > v && start[-1] != ':')
-				start--;
-			char part[64], *pe;
-			size_t plen = (size_t)(end - start);
-			if (plen == 0 || plen >= sizeof(part)) {
-				rc = -1;
-				break;
-			}
-			memcpy(part, start, plen);
-			part[plen] = '\0';
-			double dv = strtod(part, &pe);
-			if (*pe || strpbrk(part, "xX")) {
-				rc = -1;
-				break;
-			}
-			value += dv * base;
-			base *= 60.0;
-			if (start == v)
-				break;
-			end = start - 1;
-		}
-		n->num = sign * value;
-	} else {
-		char *pe;
-		if (!*v || strpbrk(v, "xX")) {
-			rc = -1;
-		} else {
-			double dv = strtod(v, &pe);
-			if (*pe)
-				rc = -1;
-			n->num = sign * dv;
-		}
-	}
-	es_buf_free(&b);
+	char *r = es_pyval_repr(v);
+	int rc = es_error(ES_EINVAL, fmt, r ? r : "?");
+	free(r);
 	return rc;
 }
-
-static int leap(int y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
-
-static int read_num(const char **p, int maxd)
-{
-	int v = 0, d = 0;
-	while (d < maxd && **p >= '0' && **p <= '9') {
-		v = v * 10 + (**p - '0');
-		(*p)++;
-		d++;
-	}
-	return d ? v : -1;
-}
-
-/* construct_yaml_timestamp builds a date or datetime; out-of-range fields raise there. */
-static int check_time(struct ynode *n)
-{
-	static const int mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-	const char *p = n->text;
-	int y = read_num(&p, 4);
-	p++;
-	int m = read_num(&p, 2);
-	p++;
-	int d = read_num(&p, 2);
-	if (y < 1 || m < 1 || m > 12 || d < 1 || d > mdays[m - 1] + (m == 2 && leap(y)))
-		return -1;
-	if (!*p) {
-		n->date_only = 1;
-		return 0;
-	}
-	while (*p == 'T' || *p == 't' || *p == ' ' || *p == '\t')
-		p++;
-	int hh = read_num(&p, 2);
-	p++;
-	int mi = read_num(&p, 2);
-	p++;
-	int ss = read_num(&p, 2);
-	if (hh > 23 || mi > 59 || ss > 59)
-		return -1;
-	if (*p == '.')
-		for (p++; *p >= '0' && *p <= '9'; p++)
-			;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (*p == '+' || *p == '-') {
-		p++;
-		int th = read_num(&p, 2);
-		if (th > 23)
-			return -1;
-	}
-	return 0;
-}
-
-static int str_eq(const char *a, size_t alen, const char *b)
-{
-	size_t bl = strlen(b);
-	return alen == bl && !memcmp(a, b, bl);
-}
-
-/* PyYAML's resolver for a plain scalar without a tag: first character, then pattern. */
-static int resolve_implicit(struct ydoc *d, struct ynode *n)
-{
-	const char *t = n->text;
-	size_t len = n->len;
-	n->kind = Y_STR;
-	if (memchr(t, '\0', len))
-		return 0; /* no pattern matches a NUL byte */
-	if (len == 0 || str_eq(t, len, "~") || str_eq(t, len, "null") || str_eq(t, len, "Null") ||
-	    str_eq(t, len, "NULL")) {
-		n->kind = Y_NULL;
-		return 0;
-	}
-	char c = t[0];
-	if (strchr("yYnNtTfFoO", c) && !regexec(&d->re_bool, t, 0, NULL, 0)) {
-		n->kind = Y_BOOL;
-		n->boolean = c == 'y' || c == 'Y' || c == 't' || c == 'T' || (len == 2 && (c == 'o' || c == 'O'));
-		n->num = n->boolean;
-		return 0;
-	}
-	if (strchr("-+0123456789.", c) && !regexec(&d->re_float, t, 0, NULL, 0)) {
-		n->kind = Y_FLOAT;
-		if (parse_float(n))
-			return yerr(d, n->line, n->col, "cannot construct a float from", t);
-		return 0;
-	}
-	if (strchr("-+0123456789", c) && !regexec(&d->re_int, t, 0, NULL, 0)) {
-		n->kind = Y_INT;
-		int r = parse_int(n);
-		if (r == -1)
-			return yerr(d, n->line, n->col, "cannot construct an integer from", t);
-		return r;
-	}
-	if (str_eq(t, len, "<<")) {
-		n->merge = 1;
-		return 0;
-	}
-	if (str_eq(t, len, "=")) {
-		n->eqval = 1;
-		return 0;
-	}
-	if (c >= '0' && c <= '9' && !regexec(&d->re_time, t, 0, NULL, 0)) {
-		n->kind = Y_TIME;
-		if (check_time(n))
-			return yerr(d, n->line, n->col, "invalid timestamp", t);
-		return 0;
-	}
-	return 0;
-}
-
-static int resolve_scalar(struct ydoc *d, struct ynode *n, const char *tag, int plain_implicit)
-{
-	/* No tag or the non-specific "!": libyaml sets plain_implicit exactly when PyYAML's
-	 * resolver would try the implicit patterns. */
-	if (!tag || !strcmp(tag, "!")) {
-		if (plain_implicit)
-			return resolve_implicit(d, n);
-		n->kind = Y_STR;
-		return 0;
-	}
-	if (strncmp(tag, YTAG, strlen(YTAG)))
-		return yerr(d, n->line, n->col, "could not determine a constructor for the tag", tag);
-	const char *t = tag + strlen(YTAG);
-	if (!strcmp(t, "str")) {
-		n->kind = Y_STR;
-	} else if (!strcmp(t, "value")) {
-		n->kind = Y_STR;
-		n->eqval = 1;
-	} else if (!strcmp(t, "null")) {
-		n->kind = Y_NULL;
-	} else if (!strcmp(t, "bool")) {
-		char low[8];
-		size_t i;
-		for (i = 0; i < n->len && i < sizeof(low) - 1; i++)
-			low[i] = (char)(n->text[i] >= 'A' && n->text[i] <= 'Z' ? n->text[i] - 'A' + 'a' : n->text[i]);
-		low[i] = '\0';
-		n->kind = Y_BOOL;
-		if (n->len < sizeof(low) && (!strcmp(low, "yes") || !strcmp(low, "true") || !strcmp(low, "on")))
-			n->boolean = 1;
-		else if (!(n->len < sizeof(low) && (!strcmp(low, "no") || !strcmp(low, "false") || !strcmp(low, "off"))))
-			return yerr(d, n->line, n->col, "cannot construct a boolean from", n->text);
-		n->num = n->boolean;
-	} else if (!strcmp(t, "int")) {
-		n->kind = Y_INT;
-		int r = memchr(n->text, '\0', n->len) ? -1 : parse_int(n);
-		if (r == -1)
-			return yerr(d, n->line, n->col, "cannot construct an integer from", n->text);
-		if (r)
-			return r;
-	} else if (!strcmp(t, "float")) {
-		n->kind = Y_FLOAT;
-		if (memchr(n->text, '\0', n->len) || parse_float(n))
-			return yerr(d, n->line, n->col, "cannot construct a float from", n->text);
-	} else if (!strcmp(t, "timestamp")) {
-		n->kind = Y_TIME;
-		if (memchr(n->text, '\0', n->len) || regexec(&d->re_time, n->text, 0, NULL, 0) || check_time(n))
-			return yerr(d, n->line, n->col, "invalid timestamp", n->text);
-	} else if (!strcmp(t, "binary")) {
-		n->kind = Y_BYTES;
-	} else if (!strcmp(t, "merge")) {
-		n->kind = Y_STR;
-		n->merge = 1;
-	} else if (!strcmp(t, "seq") || !strcmp(t, "map") || !strcmp(t, "set") || !strcmp(t, "omap") ||
-		   !strcmp(t, "pairs")) {
-		return yerr(d, n->line, n->col, "a scalar cannot have the tag", tag);
-	} else {
-		return yerr(d, n->line, n->col, "could not determine a constructor for the tag", tag);
-	}
-	return 0;
-}
-
-/* ---- composing the tree from events ---- */
-
-static size_t anchor_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return (size_t)(h % ANCHOR_BUCKETS);
-}
-
-static struct ynode *anchor_find(const struct ydoc *d, const char *name)
-{
-	if (!d->anchors)
-		return NULL;
-	for (struct ynode *n = d->anchors[anchor_hash(name)]; n; n = n->anext)
-		if (!strcmp(n->anchor, name))
-			return n;
-	return NULL;
-}
-
-static int anchor_add(struct ydoc *d, struct ynode *n, const char *name)
-{
-	if (!name)
-		return 0;
-	if (anchor_find(d, name))
-		return yerr(d, n->line, n->col, "found duplicate anchor", name);
-	if (!d->anchors) {
-		d->anchors = calloc(ANCHOR_BUCKETS, sizeof(*d->anchors));
-		if (!d->anchors)
-			return es_error(ES_ENOMEM, "out of memory while reading a YAML recipe");
-	}
-	n->anchor = strdup(name);
-	if (!n->anchor)
-		return es_error(ES_ENOMEM, "out of memory while reading a YAML recipe");
-	size_t h = anchor_hash(name);
-	n->anext = d->anchors[h];
-	d->anchors[h] = n;
-	return 0;
-}
-
-/* Hang a finished node (or an alias target, shared, not copied) under the open collection. */
-static int attach(struct ydoc *d, struct ynode *n, size_t line, size_t col)
-{
-	struct ynode *p = d->depth ? d->stack[d->depth - 1] : NULL;
-	int is_key = p && p->kind == Y_MAP && p->n % 2 == 0;
-	if (is_key && (n->kind == Y_SEQ || n->kind == Y_MAP))
-		return yerr(d, line, col, "found unhashable key (a sequence or mapping)", NULL);
-	/* PyYAML has constructors for the merge and value tags only where they are keys. */
-	if (!is_key && (n->merge || n->eqval))
-		return yerr(d, line, col, "could not determine a constructor for the tag",
-			    n->merge ? YTAG "merge" : YTAG "value");
-	if (!p) {
-		d->root = n;
-		return 0;
-	}
-	int rc = grow_array(&p->kid, &p->cap, p->n + 1, sizeof(*p->kid));
-	if (rc)
-		return rc;
-	p->kid[p->n++] = n;
-	/* Expanded size and depth: an alias counts as a full copy of its target, so a
-	 * billion-laughs file fails as soon as one collection's count passes the cap. */
-	p->weight += n->weight;
-	if (p->weight > ES_RECIPE_MAX_NODES)
-		return too_many_nodes(d);
-	if (n->height + 1 > p->height) {
-		p->height = n->height + 1;
-		if (p->height > ES_RECIPE_MAX_DEPTH)
-			return too_deep(d);
-	}
-	return 0;
-}
-
-static int on_scalar(struct ydoc *d, yaml_event_t *ev)
-{
-	struct ynode *n;
-	int rc = ynew(d, Y_STR, (const char *)ev->data.scalar.value, ev->data.scalar.length, &ev->start_mark, &n);
-	if (!rc)
-		rc = resolve_scalar(d, n, (const char *)ev->data.scalar.tag, ev->data.scalar.plain_implicit);
-	if (!rc)
-		rc = anchor_add(d, n, (const char *)ev->data.scalar.anchor);
-	if (!rc)
-		rc = attach(d, n, n->line, n->col);
-	return rc;
-}
-
-static int on_start(struct ydoc *d, yaml_event_t *ev)
-{
-	int is_map = ev->type == YAML_MAPPING_START_EVENT;
-	const char *tag = (const char *)(is_map ? ev->data.mapping_start.tag : ev->data.sequence_start.tag);
-	const char *anchor = (const char *)(is_map ? ev->data.mapping_start.anchor : ev->data.sequence_start.anchor);
-	struct ynode *n;
-	int rc = ynew(d, is_map ? Y_MAP : Y_SEQ, "", 0, &ev->start_mark, &n);
-	if (rc)
-		return rc;
-	if (tag && strcmp(tag, "!") && strcmp(tag, is_map ? YTAG "map" : YTAG "seq")) {
-		const char *t = !strncmp(tag, YTAG, strlen(YTAG)) ? tag + strlen(YTAG) : NULL;
-		if (t && (!strcmp(t, "set") || !strcmp(t, "omap") || !strcmp(t, "pairs")))
-			return yerr(d, n->line, n->col, "this YAML tag is not supported in recipes:", tag);
-		if (t && (!strcmp(t, "map") || !strcmp(t, "seq") || !strcmp(t, "str") || !strcmp(t, "int") ||
-			  !strcmp(t, "float") || !strcmp(t, "bool") || !strcmp(t, "null") ||
-			  !strcmp(t, "binary") || !strcmp(t, "timestamp")))
-			return yerr(d, n->line, n->col, is_map ? "a mapping cannot have the tag" :
-				    "a sequence cannot have the tag", tag);
-		return yerr(d, n->line, n->col, "could not determine a constructor for the tag", tag);
-	}
-	if ((rc = anchor_add(d, n, anchor)))
-		return rc;
-	if (d->depth >= ES_RECIPE_MAX_DEPTH)
-		return too_deep(d);
-	if ((rc = grow_array(&d->stack, &d->cap_stack, d->depth + 1, sizeof(*d->stack))))
-		return rc;
-	n->open = 1;
-	d->stack[d->depth++] = n;
-	return 0;
-}
-
-static int on_end(struct ydoc *d)
-{
-	struct ynode *n = d->stack[--d->depth];
-	n->open = 0;
-	if (n->kind == Y_MAP) {
-		/* SafeConstructor.flatten_mapping: a merge value is a mapping or a list of them. */
-		for (size_t i = 0; i + 1 < n->n; i += 2) {
-			if (!n->kid[i]->merge)
-				continue;
-			const struct ynode *v = n->kid[i + 1];
-			if (v->kind == Y_SEQ) {
-				for (size_t j = 0; j < v->n; j++)
-					if (v->kid[j]->kind != Y_MAP)
-						return yerr(d, v->kid[j]->line, v->kid[j]->col,
-							    "expected a mapping for merging, but found scalar or sequence", NULL);
-			} else if (v->kind != Y_MAP) {
-				return yerr(d, v->line, v->col,
-					    "expected a mapping or list of mappings for merging, but found a scalar", NULL);
-			}
-		}
-	}
-	return attach(d, n, n->line, n->col);
-}
-
-static int on_alias(struct ydoc *d, yaml_event_t *ev)
-{
-	const char *name = (const char *)ev->data.alias.anchor;
-	size_t line = ev->start_mark.line + 1, col = ev->start_mark.column + 1;
-	struct ynode *target = anchor_find(d, name);
-	if (!target)
-		return yerr(d, line, col, "found undefined alias", name);
-	if (target->open)
-		return yerr(d, line, col, "found a recursive alias (inside its own anchor)", name);
-	return attach(d, target, line, col);
-}
-
-static int parser_problem(const struct ydoc *d, const yaml_parser_t *p)
-{
-	const char *problem = p->problem ? p->problem : "unknown problem";
-	if (p->error == YAML_MEMORY_ERROR)
-		return es_error(ES_ENOMEM, "out of memory while parsing YAML in %s", d->path);
-	if (p->error == YAML_READER_ERROR) {
-		if (p->problem_value != -1)
-			return es_error(ES_EINVAL, "Invalid YAML in %s: %s (#%X) at byte offset %zu", d->path,
-					problem, (unsigned)p->problem_value, p->problem_offset);
-		return es_error(ES_EINVAL, "Invalid YAML in %s: %s at byte offset %zu", d->path, problem,
-				p->problem_offset);
-	}
-	if (p->context)
-		return es_error(ES_EINVAL, "Invalid YAML in %s: %s at line %zu column %zu (%s at line %zu column %zu)",
-				d->path, problem, p->problem_mark.line + 1, p->problem_mark.column + 1,
-				p->context, p->context_mark.line + 1, p->context_mark.column + 1);
-	return es_error(ES_EINVAL, "Invalid YAML in %s: %s at line %zu column %zu", d->path, problem,
-			p->problem_mark.line + 1, p->problem_mark.column + 1);
-}
-
-static int ydoc_parse(struct ydoc *d, const char *data, size_t len)
-{
-	yaml_parser_t p;
-	yaml_event_t ev;
-	if (!yaml_parser_initialize(&p))
-		return es_error(ES_ENOMEM, "cannot initialize the YAML parser");
-	yaml_parser_set_input_string(&p, (const unsigned char *)data, len);
-	int rc = 0, done = 0;
-	while (!rc && !done) {
-		if (!yaml_parser_parse(&p, &ev)) {
-			rc = parser_problem(d, &p);
-			break;
-		}
-		switch (ev.type) {
-		case YAML_STREAM_END_EVENT:
-			done = 1;
-			break;
-		case YAML_DOCUMENT_START_EVENT:
-			if (d->docs++)
-				rc = yerr(d, ev.start_mark.line + 1, ev.start_mark.column + 1,
-					  "expected a single document in the stream, but found another document", NULL);
-			break;
-		case YAML_SCALAR_EVENT:
-			rc = on_scalar(d, &ev);
-			break;
-		case YAML_SEQUENCE_START_EVENT:
-		case YAML_MAPPING_START_EVENT:
-			rc = on_start(d, &ev);
-			break;
-		case YAML_SEQUENCE_END_EVENT:
-		case YAML_MAPPING_END_EVENT:
-			rc = on_end(d);
-			break;
-		case YAML_ALIAS_EVENT:
-			rc = on_alias(d, &ev);
-			break;
-		default:
-			break;
-		}
-		yaml_event_delete(&ev);
-	}
-	yaml_parser_delete(&p);
-	return rc;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* 2. Python semantics over the tree                                                           */
-/* ------------------------------------------------------------------------------------------ */
-
-/* dict.get(key) for a str key, with merge keys: explicit pairs win (the last one), then the
- * merged mappings from the last "<<" back to the first; in a merged list the first wins. */
-static const struct ynode *map_get(const struct ynode *m, const char *key)
-{
-	size_t kl = strlen(key);
-	for (size_t i = m->n; i >= 2; i -= 2) {
-		const struct ynode *k = m->kid[i - 2];
-		if (!k->merge && k->kind == Y_STR && k->len == kl && !memcmp(k->text, key, kl))
-			return m->kid[i - 1];
-	}
-	for (size_t i = m->n; i >= 2; i -= 2) {
-		if (!m->kid[i - 2]->merge)
-			continue;
-		const struct ynode *v = m->kid[i - 1], *r;
-		if (v->kind == Y_MAP) {
-			if ((r = map_get(v, key)))
-				return r;
-		} else {
-			for (size_t j = 0; j < v->n; j++)
-				if ((r = map_get(v->kid[j], key)))
-					return r;
-		}
-	}
-	return NULL;
-}
-
-typedef int (*pair_fn)(void *ctx, const struct ynode *k, const struct ynode *v);
-
-/* The pairs of the constructed dict's source, in PyYAML's flattened order: every merged
- * mapping first (a merged list in reverse), then the explicit pairs. A later pair with an
- * equal key overrides the value but keeps the first one's position. fn returns non-zero to
- * stop. */
-static int map_walk(const struct ynode *m, pair_fn fn, void *ctx)
-{
-	int rc;
-	for (size_t i = 0; i + 1 < m->n; i += 2) {
-		if (!m->kid[i]->merge)
-			continue;
-		const struct ynode *v = m->kid[i + 1];
-		if (v->kind == Y_MAP) {
-			if ((rc = map_walk(v, fn, ctx)))
-				return rc;
-		} else {
-			for (size_t j = v->n; j-- > 0;)
-				if ((rc = map_walk(v->kid[j], fn, ctx)))
-					return rc;
-		}
-	}
-	for (size_t i = 0; i + 1 < m->n; i += 2)
-		if (!m->kid[i]->merge && (rc = fn(ctx, m->kid[i], m->kid[i + 1])))
-			return rc;
-	return 0;
-}
-
-static int stop_at_first(void *ctx, const struct ynode *k, const struct ynode *v)
-{
-	(void)ctx;
-	(void)k;
-	(void)v;
-	return 1;
-}
-
-static int is_numeric(enum ykind k) { return k == Y_BOOL || k == Y_INT || k == Y_FLOAT; }
-
-/* Python == between two hashable values (dict keys). */
-static int py_eq(const struct ynode *a, const struct ynode *b)
-{
-	if (a == b)
-		return 1;
-	if (is_numeric(a->kind) && is_numeric(b->kind)) {
-		if (a->kind == Y_INT && b->kind == Y_INT) {
-			if (a->dec && b->dec)
-				return !strcmp(a->dec, b->dec);
-			if (!a->dec && !b->dec)
-				return a->len == b->len && !memcmp(a->text, b->text, a->len);
-			return 0;
-		}
-		return a->num == b->num;
-	}
-	if (a->kind != b->kind)
-		return 0;
-	switch (a->kind) {
-	case Y_NULL:
-		return 1;
-	case Y_STR:
-	case Y_TIME:
-	case Y_BYTES:
-		return a->len == b->len && !memcmp(a->text, b->text, a->len);
-	default:
-		return 0;
-	}
-}
-
-static int py_truthy(const struct ynode *n)
-{
-	if (!n)
-		return 0;
-	switch (n->kind) {
-	case Y_NULL:
-		return 0;
-	case Y_BOOL:
-		return n->boolean;
-	case Y_INT:
-		if (n->dec)
-			return strcmp(n->dec, "0") != 0;
-		return strpbrk(int_digits(n->text), "123456789abcdefABCDEF") != NULL;
-	case Y_FLOAT:
-		return n->num != 0.0; /* NaN is truthy, as in Python */
-	case Y_STR:
-	case Y_BYTES:
-		return n->len > 0;
-	case Y_TIME:
-		return 1;
-	case Y_SEQ:
-		return n->n > 0;
-	case Y_MAP:
-		return map_walk(n, stop_at_first, NULL) != 0;
-	}
-	return 0;
-}
-
-/* Decode one UTF-8 character (libyaml only hands over valid UTF-8; a stray byte is taken
- * as itself). */
-static uint32_t utf8_next(const unsigned char *s, size_t len, size_t *adv)
-{
-	unsigned c = s[0];
-	size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-	if (need == 1 || need > len) {
-		*adv = 1;
-		return c;
-	}
-	uint32_t cp = c & (0x3f >> (need - 1));
-	for (size_t i = 1; i < need; i++) {
-		if ((s[i] & 0xc0) != 0x80) {
-			*adv = 1;
-			return c;
-		}
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	*adv = need;
-	return cp;
-}
-
-/* str.isspace() */
-static int py_isspace(uint32_t c)
-{
-	return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
-	       c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-	       c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
-/* str.isprintable() for the common cases: controls, separators other than the space, the
- * usual format characters, surrogates and private use are not printable. */
-static int py_isprintable(uint32_t c)
-{
-	if (c < 0x20 || (c >= 0x7f && c <= 0xa0) || c == 0xad)
-		return 0;
-	if ((c >= 0x600 && c <= 0x605) || c == 0x61c || c == 0x6dd || c == 0x70f || c == 0x180e ||
-	    c == 0x1680 || (c >= 0x2000 && c <= 0x200f) || (c >= 0x2028 && c <= 0x202f) ||
-	    (c >= 0x205f && c <= 0x206f) || c == 0x3000 || (c >= 0xd800 && c <= 0xf8ff) ||
-	    c == 0xfeff || (c >= 0xfff9 && c <= 0xfffb) || c == 0xfffe || c == 0xffff ||
-	    c == 0xe0001 || (c >= 0xe0020 && c <= 0xe007f) || c >= 0xf0000)
-		return 0;
-	return 1;
-}
-
-static int is_blank(const char *s, size_t len)
-{
-	size_t i = 0, adv;
-	while (i < len) {
-		if (!py_isspace(utf8_next((const unsigned char *)s + i, len - i, &adv)))
-			return 0;
-		i += adv;
-	}
-	return 1;
-}
-
-/* repr() of a str: single quotes unless the text has ' and no ". */
-static int py_str_repr(struct es_buf *b, const char *s, size_t len)
-{
-	char q = memchr(s, '\'', len) && !memchr(s, '"', len) ? '"' : '\'';
-	int rc = es_buf_addc(b, q);
-	size_t i = 0, adv;
-	while (!rc && i < len) {
-		uint32_t c = utf8_next((const unsigned char *)s + i, len - i, &adv);
-		if (c == (uint32_t)q || c == '\\')
-			rc = es_buf_printf(b, "\\%c", (char)c);
-		else if (c == '\t')
-			rc = es_buf_adds(b, "\\t");
-		else if (c == '\n')
-			rc = es_buf_adds(b, "\\n");
-		else if (c == '\r')
-			rc = es_buf_adds(b, "\\r");
-		else if (adv == 1 && c >= 0x80)
-			rc = es_buf_printf(b, "\\x%02x", c);
-		else if (!py_isprintable(c))
-			rc = c <= 0xff ? es_buf_printf(b, "\\x%02x", c)
-			   : c <= 0xffff ? es_buf_printf(b, "\\u%04x", c) : es_buf_printf(b, "\\U%08x", c);
-		else
-			rc = es_buf_add(b, s + i, adv);
-		i += adv;
-	}
-	return rc ? rc : es_buf_addc(b, q);
-}
-
-/* repr() of a float: the shortest text that reads back the same, with Python's layout
- * (exponent form below 1e-4 and from 1e16 on, else positional with at least one decimal). */
-static int py_float_repr(struct es_buf *b, double v)
-{
-	if (isnan(v))
-		return es_buf_adds(b, "nan");
-	if (isinf(v))
-		return es_buf_adds(b, v < 0 ? "-inf" : "inf");
-	char tmp[48];
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(tmp, sizeof(tmp), "%.*e", prec - 1, v);
-		if (strtod(tmp, NULL) == v)
-			break;
-	}
-	const char *p = tmp;
-	int neg = *p == '-';
-	if (neg)
-		p++;
-	char digits[24];
-	int nd = 0;
-	for (; *p && *p != 'e'; p++)
-		if (*p >= '0' && *p <= '9' && nd < (int)sizeof(digits) - 1)
-			digits[nd++] = *p;
-	int exp = *p == 'e' ? (int)strtol(p + 1, NULL, 10) : 0;
-	while (nd > 1 && digits[nd - 1] == '0')
-		nd--;
-	int rc = neg ? es_buf_addc(b, '-') : 0;
-	if (exp < -4 || exp >= 16) {
-		rc = rc ? rc : es_buf_addc(b, digits[0]);
-		if (!rc && nd > 1)
-			rc = es_buf_printf(b, ".%.*s", nd - 1, digits + 1);
-		if (!rc)
-			rc = es_buf_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-	} else if (exp >= 0) {
-		for (int i = 0; !rc && i <= exp; i++)
-			rc = es_buf_addc(b, i < nd ? digits[i] : '0');
-		if (!rc)
-			rc = nd > exp + 1 ? es_buf_printf(b, ".%.*s", nd - exp - 1, digits + exp + 1)
-					  : es_buf_adds(b, ".0");
-	} else {
-		rc = rc ? rc : es_buf_adds(b, "0.");
-		for (int i = 0; !rc && i < -exp - 1; i++)
-			rc = es_buf_addc(b, '0');
-		if (!rc)
-			rc = es_buf_add(b, digits, (size_t)nd);
-	}
-	return rc;
-}
-
-struct pairs {
-	const struct ynode **kv; /* key, value, key, value, ... */
-	size_t n, cap;
-	int failed;
-};
-
-static int collect_pair(void *ctx, const struct ynode *k, const struct ynode *v)
-{
-	struct pairs *p = ctx;
-	if (p->n + 2 > p->cap) {
-		size_t nc = p->cap ? p->cap * 2 : 16;
-		const struct ynode **kv = realloc(p->kv, nc * sizeof(*kv));
-		if (!kv) {
-			p->failed = 1;
-			return 1;
-		}
-		p->kv = kv;
-		p->cap = nc;
-	}
-	p->kv[p->n++] = k;
-	p->kv[p->n++] = v;
-	return 0;
-}
-
-/* str() (str_mode) or repr() of a value, cut after REPR_SOFT_MAX bytes with "...".
- * Approximations, documented: a datetime and !!binary show their YAML text; integers longer
- * than INT_CONVERT_MAX characters show their literal; dicts with more than DICT_DEDUP_MAX
- * pairs keep duplicate keys. */
-static int py_repr(struct es_buf *b, const struct ynode *n, int str_mode)
-{
-	if (b->len > REPR_SOFT_MAX)
-		return 0;
-	int rc = 0;
-	switch (n->kind) {
-	case Y_NULL:
-		return es_buf_adds(b, "None");
-	case Y_BOOL:
-		return es_buf_adds(b, n->boolean ? "True" : "False");
-	case Y_INT:
-		if (n->dec)
-			return es_buf_adds(b, n->dec);
-		for (size_t i = 0; !rc && i < n->len; i++)
-			if (n->text[i] != '_')
-				rc = es_buf_addc(b, n->text[i]);
-		return rc;
-	case Y_FLOAT:
-		return py_float_repr(b, n->num);
-	case Y_STR:
-		if (str_mode)
-			return es_buf_add(b, n->text, n->len);
-		return py_str_repr(b, n->text, n->len);
-	case Y_TIME:
-		if (n->date_only && !str_mode) {
-			const char *p = n->text;
-			int y = read_num(&p, 4);
-			p++;
-			int m = read_num(&p, 2);
-			p++;
-			int d = read_num(&p, 2);
-			return es_buf_printf(b, "datetime.date(%d, %d, %d)", y, m, d);
-		}
-		return es_buf_add(b, n->text, n->len);
-	case Y_BYTES:
-		return es_buf_add(b, n->text, n->len);
-	case Y_SEQ:
-		rc = es_buf_addc(b, '[');
-		for (size_t i = 0; !rc && i < n->n; i++) {
-			if (i)
-				rc = es_buf_adds(b, ", ");
-			if (!rc && b->len > REPR_SOFT_MAX)
-				break;
-			if (!rc)
-				rc = py_repr(b, n->kid[i], 0);
-		}
-		return rc ? rc : es_buf_addc(b, ']');
-	case Y_MAP: {
-		struct pairs p = { NULL, 0, 0, 0 };
-		map_walk(n, collect_pair, &p);
-		if (p.failed) {
-			free(p.kv);
-			return es_error(ES_ENOMEM, "out of memory");
-		}
-		int dedup = p.n / 2 <= DICT_DEDUP_MAX, first = 1;
-		rc = es_buf_addc(b, '{');
-		for (size_t i = 0; !rc && i < p.n && b->len <= REPR_SOFT_MAX; i += 2) {
-			const struct ynode *k = p.kv[i], *v = p.kv[i + 1];
-			int seen = 0;
-			if (dedup) {
-				for (size_t j = 0; j < i && !seen; j += 2)
-					seen = py_eq(p.kv[j], k);
-				for (size_t j = i + 2; j < p.n && !seen; j += 2)
-					if (py_eq(p.kv[j], k))
-						v = p.kv[j + 1];
-			}
-			if (seen)
-				continue;
-			if (!first)
-				rc = es_buf_adds(b, ", ");
-			first = 0;
-			if (!rc)
-				rc = py_repr(b, k, 0);
-			if (!rc)
-				rc = es_buf_adds(b, ": ");
-			if (!rc)
-				rc = py_repr(b, v, 0);
-		}
-		free(p.kv);
-		return rc ? rc : es_buf_addc(b, '}');
-	}
-	}
-	return 0;
-}
-
-/* repr()/str() into a fresh buffer, cut with "..." when long; NULL when out of memory. */
-static char *repr_dup(const struct ynode *n, int str_mode)
-{
-	struct es_buf b = ES_BUF_INIT;
-	if (py_repr(&b, n, str_mode)) {
-		es_buf_free(&b);
-		return NULL;
-	}
-	if (b.len > REPR_SOFT_MAX) {
-		size_t cut = REPR_SOFT_MAX;
-		while (cut && ((unsigned char)b.data[cut] & 0xc0) == 0x80)
-			cut--; /* never split a UTF-8 character */
-		es_buf_setlen(&b, cut);
-		if (es_buf_adds(&b, "...")) {
-			es_buf_free(&b);
-			return NULL;
-		}
-	}
-	return es_buf_detach(&b, NULL);
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* 3. Operator kinds: the Data-Juicer registry helper, or the naming convention               */
-/* ------------------------------------------------------------------------------------------ */
-
-struct op_kind {
-	const char *name;
-	int known, mapper, filter, global;
-};
-
-struct registry {
-	int consulted;
-	char *reason;              /* why the registry was not consulted */
-	struct op_kind *ops;       /* sorted by name */
-	size_t n;
-	char *version, *commit;
-};
-
-static void registry_free(struct registry *r)
-{
-	free(r->reason);
-	free(r->ops);
-	free(r->version);
-	free(r->commit);
-	memset(r, 0, sizeof(*r));
-}
-
-static int has_global_token(const char *name)
-{
-	/* The reference lower-cases the name; the tokens are ASCII, so ASCII folding is enough. */
-	size_t len = strlen(name);
-	char *low = malloc(len + 1);
-	if (!low)
-		return 1;
-	for (size_t i = 0; i <= len; i++)
-		low[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]);
-	int hit = strstr(low, "deduplicator") || strstr(low, "global_") || strstr(low, "full_dataset_");
-	free(low);
-	return hit;
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t ls = strlen(s), lx = strlen(suffix);
-	return ls > lx && !memcmp(s + ls - lx, suffix, lx);
-}
-
-enum verdict { OP_OK, OP_WHOLE, OP_UNKNOWN };
-
-/* The Data-Juicer naming convention (REFERENCE.md §4, option (c)). It differs from the
- * registry for names outside the convention and for custom operators: without the
- * registry, a custom operator is judged by its name like any other. */
-static enum verdict kind_by_name(const char *name)
-{
-	if (has_global_token(name))
-		return OP_WHOLE;
-	if (ends_with(name, "_mapper") || ends_with(name, "_filter"))
-		return OP_OK;
-	if (ends_with(name, "_selector") || ends_with(name, "_grouper") || ends_with(name, "_aggregator") ||
-	    ends_with(name, "_pipeline"))
-		return OP_WHOLE;
-	return OP_UNKNOWN;
-}
-
-static int op_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct op_kind *)a)->name, ((const struct op_kind *)b)->name);
-}
-
-static enum verdict kind_by_registry(const struct registry *r, const char *name)
-{
-	struct op_kind key = { name, 0, 0, 0, 0 };
-	const struct op_kind *k = bsearch(&key, r->ops, r->n, sizeof(*r->ops), op_cmp);
-	if (!k || !k->known)
-		return OP_UNKNOWN;
-	if (!(k->mapper || k->filter) || k->global || has_global_token(name))
-		return OP_WHOLE;
-	return OP_OK;
-}
-
-struct capture {
-	struct es_buf out, err;
-	int spawn_errno;           /* posix_spawnp() failed with this */
-	int status;                /* waitpid() status */
-	int overflow, timed_out;
-};
-
-static void drain(int *fd, struct es_buf *b, size_t max, int *overflow, int *open_fds)
-{
-	char chunk[65536];
-	ssize_t r = read(*fd, chunk, sizeof(chunk));
-	if (r < 0 && (errno == EINTR || errno == EAGAIN))
-		return;
-	if (r <= 0) {
-		close(*fd);
-		*fd = -1;
-		(*open_fds)--;
-		return;
-	}
-	if (b->len + (size_t)r > max) {
-		if (overflow)
-			*overflow = 1;
-		return; /* stderr past its cap is dropped; stdout past its cap ends the run */
-	}
-	if (es_buf_add(b, chunk, (size_t)r) && overflow)
-		*overflow = 1;
-}
-
-/* Run argv (argv[0] looked up in PATH) with stdin from /dev/null, capture stdout and stderr,
- * wait for it. A start failure is reported in c->spawn_errno, not as an error. */
-static int run_capture(char *const argv[], struct capture *c)
-{
-	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, rc = 0;
-	if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC)) {
-		rc = es_error_errno(ES_EIO, "cannot create a pipe for the Data-Juicer registry helper");
-		goto close_all;
-	}
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&at);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, po[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
-	sigset_t none, dflt;
-	sigemptyset(&none);
-	sigemptyset(&dflt);
-	sigaddset(&dflt, SIGPIPE);
-	sigaddset(&dflt, SIGINT);
-	sigaddset(&dflt, SIGTERM);
-	sigaddset(&dflt, SIGHUP);
-	sigaddset(&dflt, SIGQUIT);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &dflt);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	pid_t pid;
-	int e = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	close(po[1]);
-	close(pe[1]);
-	po[1] = pe[1] = -1;
-	if (e) {
-		c->spawn_errno = e;
-		goto close_all;
-	}
-	struct pollfd fds[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
-	int open_fds = 2;
-	double deadline = es_time_mono() + HELPER_TIMEOUT_SECS;
-	while (open_fds && !c->overflow) {
-		double left = deadline - es_time_mono();
-		if (left <= 0) {
-			c->timed_out = 1;
-			break;
-		}
-		int r = poll(fds, 2, left > 1000.0 ? 1000000 : (int)(left * 1000.0) + 1);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = es_error_errno(ES_EIO, "cannot wait for the Data-Juicer registry helper");
-			break;
-		}
-		if (fds[0].fd >= 0 && fds[0].revents)
-			drain(&fds[0].fd, &c->out, HELPER_MAX_STDOUT, &c->overflow, &open_fds);
-		if (fds[1].fd >= 0 && fds[1].revents)
-			drain(&fds[1].fd, &c->err, HELPER_MAX_STDERR, NULL, &open_fds);
-	}
-	po[0] = fds[0].fd;
-	pe[0] = fds[1].fd;
-	if (open_fds)
-		kill(pid, SIGKILL);
-	while (waitpid(pid, &c->status, 0) < 0) {
-		if (errno != EINTR) {
-			if (!rc)
-				rc = es_error_errno(ES_EIO, "cannot wait for the Data-Juicer registry helper");
-			break;
-		}
-	}
-close_all:
-	for (int i = 0; i < 2; i++) {
-		if (po[i] >= 0)
-			close(po[i]);
-		if (pe[i] >= 0)
-			close(pe[i]);
-	}
-	return rc;
-}
-
-/* The helper's message: its first non-empty stderr line without an "ERROR: " prefix (the
- * last one for a Python traceback, which names the exception). */
-static char *stderr_line(const struct es_buf *err)
-{
-	const char *s = err->data, *end = err->data + err->len;
-	const char *first = NULL, *last = NULL;
-	size_t first_len = 0, last_len = 0;
-	while (s < end) {
-		const char *nl = memchr(s, '\n', (size_t)(end - s));
-		size_t len = nl ? (size_t)(nl - s) : (size_t)(end - s);
-		if (len && s[len - 1] == '\r')
-			len--;
-		if (!is_blank(s, len)) {
-			if (!first) {
-				first = s;
-				first_len = len;
-			}
-			last = s;
-			last_len = len;
-		}
-		s = nl ? nl + 1 : end;
-	}
-	if (!first)
-		return strdup("(no message on stderr)");
-	if (first_len >= 9 && !memcmp(first, "Traceback", 9)) {
-		first = last;
-		first_len = last_len;
-	}
-	while (first_len && (*first == ' ' || *first == '\t')) {
-		first++;
-		first_len--;
-	}
-	if (first_len >= 7 && !memcmp(first, "ERROR: ", 7)) {
-		first += 7;
-		first_len -= 7;
-	}
-	if (first_len > 500)
-		first_len = 500;
-	char *r = malloc(first_len + 1);
-	if (r) {
-		memcpy(r, first, first_len);
-		r[first_len] = '\0';
-	}
-	return r;
-}
-
-static cJSON *parse_answer_json(const struct es_buf *out)
-{
-	cJSON *j = cJSON_ParseWithOpts(out->data, NULL, 1);
-	if (j)
-		return j;
-	/* Something printed on stdout before the answer: take the last non-blank line. */
-	size_t end = out->len;
-	while (end && (out->data[end - 1] == '\n' || out->data[end - 1] == '\r' || out->data[end - 1] == ' '))
-		end--;
-	size_t start = end;
-	while (start && out->data[start - 1] != '\n')
-		start--;
-	if (start == 0 || start == end)
-		return NULL;
-	char *line = strndup(out->data + start, end - start);
-	if (!line)
-		return NULL;
-	j = cJSON_ParseWithOpts(line, NULL, 1);
-	free(line);
-	return j;
-}
-
-/* Read the helper's answer for the (sorted, distinct) names. Returns 0, or -1 with a reason. */
-static int read_answer(const struct es_buf *out, const char *const *names, size_t n, struct registry *reg,
-		       struct es_buf *why)
-{
-	cJSON *j = parse_answer_json(out);
-	int rc = -1;
-	if (!j || !cJSON_IsObject(j)) {
-		es_buf_adds(why, "its output is not a JSON object");
-		goto out;
-	}
-	cJSON *ops = cJSON_GetObjectItemCaseSensitive(j, "ops");
-	if (!cJSON_IsObject(ops)) {
-		es_buf_adds(why, "its output has no \"ops\" object");
-		goto out;
-	}
-	cJSON *ver = cJSON_GetObjectItemCaseSensitive(j, "data_juicer_version");
-	cJSON *commit = cJSON_GetObjectItemCaseSensitive(j, "commit");
-	if (cJSON_IsString(ver) && ver->valuestring[0] && !(reg->version = strdup(ver->valuestring)))
-		goto oom;
-	if (cJSON_IsString(commit) && commit->valuestring[0] && !(reg->commit = strdup(commit->valuestring)))
-		goto oom;
-	reg->ops = calloc(n ? n : 1, sizeof(*reg->ops));
-	if (!reg->ops)
-		goto oom;
-	for (size_t i = 0; i < n; i++) {
-		cJSON *o = cJSON_GetObjectItemCaseSensitive(ops, names[i]);
-		cJSON *known = cJSON_GetObjectItemCaseSensitive(o, "known");
-		if (!cJSON_IsObject(o) || !cJSON_IsBool(known)) {
-			es_buf_printf(why, "its output has no answer for operator '%.200s'", names[i]);
-			goto out;
-		}
-		struct op_kind *k = &reg->ops[reg->n++];
-		k->name = names[i];
-		k->known = cJSON_IsTrue(known);
-		k->mapper = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "mapper"));
-		k->filter = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "filter"));
-		k->global = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "global"));
-	}
-	rc = 0;
-	goto out;
-oom:
-	es_buf_adds(why, "out of memory");
-out:
-	cJSON_Delete(j);
-	return rc;
-}
-
-static int start_failed_is_fallback(int e)
-{
-	return e == ENOENT || e == EACCES || e == ENOEXEC || e == ENOTDIR || e == ELOOP || e == EPERM ||
-	       e == ENAMETOOLONG;
-}
-
-/* Ask the helper once about every operator name. 0 with reg->consulted set, 0 with a
- * fallback reason, or an error. */
-static int consult_registry(const struct es_recipe_opts *opts, char **custom, size_t n_custom,
-			    const char *const *names, size_t n_names, struct registry *reg)
-{
-	const char *python = opts->python && *opts->python ? opts->python : "python3";
-	const char *helper = opts->helper;
-	size_t argc = 0;
-	char **argv = calloc(2 * n_custom + n_names + 4, sizeof(*argv));
-	if (!argv)
-		return es_error(ES_ENOMEM, "out of memory");
-	argv[argc++] = (char *)python;
-	argv[argc++] = (char *)helper;
-	for (size_t i = 0; i < n_custom; i++) {
-		argv[argc++] = (char *)"--custom-path";
-		argv[argc++] = custom[i];
-	}
-	argv[argc++] = (char *)"--";
-	for (size_t i = 0; i < n_names; i++)
-		argv[argc++] = (char *)names[i];
-	argv[argc] = NULL;
-
-	struct capture c;
-	memset(&c, 0, sizeof(c));
-	es_buf_init(&c.out, 0);
-	es_buf_init(&c.err, 0);
-	struct es_buf why = ES_BUF_INIT;
-	char *line = NULL;
-	int rc = run_capture(argv, &c);
-	free(argv);
-	if (rc)
-		goto out;
-	if (c.spawn_errno) {
-		if (!start_failed_is_fallback(c.spawn_errno)) {
-			rc = es_error(ES_EIO, "cannot start the Data-Juicer registry helper %s with '%s': %s",
-				      helper, python, strerror(c.spawn_errno));
-			goto out;
-		}
-		es_buf_printf(&why, "cannot start '%s': %s", python, strerror(c.spawn_errno));
-		reg->reason = es_buf_detach(&why, NULL);
-		goto out;
-	}
-	line = stderr_line(&c.err);
-	if (!line) {
-		rc = es_error(ES_ENOMEM, "out of memory");
-		goto out;
-	}
-	if (c.timed_out) {
-		rc = es_error(ES_EIO, "Data-Juicer registry helper %s did not answer within %.0f seconds: %s",
-			      helper, HELPER_TIMEOUT_SECS, line);
-		goto out;
-	}
-	if (c.overflow) {
-		rc = es_error(ES_EIO, "Data-Juicer registry helper %s printed more than %zu bytes", helper,
-			      HELPER_MAX_STDOUT);
-		goto out;
-	}
-	if (WIFSIGNALED(c.status)) {
-		rc = es_error(ES_EIO, "Data-Juicer registry helper %s was killed by signal %d: %s", helper,
-			      WTERMSIG(c.status), line);
-		goto out;
-	}
-	int code = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1;
-	if (code == 3 || code == 126 || code == 127) {
-		/* 3: Data-Juicer is not importable; 126/127: a wrapper (pyenv shim, env) could
-		 * not find or run the interpreter. Either way there is no registry to ask. */
-		reg->reason = strdup(line);
-		if (!reg->reason)
-			rc = es_error(ES_ENOMEM, "out of memory");
-		goto out;
-	}
-	if (code == 4) {
-		rc = es_error(ES_EINVAL, "Data-Juicer registry helper %s could not load the custom operators: %s",
-			      helper, line);
-		goto out;
-	}
-	if (code != 0) {
-		rc = es_error(ES_EIO, "Data-Juicer registry helper %s failed with exit status %d: %s", helper, code,
-			      line);
-		goto out;
-	}
-	if (read_answer(&c.out, names, n_names, reg, &why)) {
-		rc = es_error(ES_EIO, "Data-Juicer registry helper %s gave no usable answer (%s); stderr: %s", helper,
-			      why.data, line);
-		goto out;
-	}
-	reg->consulted = 1;
-out:
-	free(line);
-	es_buf_free(&why);
-	es_buf_free(&c.out);
-	es_buf_free(&c.err);
-	return rc;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* 4. Validation                                                                               */
-/* ------------------------------------------------------------------------------------------ */
-
-struct strv {
-	char **v;
-	size_t n, cap;
-};
-
-static int strv_add(struct strv *s, char *owned)
-{
-	if (!owned)
-		return es_error(ES_ENOMEM, "out of memory");
-	if (grow_array(&s->v, &s->cap, s->n + 1, sizeof(*s->v))) {
-		free(owned);
-		return ES_ENOMEM;
-	}
-	s->v[s->n++] = owned;
-	return 0;
-}
-
-static void strv_free(struct strv *s)
-{
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i]);
-	free(s->v);
-	memset(s, 0, sizeof(*s));
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sort and drop duplicates in place. */
-static void strv_sort_unique(struct strv *s)
-{
-	if (s->n < 2)
-		return;
-	qsort(s->v, s->n, sizeof(*s->v), cmp_str);
-	size_t w = 1;
-	for (size_t i = 1; i < s->n; i++) {
-		if (!strcmp(s->v[i], s->v[w - 1]))
-			free(s->v[i]);
-		else
-			s->v[w++] = s->v[i];
-	}
-	s->n = w;
-}
-
-static int has_nul(const struct ynode *n) { return memchr(n->text, '\0', n->len) != NULL; }
 
 /* The one operator of process[i]: all keys of the constructed dict must be equal. */
 struct one_op {
-	const struct ynode *name, *args;
+	const struct es_ynode *name, *args;
 	size_t keys;               /* 0, 1, or 2 meaning "more than one" */
 };
 
-static int one_op_pair(void *ctx, const struct ynode *k, const struct ynode *v)
+static int one_op_pair(void *ctx, const struct es_ynode *k, const struct es_ynode *v)
 {
 	struct one_op *o = ctx;
 	if (!o->name) {
@@ -1672,7 +52,7 @@ static int one_op_pair(void *ctx, const struct ynode *k, const struct ynode *v)
 		o->keys = 1;
 		return 0;
 	}
-	if (!py_eq(o->name, k)) {
+	if (!es_pyval_eq(o->name, k)) {
 		o->keys = 2;
 		return 1;
 	}
@@ -1680,11 +60,41 @@ static int one_op_pair(void *ctx, const struct ynode *k, const struct ynode *v)
 	return 0;
 }
 
-static void op_of(const struct ynode *item, struct one_op *o)
+static void op_of(const struct es_ynode *item, struct one_op *o)
 {
 	memset(o, 0, sizeof(*o));
-	if (item->kind == Y_MAP)
-		map_walk(item, one_op_pair, o);
+	if (item->kind == ES_Y_MAP)
+		es_yaml_walk(item, one_op_pair, o);
+}
+
+/* The operator's name as the registry knows it: a str without NUL, else NULL. */
+static const char *op_name(const struct one_op *o)
+{
+	return o->keys == 1 && o->name->kind == ES_Y_STR && !has_nul(o->name) ? o->name->text : NULL;
+}
+
+/* Step 1: executor_type is "default" (also when missing) or "ray"; anything else, null too,
+ * is refused. */
+static int check_executor(struct check *c)
+{
+	const struct es_ynode *et = es_yaml_get(c->root, "executor_type");
+	c->executor = "default";
+	if (!et)
+		return 0;
+	if (!es_yaml_is_str(et, "default") && !es_yaml_is_str(et, "ray"))
+		return repr_error("Elastic sharding supports recipes for executor_type=default or ray; "
+				  "got executor_type=%s", et);
+	c->executor = et->text;
+	return 0;
+}
+
+/* Step 2: process must be a list. */
+static int check_process_list(struct check *c)
+{
+	c->process = es_yaml_get(c->root, "process");
+	if (!c->process || c->process->kind != ES_Y_SEQ)
+		return es_error(ES_EINVAL, "Recipe must define an explicit process list");
+	return 0;
 }
 
 static int resolve_custom_path(const char *base, const char *p, struct es_buf *out)
@@ -1703,282 +113,213 @@ static int resolve_custom_path(const char *base, const char *p, struct es_buf *o
 	return rc;
 }
 
-/* custom_operator_paths, else custom-operator-paths (the first truthy one; a str is a
+/* Step 3: custom_operator_paths, else custom-operator-paths (the first truthy one; a str is a
  * one-item list), resolved against opts->base_dir or the CWD. */
-static int custom_paths(const struct ynode *root, const struct es_recipe_opts *opts, struct strv *out)
+static int custom_paths(struct check *c)
 {
 	const char *key = "custom_operator_paths";
-	const struct ynode *v = map_get(root, key);
-	if (!py_truthy(v)) {
+	const struct es_ynode *v = es_yaml_get(c->root, key);
+	if (!es_pyval_truthy(v)) {
 		key = "custom-operator-paths";
-		v = map_get(root, key);
+		v = es_yaml_get(c->root, key);
 	}
-	if (!py_truthy(v))
+	if (!es_pyval_truthy(v))
 		return 0;
-	const struct ynode *const *items = (const struct ynode *const *)&v;
+	const struct es_ynode *const *items = (const struct es_ynode *const *)&v;
 	size_t n = 1;
-	if (v->kind == Y_SEQ) {
-		items = (const struct ynode *const *)v->kid;
+	if (v->kind == ES_Y_SEQ) {
+		items = (const struct es_ynode *const *)v->kid;
 		n = v->n;
 	}
 	struct es_buf path = ES_BUF_INIT;
 	int rc = 0;
 	for (size_t i = 0; !rc && i < n; i++) {
-		if (items[i]->kind != Y_STR || has_nul(items[i])) {
-			char *r = repr_dup(items[i], 0);
+		if (items[i]->kind != ES_Y_STR || has_nul(items[i])) {
+			char *r = es_pyval_repr(items[i]);
 			rc = es_error(ES_EINVAL, "%s must be a path or a list of paths; got %s", key, r ? r : "?");
 			free(r);
 			break;
 		}
-		rc = resolve_custom_path(opts->base_dir, items[i]->text, &path);
+		rc = resolve_custom_path(c->opts->base_dir, items[i]->text, &path);
 		if (!rc)
-			rc = strv_add(out, strdup(path.data));
+			rc = es_strv_push(&c->custom, strdup(path.data));
 	}
 	es_buf_free(&path);
 	return rc;
 }
 
-static int op_error(int code, const char *fmt, const struct ynode *name)
+/* Without the registry the custom operators cannot be loaded; at least their paths must
+ * exist, as Data-Juicer's loader would require, and a warning says how kinds were judged. */
+static int registry_fallback(struct check *c)
 {
-	char *r = repr_dup(name, 0);
-	int rc = es_error(code, fmt, r ? r : "?");
-	free(r);
+	for (size_t i = 0; i < c->custom.n; i++) {
+		int ex = es_fs_exists(c->custom.v[i]);
+		if (ex < 0)
+			return ex;
+		if (!ex)
+			return es_error(ES_EINVAL, "Custom operator path does not exist: %s", c->custom.v[i]);
+	}
+	if (!c->names.n)
+		return 0;
+	return es_strv_pushf(&c->warnings, "Data-Juicer registry was not consulted (%s); operator kinds were "
+			     "checked by their names only", c->reg.reason ? c->reg.reason : "unknown reason");
+}
+
+/* Steps 3-4: the custom operator paths, then the registry, asked once about every operator
+ * name of the process list. */
+static int ask_registry(struct check *c)
+{
+	int rc = custom_paths(c);
+	for (size_t i = 0; !rc && i < c->process->n; i++) {
+		struct one_op o;
+		op_of(c->process->kid[i], &o);
+		if (op_name(&o))
+			rc = es_strv_push(&c->names, strdup(op_name(&o)));
+	}
+	if (rc)
+		return rc;
+	es_strv_sort_unique(&c->names);
+	rc = es_dj_registry_consult(c->opts->python, c->opts->helper, c->custom.v, c->custom.n,
+				    (const char *const *)c->names.v, c->names.n, &c->reg);
+	if (!rc && !c->reg.consulted)
+		rc = registry_fallback(c);
 	return rc;
 }
 
-static char *op_warning(const char *fmt, const struct ynode *name)
+/* Step 6 for process[i]: one operator, mapping arguments, a shard-safe kind, no stats export;
+ * its index_key is collected and an explicit save_dir warned about. */
+static int check_operator(struct check *c, size_t i)
 {
-	char *r = repr_dup(name, 0);
-	if (!r)
-		return NULL;
-	struct es_buf b = ES_BUF_INIT;
-	int rc = es_buf_printf(&b, fmt, r);
-	free(r);
-	if (rc) {
-		es_buf_free(&b);
-		return NULL;
+	struct one_op o;
+	op_of(c->process->kid[i], &o);
+	if (o.keys != 1)
+		return es_error(ES_EINVAL, "process[%zu] must contain exactly one operator", i);
+	const struct es_ynode *args = es_pyval_truthy(o.args) ? o.args : NULL; /* op_args or {} */
+	if (args && args->kind != ES_Y_MAP)
+		return repr_error("Arguments for operator %s must be a mapping", o.name);
+	enum es_dj_verdict v = op_name(&o) ? es_dj_registry_kind(&c->reg, op_name(&o)) : ES_DJ_OP_UNKNOWN;
+	if (v == ES_DJ_OP_UNKNOWN)
+		return repr_error("Unknown operator %s; cannot prove it is shard-safe", o.name);
+	if (v == ES_DJ_OP_WHOLE)
+		return repr_error("Operator %s requires or may require whole-dataset semantics and is not "
+				  "supported by this demo", o.name);
+	if (!args)
+		return 0;
+	if (es_pyval_truthy(es_yaml_get(args, "stats_export_path")))
+		return repr_error("Operator %s sets stats_export_path, which would cause cross-shard output "
+				  "collisions", o.name);
+	const struct es_ynode *ik = es_yaml_get(args, "index_key");
+	int rc = 0;
+	if (ik && ik->kind != ES_Y_NULL) {
+		if (ik->kind != ES_Y_STR || ik->len == 0 || has_nul(ik))
+			return repr_error("Operator %s has an invalid index_key", o.name);
+		if ((rc = es_strv_push(&c->index, strdup(ik->text))))
+			return rc;
 	}
-	return es_buf_detach(&b, NULL);
+	if (es_pyval_truthy(es_yaml_get(args, "save_dir"))) {
+		char *r = es_pyval_repr(o.name);
+		rc = r ? es_strv_pushf(&c->warnings, "operator %s uses an explicit save_dir; the caller must ensure "
+				       "generated filenames do not collide across shards", r)
+		       : es_error(ES_ENOMEM, "out of memory");
+		free(r);
+	}
+	return rc;
 }
 
-static int validate(const struct ynode *root, const char *path, const struct es_recipe_opts *opts,
-		    struct es_recipe *out)
+/* Step 7: media keys are non-empty strings, de-duplicated in order. */
+static int media_keys(struct check *c)
 {
-	struct strv warnings = { 0 }, media = { 0 }, index = { 0 }, custom = { 0 };
-	struct registry reg;
-	memset(&reg, 0, sizeof(reg));
-	const char **names = NULL;
-	size_t n_names = 0;
-	int rc = 0;
-
-	if (!root || root->kind != Y_MAP)
-		return es_error(ES_EINVAL, "Recipe must be a YAML mapping: %s", path);
-
-	/* 1. executor_type: "default" (also when missing) or "ray"; anything else, null too. */
-	const struct ynode *et = map_get(root, "executor_type");
-	const char *executor = "default";
-	if (et) {
-		if (et->kind == Y_STR && (str_eq(et->text, et->len, "default") || str_eq(et->text, et->len, "ray"))) {
-			executor = et->text;
-		} else {
-			char *r = repr_dup(et, 0);
-			rc = es_error(ES_EINVAL, "Elastic sharding supports recipes for executor_type=default or ray; "
-					  "got executor_type=%s", r ? r : "?");
-			free(r);
-			goto out;
-		}
-	}
-
-	/* 2. process must be a list. */
-	const struct ynode *process = map_get(root, "process");
-	if (!process || process->kind != Y_SEQ) {
-		rc = es_error(ES_EINVAL, "Recipe must define an explicit process list");
-		goto out;
-	}
-
-	/* 3-4. Custom operator paths and the registry, asked once about every operator name. */
-	if ((rc = custom_paths(root, opts, &custom)))
-		goto out;
-	names = calloc(process->n ? process->n : 1, sizeof(*names));
-	if (!names) {
-		rc = es_error(ES_ENOMEM, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < process->n; i++) {
-		struct one_op o;
-		op_of(process->kid[i], &o);
-		if (o.keys == 1 && o.name->kind == Y_STR && !has_nul(o.name))
-			names[n_names++] = o.name->text;
-	}
-	if (n_names > 1) {
-		qsort(names, n_names, sizeof(*names), cmp_str);
-		size_t w = 1;
-		for (size_t i = 1; i < n_names; i++)
-			if (strcmp(names[i], names[w - 1]))
-				names[w++] = names[i];
-		n_names = w;
-	}
-	if (opts->helper && *opts->helper && n_names) {
-		if ((rc = consult_registry(opts, custom.v, custom.n, names, n_names, &reg)))
-			goto out;
-	} else if (!opts->helper || !*opts->helper) {
-		reg.reason = strdup("no registry helper is configured");
-		if (!reg.reason) {
-			rc = es_error(ES_ENOMEM, "out of memory");
-			goto out;
-		}
-	}
-	if (!reg.consulted) {
-		/* Without the registry the custom operators cannot be loaded; at least their paths
-		 * must exist, as Data-Juicer's loader would require. */
-		for (size_t i = 0; i < custom.n; i++) {
-			int ex = es_fs_exists(custom.v[i]);
-			if (ex < 0) {
-				rc = ex;
-				goto out;
-			}
-			if (!ex) {
-				rc = es_error(ES_EINVAL, "Custom operator path does not exist: %s", custom.v[i]);
-				goto out;
-			}
-		}
-		if (n_names) {
-			struct es_buf w = ES_BUF_INIT;
-			if (es_buf_printf(&w, "Data-Juicer registry was not consulted (%s); operator kinds were "
-					  "checked by their names only", reg.reason ? reg.reason : "unknown reason")) {
-				es_buf_free(&w);
-				rc = ES_ENOMEM;
-				goto out;
-			}
-			if ((rc = strv_add(&warnings, es_buf_detach(&w, NULL))))
-				goto out;
-		}
-	}
-
-	/* 5. The executor is always Ray for shard workers. */
-	if (!strcmp(executor, "default") &&
-	    (rc = strv_add(&warnings, strdup("recipe executor_type=default will be overridden with "
-					     "executor_type=ray for shard workers"))))
-		goto out;
-
-	/* 6. Every operator, in order. */
-	for (size_t i = 0; i < process->n; i++) {
-		struct one_op o;
-		op_of(process->kid[i], &o);
-		if (o.keys != 1) {
-			rc = es_error(ES_EINVAL, "process[%zu] must contain exactly one operator", i);
-			goto out;
-		}
-		const struct ynode *args = py_truthy(o.args) ? o.args : NULL; /* op_args or {} */
-		if (args && args->kind != Y_MAP) {
-			rc = op_error(ES_EINVAL, "Arguments for operator %s must be a mapping", o.name);
-			goto out;
-		}
-		enum verdict v = OP_UNKNOWN;
-		if (o.name->kind == Y_STR && !has_nul(o.name))
-			v = reg.consulted ? kind_by_registry(&reg, o.name->text) : kind_by_name(o.name->text);
-		if (v == OP_UNKNOWN) {
-			rc = op_error(ES_EINVAL, "Unknown operator %s; cannot prove it is shard-safe", o.name);
-			goto out;
-		}
-		if (v == OP_WHOLE) {
-			rc = op_error(ES_EINVAL, "Operator %s requires or may require whole-dataset semantics "
-					  "and is not supported by this demo", o.name);
-			goto out;
-		}
-		if (args && py_truthy(map_get(args, "stats_export_path"))) {
-			rc = op_error(ES_EINVAL, "Operator %s sets stats_export_path, which would cause "
-					  "cross-shard output collisions", o.name);
-			goto out;
-		}
-		const struct ynode *ik = args ? map_get(args, "index_key") : NULL;
-		if (ik && ik->kind != Y_NULL) {
-			if (ik->kind != Y_STR || ik->len == 0 || has_nul(ik)) {
-				rc = op_error(ES_EINVAL, "Operator %s has an invalid index_key", o.name);
-				goto out;
-			}
-			if ((rc = strv_add(&index, strdup(ik->text))))
-				goto out;
-		}
-		if (args && py_truthy(map_get(args, "save_dir")) &&
-		    (rc = strv_add(&warnings, op_warning("operator %s uses an explicit save_dir; the caller must "
-							 "ensure generated filenames do not collide across shards",
-							 o.name))))
-			goto out;
-	}
-
-	/* 7. Media keys: non-empty strings, de-duplicated in order. */
 	static const char *const media_cfg[3][2] = {
 		{ "image_key", "images" }, { "audio_key", "audios" }, { "video_key", "videos" },
 	};
-	for (size_t i = 0; i < 3; i++) {
-		const struct ynode *v = map_get(root, media_cfg[i][0]);
-		const char *value = media_cfg[i][1];
-		if (v) {
-			if (v->kind != Y_STR || v->len == 0 || has_nul(v)) {
-				rc = es_error(ES_EINVAL, "%s must be a non-empty string", media_cfg[i][0]);
-				goto out;
-			}
-			value = v->text;
-		}
-		int dup = 0;
-		for (size_t j = 0; j < media.n && !dup; j++)
-			dup = !strcmp(media.v[j], value);
-		if (!dup && (rc = strv_add(&media, strdup(value))))
-			goto out;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < 3; i++) {
+		const struct es_ynode *v = es_yaml_get(c->root, media_cfg[i][0]);
+		if (v && (v->kind != ES_Y_STR || v->len == 0 || has_nul(v)))
+			return es_error(ES_EINVAL, "%s must be a non-empty string", media_cfg[i][0]);
+		rc = es_strv_add_once(&c->media, v ? v->text : media_cfg[i][1]);
 	}
-	strv_sort_unique(&index);
+	return rc;
+}
 
-	/* Facts for prepare: dataset_path, ray_address, the registry's identity. */
-	const struct ynode *ds = map_get(root, "dataset_path");
-	if (ds && ds->kind == Y_STR && !is_blank(ds->text, ds->len)) {
-		if (has_nul(ds)) {
-			rc = es_error(ES_EINVAL, "dataset_path in %s must not contain a NUL character", path);
-			goto out;
-		}
-		if (!(out->dataset_path = strdup(ds->text))) {
-			rc = es_error(ES_ENOMEM, "out of memory");
-			goto out;
-		}
+/* Facts for prepare: dataset_path when it is a non-blank str, ray_address when not null. */
+static int prepare_facts(const struct check *c, struct es_recipe *out)
+{
+	const struct es_ynode *ds = es_yaml_get(c->root, "dataset_path");
+	if (ds && ds->kind == ES_Y_STR && !es_pyval_is_blank(ds->text, ds->len)) {
+		if (has_nul(ds))
+			return es_error(ES_EINVAL, "dataset_path in %s must not contain a NUL character", c->path);
+		if (!(out->dataset_path = strdup(ds->text)))
+			return es_error(ES_ENOMEM, "out of memory");
 	}
-	const struct ynode *ra = map_get(root, "ray_address");
-	if (ra && ra->kind != Y_NULL) {
-		if (ra->kind == Y_STR && has_nul(ra)) {
-			rc = es_error(ES_EINVAL, "ray_address in %s must not contain a NUL character", path);
-			goto out;
-		}
+	const struct es_ynode *ra = es_yaml_get(c->root, "ray_address");
+	if (ra && ra->kind != ES_Y_NULL) {
+		if (ra->kind == ES_Y_STR && has_nul(ra))
+			return es_error(ES_EINVAL, "ray_address in %s must not contain a NUL character", c->path);
 		out->has_ray_address = 1;
-		out->ray_address_str = repr_dup(ra, 1);
-		out->ray_address_repr = repr_dup(ra, 0);
-		if (!out->ray_address_str || !out->ray_address_repr) {
-			rc = es_error(ES_ENOMEM, "out of memory");
-			goto out;
-		}
+		out->ray_address_str = es_pyval_str(ra);
+		out->ray_address_repr = es_pyval_repr(ra);
+		if (!out->ray_address_str || !out->ray_address_repr)
+			return es_error(ES_ENOMEM, "out of memory");
 	}
-	if (!(out->executor_type = strdup(executor))) {
-		rc = es_error(ES_ENOMEM, "out of memory");
-		goto out;
-	}
-	out->registry_consulted = reg.consulted;
-	out->dj_version = reg.version;
-	out->dj_commit = reg.commit;
-	reg.version = reg.commit = NULL;
-	out->warnings = warnings.v;
-	out->n_warnings = warnings.n;
-	out->media_keys = media.v;
-	out->n_media = media.n;
-	out->index_keys = index.v;
-	out->n_index = index.n;
-	memset(&warnings, 0, sizeof(warnings));
-	memset(&media, 0, sizeof(media));
-	memset(&index, 0, sizeof(index));
-out:
-	strv_free(&warnings);
-	strv_free(&media);
-	strv_free(&index);
-	strv_free(&custom);
-	registry_free(&reg);
-	free(names);
+	if (!(out->executor_type = strdup(c->executor)))
+		return es_error(ES_ENOMEM, "out of memory");
+	return 0;
+}
+
+/* Move the gathered lists and the registry's identity into out. */
+static void hand_over(struct check *c, struct es_recipe *out)
+{
+	out->registry_consulted = c->reg.consulted;
+	out->dj_version = c->reg.version;
+	out->dj_commit = c->reg.commit;
+	c->reg.version = c->reg.commit = NULL;
+	out->warnings = c->warnings.v;
+	out->n_warnings = c->warnings.n;
+	out->media_keys = c->media.v;
+	out->n_media = c->media.n;
+	out->index_keys = c->index.v;
+	out->n_index = c->index.n;
+	memset(&c->warnings, 0, sizeof(c->warnings));
+	memset(&c->media, 0, sizeof(c->media));
+	memset(&c->index, 0, sizeof(c->index));
+}
+
+/* The checks of REFERENCE.md §4, in its order, so that the first failure is the reference's. */
+static int validate(const struct es_ynode *root, const char *path, const struct es_recipe_opts *opts,
+		    struct es_recipe *out)
+{
+	if (!root || root->kind != ES_Y_MAP)
+		return es_error(ES_EINVAL, "Recipe must be a YAML mapping: %s", path);
+	struct check c;
+	memset(&c, 0, sizeof(c));
+	c.root = root;
+	c.path = path;
+	c.opts = opts;
+	int rc = check_executor(&c);
+	if (!rc)
+		rc = check_process_list(&c);
+	if (!rc)
+		rc = ask_registry(&c);
+	/* Step 5: the executor is always Ray for shard workers. */
+	if (!rc && !strcmp(c.executor, "default"))
+		rc = es_strv_push(&c.warnings, strdup("recipe executor_type=default will be overridden with "
+						      "executor_type=ray for shard workers"));
+	for (size_t i = 0; !rc && i < c.process->n; i++)
+		rc = check_operator(&c, i);
+	if (!rc)
+		rc = media_keys(&c);
+	es_strv_sort_unique(&c.index);
+	if (!rc)
+		rc = prepare_facts(&c, out);
+	if (!rc)
+		hand_over(&c, out);
+	es_strv_free(&c.warnings);
+	es_strv_free(&c.media);
+	es_strv_free(&c.index);
+	es_strv_free(&c.custom);
+	es_strv_free(&c.names);
+	es_dj_registry_free(&c.reg);
 	return rc;
 }
 
@@ -1999,13 +340,11 @@ int es_recipe_load(const char *path, const struct es_recipe_opts *opts, struct e
 		es_buf_free(&data);
 		return rc == ES_ENOMEM ? ES_EINVAL : ES_EIO; /* fs has reported it */
 	}
-	struct ydoc doc;
-	rc = ydoc_init(&doc, path);
+	struct es_ydoc *doc;
+	rc = es_yaml_parse(path, data.data, data.len, &doc);
 	if (!rc)
-		rc = ydoc_parse(&doc, data.data, data.len);
-	if (!rc)
-		rc = validate(doc.root, path, opts, out);
-	ydoc_free(&doc);
+		rc = validate(es_yaml_root(doc), path, opts, out);
+	es_yaml_free(doc);
 	es_buf_free(&data);
 	if (rc) {
 		es_recipe_free(out);
@@ -2036,42 +375,4 @@ void es_recipe_free(struct es_recipe *r)
 	free(r->dj_version);
 	free(r->dj_commit);
 	memset(r, 0, sizeof(*r));
-}
-
-char *es_recipe_dj_identity(const char *python, const char *helper)
-{
-	if (!helper)
-		return NULL;
-	char *argv[] = { (char *)(python && *python ? python : "python3"), (char *)helper, (char *)"--version", NULL };
-	struct capture c;
-	memset(&c, 0, sizeof(c));
-	es_buf_init(&c.out, 0);
-	es_buf_init(&c.err, 0);
-	char *id = NULL;
-	if (!run_capture(argv, &c) && !c.spawn_errno && !c.timed_out && WIFEXITED(c.status) &&
-	    WEXITSTATUS(c.status) == 0) {
-		cJSON *j = parse_answer_json(&c.out);
-		const cJSON *commit = cJSON_GetObjectItemCaseSensitive(j, "commit");
-		const cJSON *version = cJSON_GetObjectItemCaseSensitive(j, "data_juicer_version");
-		if (cJSON_IsString(commit) && *commit->valuestring)
-			id = strdup(commit->valuestring);
-		else if (cJSON_IsString(version) && *version->valuestring)
-			id = strdup(version->valuestring);
-		cJSON_Delete(j);
-	}
-	es_buf_free(&c.out);
-	es_buf_free(&c.err);
-	return id;
-}
-
-const char *es_recipe_default_helper(void)
-{
-	const char *env = getenv("ESHARD_DJ_HELPER");
-	if (env && *env)
-		return env;
-#ifdef ESHARD_SOURCE_DIR
-	return ESHARD_SOURCE_DIR "/scripts/dj_op_kinds.py";
-#else
-	return NULL;
-#endif
 }

@@ -137,6 +137,19 @@ int es_parse_double(const char *s, double *out)
 	return 0;
 }
 
+int es_format_u64(uint64_t v, char out[20])
+{
+	char tmp[20];
+	int n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (int i = 0; i < n; i++)
+		out[i] = tmp[n - 1 - i];
+	return n;
+}
+
 #ifdef ESHARD_TEST_HOOKS
 void es_crash_point(const char *name)
 {

@@ -1,6 +1,7 @@
 #include "eshard/verify.h"
 #include "eshard/fs.h"
 #include "eshard/jsonl.h"
+#include "eshard/linereader.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/merge.h"

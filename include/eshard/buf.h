@@ -45,6 +45,10 @@ struct es_strv {
 /* Append s, taking it over (freed on failure); s NULL means out of memory. */
 int es_strv_push(struct es_strv *a, char *s);
 int es_strv_pushf(struct es_strv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append a copy of s unless an equal string is there already (the order of first sight is kept). */
+int es_strv_add_once(struct es_strv *a, const char *s);
+/* Sort in strcmp() order and drop repeated strings (freed); the vector stays NULL-terminated. */
+void es_strv_sort_unique(struct es_strv *a);
 void es_strv_free(struct es_strv *a);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * jsonl: the data path. A strict JSONL line validator, the canonical re-encoder of
  * REFERENCE.md §3.1-3.3 (Python's json.loads then json.dumps(ensure_ascii=False,
- * separators=(",", ":")), byte for byte), Python's float repr, and a bounded streaming line
- * reader.
+ * separators=(",", ":")), byte for byte). Lines come from the line reader (linereader.h);
+ * floats are written by pyfloat.h.
  *
  * No cJSON here on purpose: it would lose big integers and the order of duplicate keys.
  * The parser keeps integers as their digits, resolves duplicate keys like a Python dict
@@ -56,33 +56,5 @@ int es_jsonl_normalize(struct es_jsonl *j, const char *line, size_t len, uint64_
  */
 int es_jsonl_validate(struct es_jsonl *j, const char *line, size_t len, const char *path,
 		      uint64_t lineno);
-
-/* Python's repr(float) into out (NUL-terminated); returns the length (at most 25).
- * NaN and the infinities are written NaN, Infinity and -Infinity, as json.dumps does. */
-size_t es_jsonl_format_double(double v, char out[32]);
-
-/*
- * Streaming line reader over an fd. Lines are split on '\n' only; a last line without '\n'
- * is a line (has_nl 0), an empty tail is not. Memory stays near max_line plus one read
- * (1 MiB): a line longer than max_line bytes (without its '\n') is the error
- * "JSONL line longer than the N-byte cap at path:line", reported before the rest of that
- * line is read. The fd is not closed by the reader.
- */
-struct es_line_reader;
-
-/* NULL when out of memory. path is copied and only used in messages. */
-struct es_line_reader *es_line_reader_new(int fd, size_t max_line, const char *path);
-/* cb sees every byte read from the fd, in order, chunk by chunk, as soon as it is read
- * (so that a caller can hash the raw file without a second read). */
-void es_line_reader_set_raw_cb(struct es_line_reader *r,
-			       void (*cb)(void *arg, const void *p, size_t n), void *arg);
-/* 1 with *line, *len, *has_nl set (valid until the next call), 0 at end of file, or a
- * negative ES_E* code after es_error() (read failure, line over the cap). */
-int es_line_reader_next(struct es_line_reader *r, const char **line, size_t *len, int *has_nl);
-/* 1-based number of the line last returned (0 before the first). */
-uint64_t es_line_reader_lineno(const struct es_line_reader *r);
-/* Total bytes read from the fd so far. */
-uint64_t es_line_reader_bytes(const struct es_line_reader *r);
-void es_line_reader_free(struct es_line_reader *r);
 
 #endif

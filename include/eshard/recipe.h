@@ -51,6 +51,7 @@ struct es_recipe {
 
 /* Read, parse and validate the recipe at path. opts may be NULL (all defaults). */
 int es_recipe_load(const char *path, const struct es_recipe_opts *opts, struct es_recipe *out);
+/* These two are defined with the registry helper (src/dj_registry.c). */
 /* The identity of the Data-Juicer that `python` imports, as prepare records it in the manifest
  * (data_juicer.commit): the git revision of a checkout, else the package version; NULL when
  * it cannot be told (no helper, no Data-Juicer). The caller frees it. */

@@ -22,6 +22,8 @@ const char *es_hostname(void);        /* cached gethostname() */
 /* Strict decimal parse of the whole string; 0 or ES_EUSAGE (no message). */
 int es_parse_i64(const char *s, int64_t *out);
 int es_parse_double(const char *s, double *out);
+/* The decimal digits of v into out, without a NUL; returns how many (1 to 20). */
+int es_format_u64(uint64_t v, char out[20]);
 /* 1 when the environment entry kv ("NAME=value") tells a launcher's identity that a child
  * must not see (DESIGN.md "Known pitfalls"): Open MPI, PMIx/PMI, Slurm, torch-style WORLD_SIZE
  * and RANK, MASTER_*, the job ids that make newer Data-Juicer versions start an elastic run of

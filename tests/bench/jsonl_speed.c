@@ -15,6 +15,7 @@
  * the best of a few runs.
  */
 #include "eshard/jsonl.h"
+#include "eshard/linereader.h"
 #include "eshard/log.h"
 
 #include <fcntl.h>

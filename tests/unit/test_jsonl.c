@@ -1,12 +1,12 @@
 /*
  * Unit tests of src/jsonl.c: every rule of REFERENCE.md §3.1-3.3 with its exact message,
- * the 3000-line canonical fixture, Python's float repr (checked against python3 itself),
- * and the streaming line reader.
+ * and the 3000-line canonical fixture (float text: test_pyfloat; lines: test_linereader).
  */
 #include "testlib.h"
 
 #include "eshard/buf.h"
 #include "eshard/jsonl.h"
+#include "eshard/linereader.h"
 #include "eshard/log.h"
 
 #include <errno.h>
@@ -200,145 +200,6 @@ static void test_numbers(void)
 	es_buf_free(&b);
 	es_buf_free(&w);
 	es_jsonl_free(j);
-}
-
-static void check_fmt(double v, const char *want, const char *file, int line)
-{
-	char out[32];
-	size_t n = es_jsonl_format_double(v, out);
-	test_check_str(out, want, "es_jsonl_format_double", "want", file, line);
-	test_check_int((long long)n, (long long)strlen(want), "length", "strlen(want)", file, line);
-}
-#define FMT(v, want) check_fmt((v), (want), __FILE__, __LINE__)
-
-static double from_bits(uint64_t b)
-{
-	double v;
-	memcpy(&v, &b, sizeof(v));
-	return v;
-}
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static uint64_t rng(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-
-static void test_format_double(void)
-{
-	FMT(0.0, "0.0");
-	FMT(-0.0, "-0.0");
-	FMT(NAN, "NaN");
-	FMT(INFINITY, "Infinity");
-	FMT(-INFINITY, "-Infinity");
-	FMT(0.1, "0.1");
-	FMT(1.0 / 3, "0.3333333333333333");
-	FMT(2.0 / 3, "0.6666666666666666");
-	FMT(100.0, "100.0");
-	FMT(1e16, "1e+16");
-	FMT(1e15, "1000000000000000.0");
-	FMT(123456789012345680.0, "1.2345678901234568e+17");
-	FMT(1e-4, "0.0001");
-	FMT(1e-5, "1e-05");
-	FMT(-1.5e-10, "-1.5e-10");
-	FMT(1796200661.4790373, "1796200661.4790373");
-	FMT(from_bits(1), "5e-324");
-	FMT(from_bits(0x7fefffffffffffffULL), "1.7976931348623157e+308");
-	FMT(from_bits(0x0010000000000000ULL), "2.2250738585072014e-308");
-	FMT(from_bits(0x000fffffffffffffULL), "2.225073858507201e-308");
-	FMT(9007199254740992.0, "9007199254740992.0");
-	FMT(ldexp(1, 60), "1.152921504606847e+18");
-	FMT(ldexp(1, -20), "9.5367431640625e-07");
-
-	/* Python is the reference: a few thousand doubles, one python3 call for all. */
-	if (system("python3 -c pass >/dev/null 2>&1") != 0) {
-		fprintf(stderr, "SKIP: python3 not found; float repr not compared with Python\n");
-		return;
-	}
-	enum { N = 6000 };
-	uint64_t *bits = malloc(N * sizeof(*bits));
-	if (!CHECK(bits != NULL))
-		return;
-	size_t n = 0;
-	/* Every power of two, normal and subnormal, and its neighbours: the lopsided cases. */
-	for (int e = -1074; e <= 1023 && n + 3 <= N; e += 1) {
-		double p = ldexp(1, e);
-		uint64_t b;
-		memcpy(&b, &p, sizeof(b));
-		bits[n++] = b;
-		if (e % 3 == 0) {
-			bits[n++] = b + 1;
-			bits[n++] = b - 1;
-		}
-	}
-	while (n < N) {
-		uint64_t r = rng();
-		switch (n % 5) {
-		case 0: bits[n++] = r; break;                                /* any bit pattern */
-		case 1: bits[n++] = r & 0x800FFFFFFFFFFFFFULL; break;        /* subnormal */
-		case 2: {                                                    /* like the corpus */
-			double v = (double)(r >> 11) / 9007199254740992.0 * pow(10, (int)(rng() % 13) - 6);
-			memcpy(&bits[n++], &v, 8);
-			break;
-		}
-		case 3: {                                                    /* short decimals */
-			double v = (double)(r % 100000) / pow(10, (int)(rng() % 12));
-			memcpy(&bits[n++], &v, 8);
-			break;
-		}
-		default: /* near 1, both signs */
-			bits[n++] = (r & 0x800FFFFFFFFFFFFFULL) | ((uint64_t)(1023 - 70 + rng() % 140) << 52);
-		}
-	}
-	char in[512], outp[512], cmd[1400];
-	snprintf(in, sizeof(in), "%s/doubles.txt", T);
-	snprintf(outp, sizeof(outp), "%s/repr.txt", T);
-	FILE *f = fopen(in, "w");
-	if (!CHECK(f != NULL)) {
-		free(bits);
-		return;
-	}
-	size_t nfinite = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (isnan(from_bits(bits[i])))
-			continue;
-		fprintf(f, "%016" PRIx64 "\n", bits[i]);
-		bits[nfinite++] = bits[i];
-	}
-	fclose(f);
-	snprintf(cmd, sizeof(cmd),
-		 "python3 -c 'import sys, struct, json\n"
-		 "out = open(sys.argv[2], \"w\")\n"
-		 "for l in open(sys.argv[1]):\n"
-		 "    out.write(json.dumps(struct.unpack(\">d\", bytes.fromhex(l.strip()))[0]) + \"\\n\")\n"
-		 "' '%s' '%s'",
-		 in, outp);
-	if (!CHECK(system(cmd) == 0)) {
-		free(bits);
-		return;
-	}
-	f = fopen(outp, "r");
-	if (!CHECK(f != NULL)) {
-		free(bits);
-		return;
-	}
-	char line[64], mine[32];
-	size_t i = 0, bad = 0;
-	while (i < nfinite && fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		es_jsonl_format_double(from_bits(bits[i]), mine);
-		if (strcmp(line, mine) != 0 && bad++ < 10)
-			fprintf(stderr, "repr mismatch for bits %016" PRIx64 ": python %s, ours %s\n", bits[i],
-				line, mine);
-		i++;
-	}
-	fclose(f);
-	CHECK_INT_EQ(i, nfinite);
-	CHECK_INT_EQ(bad, 0);
-	free(bits);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -833,149 +694,12 @@ static void test_fixture(void)
 	es_buf_free(&again);
 }
 
-/* ---------------------------------------------------------------------------------- */
-/* Line reader                                                                           */
-
-static void raw_collect(void *arg, const void *p, size_t n)
-{
-	struct es_buf *b = arg;
-	es_buf_add(b, p, n);
-}
-
-/* Read path with cap; lines are appended to got as "<line>|<has_nl>\n". Returns the last
- * result of next(). */
-static int read_all(const char *path, size_t cap, struct es_buf *got, struct es_buf *raw,
-		    uint64_t *lines)
-{
-	int fd = open(path, O_RDONLY);
-	if (!CHECK(fd >= 0))
-		return -1;
-	struct es_line_reader *r = es_line_reader_new(fd, cap, path);
-	if (raw)
-		es_line_reader_set_raw_cb(r, raw_collect, raw);
-	const char *l;
-	size_t n;
-	int nl, rc;
-	uint64_t count = 0;
-	while ((rc = es_line_reader_next(r, &l, &n, &nl)) == 1) {
-		count++;
-		CHECK_INT_EQ(es_line_reader_lineno(r), count);
-		es_buf_add(got, l, n);
-		es_buf_printf(got, "|%d\n", nl);
-	}
-	if (lines)
-		*lines = count;
-	/* After the end, it stays at the end. */
-	if (rc == 0)
-		CHECK_INT_EQ(es_line_reader_next(r, &l, &n, &nl), 0);
-	es_line_reader_free(r);
-	close(fd);
-	return rc;
-}
-
-static void test_line_reader(void)
-{
-	char path[PATH_MAX];
-	struct es_buf got = ES_BUF_INIT, raw = ES_BUF_INIT, want = ES_BUF_INIT;
-	snprintf(path, sizeof(path), "%s/lines.jsonl", T);
-
-	write_file(path, "a\nb\r\n\n\r\nlast", 12);
-	CHECK_INT_EQ(read_all(path, 100, &got, NULL, NULL), 0);
-	CHECK_MEM_EQ(got.data, got.len, "a|1\nb\r|1\n|1\n\r|1\nlast|0\n", 23);
-
-	es_buf_reset(&got);
-	write_file(path, "x\n", 2);
-	CHECK_INT_EQ(read_all(path, 100, &got, NULL, NULL), 0);
-	CHECK_STR_EQ(got.data, "x|1\n");
-
-	es_buf_reset(&got);
-	write_file(path, "", 0);
-	CHECK_INT_EQ(read_all(path, 100, &got, NULL, NULL), 0);
-	CHECK_INT_EQ(got.len, 0);
-
-	es_buf_reset(&got);
-	write_file(path, "\n", 1);
-	CHECK_INT_EQ(read_all(path, 100, &got, NULL, NULL), 0);
-	CHECK_STR_EQ(got.data, "|1\n");
-
-	/* The cap: a line of exactly max bytes is fine, one more byte is an error. */
-	char msg[PATH_MAX + 128];
-	es_buf_reset(&got);
-	write_file(path, "12345\n123456\nz\n", 15);
-	CHECK_INT_EQ(read_all(path, 5, &got, NULL, NULL), ES_EINVAL);
-	CHECK_STR_EQ(got.data, "12345|1\n");
-	snprintf(msg, sizeof(msg), "JSONL line longer than the 5-byte cap at %s:2", path);
-	CHECK_STR_EQ(es_last_error(), msg);
-	es_buf_reset(&got);
-	write_file(path, "1\n123456", 8);
-	CHECK_INT_EQ(read_all(path, 5, &got, NULL, NULL), ES_EINVAL);
-	CHECK_STR_EQ(es_last_error(), msg);
-
-	/* Over-long line much bigger than a read: reported without reading it all into memory. */
-	size_t big = (size_t)5 << 20;
-	char *blob = malloc(big + 1);
-	if (!CHECK(blob != NULL))
-		goto out;
-	memset(blob, 'q', big);
-	blob[big] = '\n';
-	write_file(path, blob, big + 1);
-	es_buf_reset(&got);
-	CHECK_INT_EQ(read_all(path, (size_t)1 << 20, &got, NULL, NULL), ES_EINVAL);
-	snprintf(msg, sizeof(msg), "JSONL line longer than the 1048576-byte cap at %s:1", path);
-	CHECK_STR_EQ(es_last_error(), msg);
-	free(blob);
-
-	/* Many lines of varied length crossing every read boundary, one line of 3.5 MiB that
-	 * spans several reads, no final newline; the raw callback sees every byte in order. */
-	struct es_buf file = ES_BUF_INIT;
-	uint64_t nlines = 0;
-	for (int i = 0; file.len < ((size_t)6 << 20); i++) {
-		size_t n = (i == 300) ? ((size_t)7 << 19) : (size_t)(rng() % 5000);
-		size_t start = file.len;
-		es_buf_grow(&file, n + 1);
-		for (size_t k = 0; k < n; k++)
-			file.data[file.len++] = (char)('a' + (start + k) % 26);
-		es_buf_add(&want, file.data + start, n);
-		es_buf_adds(&want, "|1\n");
-		es_buf_addc(&file, '\n');
-		nlines++;
-	}
-	es_buf_adds(&file, "tail");
-	es_buf_adds(&want, "tail|0\n");
-	nlines++;
-	write_file(path, file.data, file.len);
-	es_buf_reset(&got);
-	uint64_t count = 0;
-	CHECK_INT_EQ(read_all(path, (size_t)4 << 20, &got, &raw, &count), 0);
-	CHECK_INT_EQ(count, nlines);
-	CHECK(got.len == want.len && memcmp(got.data, want.data, want.len) == 0);
-	CHECK(raw.len == file.len && memcmp(raw.data, file.data, file.len) == 0);
-	es_buf_free(&file);
-
-	/* Bytes counter and a read error. */
-	int fd = open(path, O_RDONLY);
-	struct es_line_reader *r = es_line_reader_new(fd, 100, path);
-	close(fd);
-	const char *l;
-	size_t n;
-	int nl;
-	CHECK(es_line_reader_next(r, &l, &n, &nl) == ES_EIO);
-	CHECK(strstr(es_last_error(), "cannot read") != NULL);
-	CHECK_INT_EQ(es_line_reader_bytes(r), 0);
-	es_line_reader_free(r);
-out:
-	es_buf_free(&got);
-	es_buf_free(&raw);
-	es_buf_free(&want);
-}
-
 int main(void)
 {
 	T = test_tmpdir();
 	/* Errors are checked through es_last_error(); keep stderr for test failures. */
 	es_log_quiet_begin();
 	test_numbers();
-	test_format_double();
 	test_strings();
 	test_duplicates();
 	test_errors();
@@ -983,7 +707,6 @@ int main(void)
 	test_media();
 	test_index();
 	test_fixture();
-	test_line_reader();
 	es_log_quiet_end();
 	return test_done();
 }

@@ -133,3 +133,12 @@ const char *test_data_dir(void)
 	}
 	return d;
 }
+
+uint64_t test_rand(void)
+{
+	static uint64_t state = 0x9E3779B97F4A7C15ULL;
+	state ^= state << 13;
+	state ^= state >> 7;
+	state ^= state << 17;
+	return state;
+}

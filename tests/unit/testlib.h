@@ -12,6 +12,7 @@
 #define ESHARD_TESTLIB_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 int test_check(int ok, const char *file, int line, const char *expr);
 int test_check_str(const char *a, const char *b, const char *ea, const char *eb, const char *file,
@@ -34,6 +35,9 @@ int test_done(void);
 
 /* A fresh, empty folder (mkdtemp under $TMPDIR or /tmp); exits the test if it cannot. */
 char *test_tmpdir(void);
+
+/* A deterministic pseudo-random sequence (xorshift64), the same in every run. */
+uint64_t test_rand(void);
 
 /* $ESHARD_TEST_DATA (set by CTest to <repo>/tests/data), or NULL with a failed check. */
 const char *test_data_dir(void);

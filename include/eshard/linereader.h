@@ -1,0 +1,40 @@
+/*
+ * linereader: a bounded streaming line reader over a file descriptor.
+ *
+ * Lines are split on '\n' only; a last line without '\n' is a line (has_nl 0), an empty tail
+ * is not. Memory stays near max_line plus one read (1 MiB): a line longer than max_line bytes
+ * (without its '\n') is the error "JSONL line longer than the N-byte cap at path:line",
+ * reported before the rest of that line is read.
+ *
+ * Contract: the reader only reads; it never closes, seeks or writes the fd, and it owns its
+ * buffer and its copy of the path (freed by es_line_reader_free()). A returned line points
+ * into that buffer and stays valid until the next call. After a failed next() (a read
+ * error, a line over the cap) the reader is still safe to free, and the lines it returned
+ * before were exactly the file's lines up to there; what has been read beyond is unknown to
+ * the caller, so a caller stops. A reader is not thread-safe; use one per thread.
+ */
+#ifndef ESHARD_LINEREADER_H
+#define ESHARD_LINEREADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct es_line_reader;
+
+/* NULL when out of memory. path is copied and only used in messages. */
+struct es_line_reader *es_line_reader_new(int fd, size_t max_line, const char *path);
+/* cb sees every byte read from the fd, in order, chunk by chunk, as soon as it is read
+ * (so that a caller can hash the raw file without a second read). */
+void es_line_reader_set_raw_cb(struct es_line_reader *r,
+			       void (*cb)(void *arg, const void *p, size_t n), void *arg);
+/* 1 with *line, *len, *has_nl set (valid until the next call), 0 at end of file, or a
+ * negative ES_E* code after es_error() (read failure, line over the cap). */
+int es_line_reader_next(struct es_line_reader *r, const char **line, size_t *len, int *has_nl);
+/* 1-based number of the line last returned (0 before the first). */
+uint64_t es_line_reader_lineno(const struct es_line_reader *r);
+/* Total bytes read from the fd so far. */
+uint64_t es_line_reader_bytes(const struct es_line_reader *r);
+/* Safe on NULL. */
+void es_line_reader_free(struct es_line_reader *r);
+
+#endif
