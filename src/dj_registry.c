@@ -10,6 +10,7 @@
 #include "dj_registry.h"
 #include "eshard/buf.h"
 #include "eshard/log.h"
+#include "eshard/proc.h"
 #include "eshard/recipe.h"
 #include "eshard/util.h"
 #include "pyval.h"
@@ -18,16 +19,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
 
 /* Importing Data-Juicer can take a minute on a cold network file system; ten minutes is generous. */
 #define HELPER_TIMEOUT_SECS 600.0
@@ -105,120 +103,38 @@ enum es_dj_verdict es_dj_registry_kind(const struct es_dj_registry *reg, const c
 
 /* What run_capture() hands back; free it with capture_free() whatever run_capture() said. */
 struct capture {
-	struct es_buf out, err;    /* stdout up to HELPER_MAX_STDOUT, stderr up to HELPER_MAX_STDERR */
-	int spawn_errno;           /* posix_spawnp() failed with this */
-	int status;                /* waitpid() status */
-	int overflow, timed_out;
+	struct es_proc_result r;   /* stdout up to HELPER_MAX_STDOUT, stderr up to HELPER_MAX_STDERR */
+	int spawn_errno;           /* the helper could not be started: why */
 };
-#define CAPTURE_INIT { ES_BUF_INIT, ES_BUF_INIT, 0, 0, 0, 0 }
+#define CAPTURE_INIT { { 0 }, 0 }
 
 static void capture_free(struct capture *c)
 {
-	es_buf_free(&c->out);
-	es_buf_free(&c->err);
-}
-
-static void drain(int *fd, struct es_buf *b, size_t max, int *overflow, int *open_fds)
-{
-	char chunk[65536];
-	ssize_t r = read(*fd, chunk, sizeof(chunk));
-	if (r < 0 && (errno == EINTR || errno == EAGAIN))
-		return;
-	if (r <= 0) {
-		close(*fd);
-		*fd = -1;
-		(*open_fds)--;
-		return;
-	}
-	if (b->len + (size_t)r > max) {
-		if (overflow)
-			*overflow = 1;
-		return; /* stderr past its cap is dropped; stdout past its cap ends the run */
-	}
-	if (es_buf_add(b, chunk, (size_t)r) && overflow)
-		*overflow = 1;
+	es_proc_result_free(&c->r);
 }
 
 /*
- * Run argv (argv[0] looked up in PATH) with stdin from /dev/null, capture stdout and stderr,
- * wait for it, killing it after timeout_secs. A start failure is reported in c->spawn_errno,
- * not as an error. The one place in this file that starts a process.
+ * Run argv (argv[0] looked up in PATH) through proc with stdin from /dev/null and the child
+ * environment of every child (no launcher identity), capture stdout and stderr, wait for it,
+ * killing it after timeout_secs. A start failure is reported in c->spawn_errno, not as an
+ * error.
  */
 static int run_capture(char *const argv[], double timeout_secs, struct capture *c)
 {
-	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, rc = 0;
-	if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC)) {
-		rc = es_error_errno(ES_EIO, "cannot create a pipe for the Data-Juicer registry helper");
-		goto close_all;
-	}
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&at);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, po[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
-	sigset_t none, dflt;
-	sigemptyset(&none);
-	sigemptyset(&dflt);
-	sigaddset(&dflt, SIGPIPE);
-	sigaddset(&dflt, SIGINT);
-	sigaddset(&dflt, SIGTERM);
-	sigaddset(&dflt, SIGHUP);
-	sigaddset(&dflt, SIGQUIT);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &dflt);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	pid_t pid;
-	int e = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	close(po[1]);
-	close(pe[1]);
-	po[1] = pe[1] = -1;
-	if (e) {
-		c->spawn_errno = e;
-		goto close_all;
-	}
-	struct pollfd fds[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
-	int open_fds = 2;
-	double deadline = es_time_mono() + timeout_secs;
-	while (open_fds && !c->overflow) {
-		double left = deadline - es_time_mono();
-		if (left <= 0) {
-			c->timed_out = 1;
-			break;
-		}
-		int r = poll(fds, 2, left > 1000.0 ? 1000000 : (int)(left * 1000.0) + 1);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = es_error_errno(ES_EIO, "cannot wait for the Data-Juicer registry helper");
-			break;
-		}
-		if (fds[0].fd >= 0 && fds[0].revents)
-			drain(&fds[0].fd, &c->out, HELPER_MAX_STDOUT, &c->overflow, &open_fds);
-		if (fds[1].fd >= 0 && fds[1].revents)
-			drain(&fds[1].fd, &c->err, HELPER_MAX_STDERR, NULL, &open_fds);
-	}
-	po[0] = fds[0].fd;
-	pe[0] = fds[1].fd;
-	if (open_fds)
-		kill(pid, SIGKILL);
-	while (waitpid(pid, &c->status, 0) < 0) {
-		if (errno != EINTR) {
-			if (!rc)
-				rc = es_error_errno(ES_EIO, "cannot wait for the Data-Juicer registry helper");
-			break;
-		}
-	}
-close_all:
-	for (int i = 0; i < 2; i++) {
-		if (po[i] >= 0)
-			close(po[i]);
-		if (pe[i] >= 0)
-			close(pe[i]);
-	}
+	struct es_strv env = ES_STRV_INIT;
+	struct es_env_spec es = { 0 };
+	int rc = es_env_child(&es, &env);
+	if (rc)
+		return rc;
+	struct es_proc_spec ps;
+	es_proc_spec_init(&ps, argv);
+	ps.envp = env.v;
+	ps.fd[0] = ES_PROC_DEVNULL;
+	ps.new_group = 1;
+	rc = es_proc_capture(&ps, HELPER_MAX_STDOUT, HELPER_MAX_STDERR, timeout_secs, &c->r);
+	if (!rc && !c->r.started)
+		c->spawn_errno = c->r.err ? c->r.err : EIO;
+	es_strv_free(&env);
 	return rc;
 }
 
@@ -361,27 +277,27 @@ static int judge_run(const char *python, const char *helper, const struct captur
 		reg->reason = es_buf_detach(&why, NULL);
 		goto out;
 	}
-	line = stderr_line(&c->err);
+	line = stderr_line(&c->r.err_text);
 	if (!line) {
 		rc = es_error(ES_ENOMEM, "out of memory");
 		goto out;
 	}
-	if (c->timed_out) {
+	if (c->r.timed_out) {
 		rc = es_error(ES_EIO, "Data-Juicer registry helper %s did not answer within %.0f seconds: %s",
 			      helper, HELPER_TIMEOUT_SECS, line);
 		goto out;
 	}
-	if (c->overflow) {
+	if (c->r.overflow) {
 		rc = es_error(ES_EIO, "Data-Juicer registry helper %s printed more than %zu bytes", helper,
 			      HELPER_MAX_STDOUT);
 		goto out;
 	}
-	if (WIFSIGNALED(c->status)) {
+	if (WIFSIGNALED(c->r.status)) {
 		rc = es_error(ES_EIO, "Data-Juicer registry helper %s was killed by signal %d: %s", helper,
-			      WTERMSIG(c->status), line);
+			      WTERMSIG(c->r.status), line);
 		goto out;
 	}
-	int code = WIFEXITED(c->status) ? WEXITSTATUS(c->status) : -1;
+	int code = WIFEXITED(c->r.status) ? WEXITSTATUS(c->r.status) : -1;
 	if (code == 3 || code == 126 || code == 127) {
 		/* 3: Data-Juicer is not importable; 126/127: a wrapper (pyenv shim, env) could
 		 * not find or run the interpreter. Either way there is no registry to ask. */
@@ -400,7 +316,7 @@ static int judge_run(const char *python, const char *helper, const struct captur
 			      line);
 		goto out;
 	}
-	if (read_answer(&c->out, names, n_names, reg, &why)) {
+	if (read_answer(&c->r.out, names, n_names, reg, &why)) {
 		rc = es_error(ES_EIO, "Data-Juicer registry helper %s gave no usable answer (%s); stderr: %s", helper,
 			      why.data, line);
 		goto out;
@@ -455,9 +371,9 @@ char *es_recipe_dj_identity(const char *python, const char *helper)
 	char *argv[] = { (char *)(python && *python ? python : "python3"), (char *)helper, (char *)"--version", NULL };
 	struct capture c = CAPTURE_INIT;
 	char *id = NULL;
-	if (!run_capture(argv, HELPER_TIMEOUT_SECS, &c) && !c.spawn_errno && !c.timed_out && WIFEXITED(c.status) &&
-	    WEXITSTATUS(c.status) == 0) {
-		cJSON *j = parse_answer_json(&c.out);
+	if (!run_capture(argv, HELPER_TIMEOUT_SECS, &c) && !c.spawn_errno && !c.r.timed_out && WIFEXITED(c.r.status) &&
+	    WEXITSTATUS(c.r.status) == 0) {
+		cJSON *j = parse_answer_json(&c.r.out);
 		const cJSON *commit = cJSON_GetObjectItemCaseSensitive(j, "commit");
 		const cJSON *version = cJSON_GetObjectItemCaseSensitive(j, "data_juicer_version");
 		if (cJSON_IsString(commit) && *commit->valuestring)
