@@ -37,75 +37,45 @@ static int load_policy(const cJSON *pol, struct es_policy *p)
 	return 0;
 }
 
-int es_manifest_load(const char *job_dir, struct es_manifest *m)
+/* The reference's reader checks of execution (executor_type "ray", a non-empty ray_address). */
+static int load_execution(const cJSON *doc, struct es_manifest *m, const char *path)
 {
-	memset(m, 0, sizeof(*m));
-	struct es_buf jd = ES_BUF_INIT, path = ES_BUF_INIT;
-	cJSON *doc = NULL;
-	size_t n = 0, i = 0;
-	int rc = es_fs_resolve(job_dir, &jd);
-	if (!rc)
-		rc = es_path_join(&path, jd.data, "manifest.json");
-	if (!rc) {
-		rc = es_json_load(path.data, &doc);
-		if (rc == ES_ENOENT)
-			rc = es_error(ES_ENOENT, "Job manifest not found: %s (is '%s' a prepared job folder?)", path.data, job_dir);
-	}
-	if (rc)
-		goto out;
-	const cJSON *sv = cJSON_GetObjectItemCaseSensitive(doc, "schema_version");
-	int64_t v = 0;
-	if (!cJSON_IsObject(doc) || es_json_to_i64(sv, &v) || v != 2) {
-		rc = es_error(ES_EINVAL, "Unsupported manifest schema_version in %s (expected 2)", path.data);
-		goto out;
-	}
-	const cJSON *shards = cJSON_GetObjectItemCaseSensitive(doc, "shards");
-	if (!cJSON_IsArray(shards) || cJSON_GetArraySize(shards) == 0) {
-		rc = es_error(ES_EINVAL, "Manifest has no shards: %s", path.data);
-		goto out;
-	}
 	const cJSON *ex = cJSON_GetObjectItemCaseSensitive(doc, "execution");
 	const char *et = es_json_get_str(ex, "executor_type"), *ra = es_json_get_str(ex, "ray_address");
-	if (!cJSON_IsObject(ex) || !et || strcmp(et, "ray") || !ra || !*ra) {
-		rc = es_error(ES_EINVAL, "Manifest execution must have executor_type 'ray' and a ray_address: %s", path.data);
-		goto out;
-	}
-	m->doc = doc;
-	m->job_dir = strdup(jd.data);
-	const char *slash = strrchr(jd.data, '/');
-	m->job_id = strdup(slash ? slash + 1 : jd.data);
+	if (!cJSON_IsObject(ex) || !et || strcmp(et, "ray") || !ra || !*ra)
+		return es_error(ES_EINVAL, "Manifest execution must have executor_type 'ray' and a ray_address: %s", path);
+	m->executor_type = strdup(et);
 	m->ray_address = strdup(ra);
 	m->recipe_executor_type = dup_or_null(es_json_get_str(ex, "recipe_executor_type"));
-	m->dataset_path = dup_or_null(es_json_get_str(doc, "dataset_path"));
-	m->recipe_sha256 = dup_or_null(es_json_get_str(cJSON_GetObjectItemCaseSensitive(doc, "recipe"), "sha256"));
-	m->dj_commit = dup_or_null(es_json_get_str(cJSON_GetObjectItemCaseSensitive(doc, "data_juicer"), "commit"));
-	es_json_get_i64(doc, "num_shards", &m->num_shards);
-	es_json_get_i64(doc, "total_rows", &m->total_rows);
-	es_json_get_i64(doc, "total_size_bytes", &m->total_size_bytes);
-	load_policy(cJSON_GetObjectItemCaseSensitive(doc, "policy"), &m->policy);
+	return m->executor_type && m->ray_address ? 0 : es_error(ES_ENOMEM, "out of memory loading %s", path);
+}
+
+/* eshard-mpi's processor (absent in a reference manifest: Data-Juicer). */
+static int load_processor(const cJSON *doc, struct es_processor *p, const char *path)
+{
 	const cJSON *proc = cJSON_GetObjectItemCaseSensitive(doc, "processor");
 	const char *ptype = es_json_get_str(proc, "type");
 	if (ptype && !strcmp(ptype, "command")) {
 		const char *cmd = es_json_get_str(proc, "command");
-		if (!cmd || !*cmd) {
-			rc = es_error(ES_EINVAL, "Manifest processor of type 'command' has no command: %s", path.data);
-			goto out;
-		}
-		m->processor.kind = ES_PROC_COMMAND;
-		m->processor.command = strdup(cmd);
+		if (!cmd || !*cmd)
+			return es_error(ES_EINVAL, "Manifest processor of type 'command' has no command: %s", path);
+		p->kind = ES_PROC_COMMAND;
+		p->command = strdup(cmd);
 	} else if (ptype && strcmp(ptype, "data-juicer")) {
-		rc = es_error(ES_EINVAL, "Unknown processor type '%s' in %s", ptype, path.data);
-		goto out;
+		return es_error(ES_EINVAL, "Unknown processor type '%s' in %s", ptype, path);
 	}
-	m->processor.dj_process = dup_or_null(es_json_get_str(proc, "dj_process"));
-	m->processor.dj_root = dup_or_null(es_json_get_str(proc, "dj_root"));
-	m->processor.python = dup_or_null(es_json_get_str(proc, "python"));
-	n = (size_t)cJSON_GetArraySize(shards);
-	m->shards = calloc(n, sizeof(*m->shards));
-	if (!m->shards || !m->job_dir || !m->job_id || !m->ray_address) {
-		rc = es_error(ES_ENOMEM, "out of memory loading %s", path.data);
-		goto out;
-	}
+	p->dj_process = dup_or_null(es_json_get_str(proc, "dj_process"));
+	p->dj_root = dup_or_null(es_json_get_str(proc, "dj_root"));
+	p->python = dup_or_null(es_json_get_str(proc, "python"));
+	return 0;
+}
+
+static int load_shards(const cJSON *shards, struct es_manifest *m, const char *path)
+{
+	size_t n = (size_t)cJSON_GetArraySize(shards), i = 0;
+	if (!(m->shards = calloc(n, sizeof(*m->shards))))
+		return es_error(ES_ENOMEM, "out of memory loading %s", path);
+	m->n_shards = n; /* calloc'd: entries not filled yet are empty */
 	const cJSON *s;
 	cJSON_ArrayForEach(s, shards) {
 		struct es_shard *sh = &m->shards[i];
@@ -114,31 +84,95 @@ int es_manifest_load(const char *job_dir, struct es_manifest *m)
 		/* A shard id names files under state/ and attempts/: it must be one plain name. */
 		/* The shard path is read by workers: it must stay inside the job folder. */
 		if (!id || !*id || strchr(id, '/') || !strcmp(id, ".") || !strcmp(id, "..") || !sp || !*sp ||
-		    sp[0] == '/' || !strncmp(sp, "../", 3) || strstr(sp, "/../") || !strcmp(sp, "..")) {
-			rc = es_error(ES_EINVAL, "Manifest shard %zu has a missing or unsafe id or path: %s", i, path.data);
-			goto out;
-		}
+		    sp[0] == '/' || !strncmp(sp, "../", 3) || strstr(sp, "/../") || !strcmp(sp, ".."))
+			return es_error(ES_EINVAL, "Manifest shard %zu has a missing or unsafe id or path: %s", i, path);
 		sh->id = strdup(id);
 		sh->path = strdup(sp);
 		es_json_get_i64(s, "index", &sh->index);
 		es_json_get_i64(s, "rows", &sh->rows);
 		es_json_get_i64(s, "size_bytes", &sh->size_bytes);
 		snprintf(sh->sha256, sizeof(sh->sha256), "%s", sha ? sha : "");
-		if (!sh->id || !sh->path) {
-			rc = es_error(ES_ENOMEM, "out of memory loading %s", path.data);
-			goto out;
-		}
+		if (!sh->id || !sh->path)
+			return es_error(ES_ENOMEM, "out of memory loading %s", path);
 		i++;
 	}
-	m->n_shards = n;
-out:
-	if (rc) {
-		if (m->shards)
-			m->n_shards = n; /* calloc'd: entries past i are empty */
-		if (!m->doc)
-			cJSON_Delete(doc);
-		es_manifest_free(m);
+	return 0;
+}
+
+/* input_files, for prepare's idempotency check; entries may lack fields (then -1, NULL, ""). */
+static int load_inputs(const cJSON *doc, struct es_manifest *m, const char *path)
+{
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(doc, "input_files");
+	if (!cJSON_IsArray(files))
+		return 0;
+	m->has_inputs = 1;
+	size_t n = (size_t)cJSON_GetArraySize(files), i = 0;
+	if (n && !(m->inputs = calloc(n, sizeof(*m->inputs))))
+		return es_error(ES_ENOMEM, "out of memory loading %s", path);
+	m->n_inputs = n;
+	const cJSON *e;
+	cJSON_ArrayForEach(e, files) {
+		struct es_manifest_input *in = &m->inputs[i++];
+		const char *p = es_json_get_str(e, "path"), *sha = es_json_get_str(e, "sha256");
+		in->path = dup_or_null(p);
+		if (es_json_get_i64(e, "size_bytes", &in->size_bytes))
+			in->size_bytes = -1;
+		if (es_json_get_i64(e, "mtime_ns", &in->mtime_ns))
+			in->mtime_ns = -1;
+		snprintf(in->sha256, sizeof(in->sha256), "%s", sha ? sha : "");
+		if (p && !in->path)
+			return es_error(ES_ENOMEM, "out of memory loading %s", path);
 	}
+	return 0;
+}
+
+static int load_doc(const cJSON *doc, const char *jd, struct es_manifest *m, const char *path)
+{
+	const cJSON *sv = cJSON_GetObjectItemCaseSensitive(doc, "schema_version");
+	int64_t v = 0;
+	if (!cJSON_IsObject(doc) || es_json_to_i64(sv, &v) || v != 2)
+		return es_error(ES_EINVAL, "Unsupported manifest schema_version in %s (expected 2)", path);
+	const cJSON *shards = cJSON_GetObjectItemCaseSensitive(doc, "shards");
+	if (!cJSON_IsArray(shards) || cJSON_GetArraySize(shards) == 0)
+		return es_error(ES_EINVAL, "Manifest has no shards: %s", path);
+	int rc = load_execution(doc, m, path);
+	if (rc)
+		return rc;
+	m->job_dir = strdup(jd);
+	const char *slash = strrchr(jd, '/');
+	m->job_id = strdup(slash ? slash + 1 : jd);
+	m->dataset_path = dup_or_null(es_json_get_str(doc, "dataset_path"));
+	m->recipe_sha256 = dup_or_null(es_json_get_str(cJSON_GetObjectItemCaseSensitive(doc, "recipe"), "sha256"));
+	m->dj_commit = dup_or_null(es_json_get_str(cJSON_GetObjectItemCaseSensitive(doc, "data_juicer"), "commit"));
+	if (!m->job_dir || !m->job_id)
+		return es_error(ES_ENOMEM, "out of memory loading %s", path);
+	es_json_get_i64(doc, "num_shards", &m->num_shards);
+	es_json_get_i64(doc, "total_rows", &m->total_rows);
+	es_json_get_i64(doc, "total_size_bytes", &m->total_size_bytes);
+	load_policy(cJSON_GetObjectItemCaseSensitive(doc, "policy"), &m->policy);
+	if ((rc = load_processor(doc, &m->processor, path)) || (rc = load_shards(shards, m, path)))
+		return rc;
+	return load_inputs(doc, m, path);
+}
+
+int es_manifest_load(const char *job_dir, struct es_manifest *m)
+{
+	memset(m, 0, sizeof(*m));
+	struct es_buf jd = ES_BUF_INIT, path = ES_BUF_INIT;
+	cJSON *doc = NULL;
+	int rc = es_fs_resolve(job_dir, &jd);
+	if (!rc)
+		rc = es_path_join(&path, jd.data, "manifest.json");
+	if (!rc) {
+		rc = es_json_load(path.data, &doc);
+		if (rc == ES_ENOENT)
+			rc = es_error(ES_ENOENT, "Job manifest not found: %s (is '%s' a prepared job folder?)", path.data, job_dir);
+	}
+	if (!rc)
+		rc = load_doc(doc, jd.data, m, path.data);
+	if (rc)
+		es_manifest_free(m);
+	cJSON_Delete(doc);
 	es_buf_free(&jd);
 	es_buf_free(&path);
 	return rc;
@@ -159,7 +193,10 @@ void es_manifest_free(struct es_manifest *m)
 	free(m->recipe_sha256);
 	free(m->dj_commit);
 	es_processor_free(&m->processor);
-	cJSON_Delete((cJSON *)m->doc);
+	free(m->executor_type);
+	for (size_t i = 0; i < m->n_inputs; i++)
+		free(m->inputs[i].path);
+	free(m->inputs);
 	memset(m, 0, sizeof(*m));
 }
 

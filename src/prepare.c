@@ -582,30 +582,23 @@ static int existing_job_matches(const char *job_dir, const struct es_prepare_opt
 	int rc = es_manifest_load(job_dir, &m);
 	if (rc)
 		return rc;
-	const cJSON *doc = m.doc;
 	int same = m.dataset_path && !strcmp(m.dataset_path, dataset_path) &&
 		   m.recipe_sha256 && !strcmp(m.recipe_sha256, recipe_sha) &&
 		   m.num_shards == o->num_shards && !strcmp(m.ray_address, ray_address) &&
-		   same_processor(&m.processor, &o->processor);
-	const cJSON *files = cJSON_GetObjectItemCaseSensitive(doc, "input_files");
-	if (same && (!cJSON_IsArray(files) || (size_t)cJSON_GetArraySize(files) != scan->n_files))
-		same = 0;
+		   same_processor(&m.processor, &o->processor) && m.has_inputs && m.n_inputs == scan->n_files;
 	for (size_t i = 0; same && i < scan->n_files; i++) {
-		const cJSON *e = cJSON_GetArrayItem(files, (int)i);
-		const char *p = es_json_get_str(e, "path"), *sha = es_json_get_str(e, "sha256");
-		int64_t size, mt;
+		const struct es_manifest_input *e = &m.inputs[i];
 		struct stat st;
 		char hex[65];
-		if (!p || !sha || strcmp(p, scan->files[i].path) || es_json_get_i64(e, "size_bytes", &size) ||
-		    es_json_get_i64(e, "mtime_ns", &mt) || stat(p, &st) != 0 ||
-		    size != (int64_t)st.st_size || mt != mtime_ns_of(&st)) {
+		if (!e->path || !e->sha256[0] || strcmp(e->path, scan->files[i].path) || stat(e->path, &st) != 0 ||
+		    e->size_bytes != (int64_t)st.st_size || e->mtime_ns != mtime_ns_of(&st)) {
 			same = 0;
 			break;
 		}
 		/* Size and mtime alone are not trusted: an edit can keep both. */
-		if ((rc = es_sha_file(p, hex, NULL)) != 0)
+		if ((rc = es_sha_file(e->path, hex, NULL)) != 0)
 			break;
-		same = !strcmp(hex, sha);
+		same = !strcmp(hex, e->sha256);
 	}
 	es_manifest_free(&m);
 	return rc ? rc : same;

@@ -460,7 +460,6 @@ int es_status_format_json(const struct es_manifest *m, const struct es_status *s
 {
 	cJSON *o = cJSON_CreateObject(), *counts = cJSON_CreateObject(), *shards = cJSON_CreateArray();
 	cJSON *progress = cJSON_CreateObject(), *hosts = cJSON_CreateArray();
-	const cJSON *ex = cJSON_GetObjectItemCaseSensitive((const cJSON *)m->doc, "execution");
 	int rc = (!o || !counts || !shards || !progress || !hosts) ? ES_ENOMEM : 0;
 	if (rc) {
 		cJSON_Delete(counts);
@@ -476,7 +475,12 @@ int es_status_format_json(const struct es_manifest *m, const struct es_status *s
 	rc |= es_json_set_int(counts, "stale", s->counts.stale);
 	rc |= es_json_set(o, "counts", counts);
 	rc |= es_json_set_bool(o, "complete", s->complete);
-	rc |= es_json_set(o, "execution", ex ? cJSON_Duplicate(ex, 1) : cJSON_CreateNull());
+	cJSON *ex = cJSON_CreateObject();
+	rc |= es_json_set_str(ex, "executor_type", m->executor_type);
+	rc |= es_json_set_str(ex, "ray_address", m->ray_address);
+	if (m->recipe_executor_type)
+		rc |= es_json_set_str(ex, "recipe_executor_type", m->recipe_executor_type);
+	rc |= es_json_set(o, "execution", ex);
 	rc |= es_json_set_str(o, "job_dir", m->job_dir);
 	rc |= es_json_set_str(o, "job_id", m->job_id);
 	for (size_t i = 0; i < s->n_shards; i++) {
@@ -538,8 +542,7 @@ static void fmt_duration(double secs, char *out, size_t n)
 int es_status_format_text(const struct es_manifest *m, const struct es_status *s, int all,
 			  struct es_buf *out)
 {
-	const cJSON *ex = cJSON_GetObjectItemCaseSensitive((const cJSON *)m->doc, "execution");
-	const char *et = es_json_get_str(ex, "executor_type");
+	const char *et = m->executor_type;
 	const struct es_status_counts *c = &s->counts;
 	int rc = es_buf_printf(out, "Job %s: executor=%s ray_address=%s total=%lld pending=%lld running=%lld "
 			       "stale=%lld done=%lld failed=%lld\n", m->job_id, et ? et : "ray", m->ray_address,

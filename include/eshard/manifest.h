@@ -32,6 +32,14 @@ struct es_processor {
 	char *command;       /* ES_PROC_COMMAND: the template with {input} {output} ... */
 };
 
+/* One input file as prepare recorded it (input_files of the manifest). */
+struct es_manifest_input {
+	char *path;          /* absolute, or NULL when the entry lacks it */
+	int64_t size_bytes;  /* -1 when absent */
+	int64_t mtime_ns;    /* -1 when absent */
+	char sha256[65];     /* "" when absent */
+};
+
 struct es_policy {
 	int64_t lock_timeout_secs;
 	int64_t max_retries;
@@ -61,7 +69,10 @@ struct es_manifest {
 	struct es_processor processor;
 	struct es_shard *shards;
 	size_t n_shards;
-	void *doc;           /* the parsed document (cJSON), for callers inside libeshard */
+	char *executor_type;           /* execution.executor_type ("ray") */
+	struct es_manifest_input *inputs; /* input_files, in scan order */
+	size_t n_inputs;
+	int has_inputs;                /* input_files is a list (it may be empty) */
 };
 
 int es_manifest_load(const char *job_dir, struct es_manifest *m);
