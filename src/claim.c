@@ -72,29 +72,12 @@ void es_claimer_free(struct es_claimer *c)
 	c->obs = NULL;
 }
 
-/* Read a whole small file from an open descriptor. */
+/* Read a whole lock (at most 1 MiB) from an open descriptor. */
 static int read_fd(int fd, struct es_buf *b, const char *what)
 {
-	es_buf_reset(b);
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return es_error_errno(ES_EIO, "cannot seek '%s'", what);
-	for (;;) {
-		int rc = es_buf_grow(b, 4096);
-		if (rc)
-			return rc;
-		ssize_t n = read(fd, b->data + b->len, b->cap - b->len - 1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return es_error_errno(ES_EIO, "cannot read '%s'", what);
-		}
-		if (n == 0)
-			return 0;
-		b->len += (size_t)n;
-		b->data[b->len] = '\0';
-		if (b->len > (1 << 20))
-			return es_error(ES_EINVAL, "lock file '%s' is larger than 1 MiB", what);
-	}
+	return es_fs_read_fd(fd, b, (size_t)1 << 20, what);
 }
 
 static int same_file_at(int fd, const char *path, struct stat *fst)

@@ -281,35 +281,34 @@ int es_fs_remove_tree(const char *path)
 	return remove_at(AT_FDCWD, path, path);
 }
 
-int es_fs_read_file(const char *path, struct es_buf *out, size_t max)
+int es_fs_read_fd(int fd, struct es_buf *out, size_t max, const char *what)
 {
-	if (!max)
-		max = (size_t)64 << 20;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return es_error_errno(errno == ENOENT ? ES_ENOENT : ES_EIO, "cannot open '%s'", path);
 	es_buf_reset(out);
-	int rc = 0;
 	for (;;) {
-		if ((rc = es_buf_grow(out, 65536)) != 0)
-			break;
-		size_t room = out->cap - out->len - 1;
-		ssize_t n = read(fd, out->data + out->len, room);
+		int rc = es_buf_grow(out, 65536);
+		if (rc)
+			return rc;
+		ssize_t n = read(fd, out->data + out->len, out->cap - out->len - 1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			rc = es_error_errno(ES_EIO, "cannot read '%s'", path);
-			break;
+			return es_error_errno(ES_EIO, "cannot read '%s'", what);
 		}
 		if (n == 0)
-			break;
+			return 0;
 		out->len += (size_t)n;
 		out->data[out->len] = '\0';
-		if (out->len > max) {
-			rc = es_error(ES_ENOMEM, "file '%s' is larger than %zu bytes", path, max);
-			break;
-		}
+		if (out->len > max)
+			return es_error(ES_ENOMEM, "file '%s' is larger than %zu bytes", what, max);
 	}
+}
+
+int es_fs_read_file(const char *path, struct es_buf *out, size_t max)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return es_error_errno(errno == ENOENT ? ES_ENOENT : ES_EIO, "cannot open '%s'", path);
+	int rc = es_fs_read_fd(fd, out, max ? max : (size_t)64 << 20, path);
 	close(fd);
 	return rc;
 }

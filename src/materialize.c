@@ -111,6 +111,7 @@ static int cmp_str(const void *a, const void *b)
  * counted exactly as they go to write(). */
 struct sink {
 	int fd;
+	int sha_live;            /* sha is initialized and not final yet */
 	const char *path;
 	struct es_buf buf;
 	struct es_sha sha;
@@ -209,6 +210,56 @@ void es_materialized_free(struct es_materialized *m)
 	memset(m, 0, sizeof(*m));
 }
 
+/* What the export is: one file (*single, one source "") or a folder of part files, sorted. */
+static int find_sources(const char *export, struct sources *sources, int *single)
+{
+	struct stat st;
+	*single = 0;
+	if (stat(export, &st) != 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return es_error(ES_ENOENT, "Data-Juicer returned 0 but did not create %s", export);
+		return es_error_errno(ES_EIO, "cannot stat '%s'", export);
+	}
+	if (S_ISREG(st.st_mode)) {
+		*single = 1;
+		return sources_add(sources, "");
+	}
+	if (!S_ISDIR(st.st_mode))
+		return es_error(ES_EINVAL, "Ray output is neither a file nor a folder: %s", export);
+	struct es_buf rel = ES_BUF_INIT;
+	int rc = walk(export, &rel, sources);
+	es_buf_free(&rel);
+	if (!rc && sources->n > 1)
+		qsort(sources->rel, sources->n, sizeof(char *), cmp_str);
+	return rc;
+}
+
+/* Flush, fsync and close the sink, check its size on disk, and take its digest. */
+static int sink_finish(struct sink *k, struct es_materialized *m)
+{
+	int rc = sink_flush(k);
+	if (!rc && fsync(k->fd) != 0)
+		rc = es_error_errno(ES_EIO, "cannot fsync '%s'", k->path);
+	if (!rc) {
+		struct stat ts;
+		if (fstat(k->fd, &ts) != 0)
+			rc = es_error_errno(ES_EIO, "cannot stat '%s'", k->path);
+		else if ((int64_t)ts.st_size != k->bytes)
+			rc = es_error(ES_EIO, "'%s' holds %lld bytes after writing %lld", k->path, (long long)ts.st_size,
+				      (long long)k->bytes);
+	}
+	if (!rc && close(k->fd) != 0)
+		rc = es_error_errno(ES_EIO, "cannot close '%s'", k->path);
+	else if (rc)
+		close(k->fd);
+	k->fd = -1;
+	if (!rc) {
+		k->sha_live = 0;
+		rc = es_sha_final(&k->sha, m->sha256);
+	}
+	return rc;
+}
+
 int es_materialize(const char *job_dir, const char *attempt_dir, size_t max_line, struct es_materialized *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -221,97 +272,44 @@ int es_materialize(const char *job_dir, const char *attempt_dir, size_t max_line
 		return es_error(ES_EINTERNAL, "attempt folder '%s' is not inside the job folder '%s'",
 				attempt_dir, job_dir);
 
-	struct es_buf export = ES_BUF_INIT, tmp = ES_BUF_INIT, final = ES_BUF_INIT, src = ES_BUF_INIT,
-		      rel = ES_BUF_INIT;
+	struct es_buf export = ES_BUF_INIT, tmp = ES_BUF_INIT, final = ES_BUF_INIT, src = ES_BUF_INIT;
 	struct sources sources = { 0 };
 	struct sink k = { .fd = -1, .buf = ES_BUF_INIT };
 	struct es_jsonl *jl = NULL;
-	int single = 0, sha_live = 0;
+	int single = 0;
 	int rc = es_path_join(&export, attempt_dir, "ray-output.jsonl");
 	if (!rc)
 		rc = es_path_join(&final, attempt_dir, "processed.jsonl");
-	if (rc)
-		goto out;
-
-	struct stat st;
-	if (stat(export.data, &st) != 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			rc = es_error(ES_ENOENT, "Data-Juicer returned 0 but did not create %s", export.data);
-		else
-			rc = es_error_errno(ES_EIO, "cannot stat '%s'", export.data);
-		goto out;
-	}
-	if (S_ISREG(st.st_mode)) {
-		single = 1;
-		rc = sources_add(&sources, "");
-	} else if (S_ISDIR(st.st_mode)) {
-		rc = walk(export.data, &rel, &sources);
-		if (!rc && sources.n > 1)
-			qsort(sources.rel, sources.n, sizeof(char *), cmp_str);
-	} else {
-		rc = es_error(ES_EINVAL, "Ray output is neither a file nor a folder: %s", export.data);
-	}
-	if (rc)
-		goto out;
-
-	if (sources.n && !(m->files = calloc(sources.n, sizeof(*m->files)))) {
+	if (!rc)
+		rc = find_sources(export.data, &sources, &single);
+	if (!rc && sources.n && !(m->files = calloc(sources.n, sizeof(*m->files))))
 		rc = es_error(ES_ENOMEM, "out of memory");
-		goto out;
-	}
-	if (!(jl = es_jsonl_new(NULL))) {
+	if (!rc && !(jl = es_jsonl_new(NULL)))
 		rc = es_error(ES_ENOMEM, "out of memory");
-		goto out;
-	}
-	if ((rc = es_fs_open_temp(final.data, &tmp, &k.fd)) != 0)
-		goto out;
+	if (!rc)
+		rc = es_fs_open_temp(final.data, &tmp, &k.fd);
 	k.path = tmp.data;
-	if ((rc = es_sha_init(&k.sha)) != 0)
-		goto out;
-	sha_live = 1;
-
+	if (!rc && !(rc = es_sha_init(&k.sha)))
+		k.sha_live = 1;
 	for (size_t i = 0; !rc && i < sources.n; i++) {
 		struct es_output_file *f = &m->files[i];
-		if (single)
-			rc = es_buf_adds(&src, export.data);
-		else
-			rc = es_path_join(&src, export.data, sources.rel[i]);
+		rc = single ? es_buf_adds(&src, export.data) : es_path_join(&src, export.data, sources.rel[i]);
+		if (!rc && !(f->path = strdup(src.data + jl_len + 1)))
+			rc = es_error(ES_ENOMEM, "out of memory");
 		if (rc)
 			break;
-		if (!(f->path = strdup(src.data + jl_len + 1))) {
-			rc = es_error(ES_ENOMEM, "out of memory");
-			break;
-		}
 		m->n_files = i + 1;
 		rc = copy_source(jl, src.data, max_line, &k, f);
 	}
 	if (!rc)
-		rc = sink_flush(&k);
-	if (!rc && fsync(k.fd) != 0)
-		rc = es_error_errno(ES_EIO, "cannot fsync '%s'", tmp.data);
-	if (!rc) {
-		struct stat ts;
-		if (fstat(k.fd, &ts) != 0)
-			rc = es_error_errno(ES_EIO, "cannot stat '%s'", tmp.data);
-		else if ((int64_t)ts.st_size != k.bytes)
-			rc = es_error(ES_EIO, "'%s' holds %lld bytes after writing %lld", tmp.data,
-				      (long long)ts.st_size, (long long)k.bytes);
-	}
-	if (!rc && close(k.fd) != 0)
-		rc = es_error_errno(ES_EIO, "cannot close '%s'", tmp.data);
-	k.fd = -1;
-	if (!rc) {
-		sha_live = 0;
-		rc = es_sha_final(&k.sha, m->sha256);
-	}
+		rc = sink_finish(&k, m);
 	if (!rc)
 		rc = es_fs_rename(tmp.data, final.data);
 	if (!rc) {
 		m->rows = k.rows;
 		m->size_bytes = k.bytes;
 	}
-
-out:
-	if (sha_live)
+	if (k.sha_live)
 		es_sha_abort(&k.sha);
 	if (k.fd >= 0)
 		close(k.fd);
@@ -326,6 +324,5 @@ out:
 	es_buf_free(&tmp);
 	es_buf_free(&final);
 	es_buf_free(&src);
-	es_buf_free(&rel);
 	return rc;
 }

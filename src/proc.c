@@ -485,9 +485,9 @@ int es_env_child(const struct es_env_spec *s, struct es_strv *out)
 	return rc;
 }
 
+#ifdef ESHARD_TEST_HOOKS
 void es_proc_test_hook(const char *var)
 {
-#ifdef ESHARD_TEST_HOOKS
 	const char *cmd = getenv(var);
 	if (!cmd || !*cmd)
 		return;
@@ -498,7 +498,5 @@ void es_proc_test_hook(const char *var)
 	int st = 0;
 	if (es_proc_spawn(&ps, &p) != 0 || es_proc_wait(p.pid, &st, 0) != 1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		es_warning("test hook %s='%s' failed", var, cmd);
-#else
-	(void)var;
-#endif
 }
+#endif

@@ -49,6 +49,9 @@ int es_fs_fsync_parent(const char *path);
 int es_fs_mkdirs(const char *path, mode_t mode);
 /* rm -rf; a missing path is fine. Never follows symlinks. */
 int es_fs_remove_tree(const char *path);
+/* Read fd from its offset to the end into out (replacing its content); ES_ENOMEM past max
+ * bytes. what names the file in messages. */
+int es_fs_read_fd(int fd, struct es_buf *out, size_t max, const char *what);
 /* Read a whole file into out (replacing its content); fails past max bytes (0: 64 MiB). */
 int es_fs_read_file(const char *path, struct es_buf *out, size_t max);
 /* Like realpath(3), but a missing tail is allowed and normalized lexically: symlinks are

@@ -123,7 +123,11 @@ int es_env_child(const struct es_env_spec *s, struct es_strv *out);
 
 /* Test builds (ESHARD_TEST_HOOKS) only: run the shell command held by the environment variable
  * var, if set, with /bin/sh -c and wait for it (a warning when it fails). A no-op otherwise. */
+#ifdef ESHARD_TEST_HOOKS
 void es_proc_test_hook(const char *var);
+#else
+#define es_proc_test_hook(var) ((void)0)
+#endif
 
 /* The value of name in env (NULL: environ), or NULL when absent; an empty value is a value. */
 const char *es_env_get(char *const *env, const char *name);
