@@ -388,12 +388,5 @@ char *es_recipe_dj_identity(const char *python, const char *helper)
 
 const char *es_recipe_default_helper(void)
 {
-	const char *env = getenv("ESHARD_DJ_HELPER");
-	if (env && *env)
-		return env;
-#ifdef ESHARD_SOURCE_DIR
-	return ESHARD_SOURCE_DIR "/scripts/dj_op_kinds.py";
-#else
-	return NULL;
-#endif
+	return es_helper_path("ESHARD_DJ_HELPER", "dj_op_kinds.py");
 }

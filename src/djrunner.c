@@ -32,14 +32,7 @@ void es_djrunner_init(struct es_djrunner *r, const struct es_djrunner_opts *o)
 
 static const char *runner_script(void)
 {
-	const char *env = getenv("ESHARD_DJ_RUNNER");
-	if (env && *env)
-		return env;
-#ifdef ESHARD_SOURCE_DIR
-	return ESHARD_SOURCE_DIR "/scripts/dj_runner.py";
-#else
-	return NULL;
-#endif
+	return es_helper_path("ESHARD_DJ_RUNNER", "dj_runner.py");
 }
 
 static int has_space(const char *s)

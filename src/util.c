@@ -161,6 +161,41 @@ void es_crash_point(const char *name)
 }
 #endif
 
+const char *es_helper_path(const char *env_var, const char *name)
+{
+	static struct { char name[64]; char path[4200]; } found[8];
+	const char *env = env_var ? getenv(env_var) : NULL;
+	if (env && *env)
+		return env;
+	size_t k;
+	for (k = 0; k < sizeof(found) / sizeof(found[0]) && found[k].name[0]; k++)
+		if (!strcmp(found[k].name, name))
+			return found[k].path[0] ? found[k].path : NULL;
+	if (k == sizeof(found) / sizeof(found[0]) || strlen(name) >= sizeof(found[k].name))
+		return NULL;
+	snprintf(found[k].name, sizeof(found[k].name), "%s", name);
+	char exe[2048];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(found[k].path, sizeof(found[k].path), "%s/../share/eshard-mpi/%s", exe, name);
+			if (access(found[k].path, R_OK) == 0)
+				return found[k].path;
+		}
+	}
+	found[k].path[0] = '\0';
+#ifdef ESHARD_SOURCE_DIR
+	snprintf(found[k].path, sizeof(found[k].path), "%s/scripts/%s", ESHARD_SOURCE_DIR, name);
+	if (access(found[k].path, R_OK) == 0)
+		return found[k].path;
+	found[k].path[0] = '\0';
+#endif
+	return NULL;
+}
+
 int es_env_name_is(const char *kv, const char *name)
 {
 	size_t n = strlen(name);

@@ -29,6 +29,11 @@ int es_format_u64(uint64_t v, char out[20]);
  * and RANK, MASTER_*, the job ids that make newer Data-Juicer versions start an elastic run of
  * their own (PAI_JOB_ID, DLC_JOB_ID, JOB_ID, DJ_ELASTIC_*), and an inherited RAY_ADDRESS. */
 int es_env_is_launcher_identity(const char *kv);
+/* Where a helper script shipped with eshard-mpi is (dj_op_kinds.py, dj_runner.py): the
+ * environment variable env_var when set; else <dir of the binary>/../share/eshard-mpi/<name>
+ * (an installed eshard-mpi, `cmake --install`), else <source>/scripts/<name> (a build tree);
+ * NULL when none exists. The string stays valid for the life of the process. */
+const char *es_helper_path(const char *env_var, const char *name);
 /* 1 when kv's name is name. */
 int es_env_name_is(const char *kv, const char *name);
 /* Test builds (-DESHARD_TEST_HOOKS=ON) only: ESHARD_TEST_CRASH_AT=<name> makes the process
