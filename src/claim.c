@@ -21,11 +21,12 @@ struct es_lease_obs {
 	int64_t mtime_ns;
 	uint64_t content_hash;
 	double since_mono;   /* when this exact state was first seen */
-	/* A done marker of this shard was seen (or published by us). Done markers are final
-	 * (retry refuses done shards, nothing removes them), so es_claim_try need not look again:
-	 * without this, a worker scanning from the first shard made one open() per done shard for
-	 * every claim, O(shards^2) in all, and on NFS each of them is a round trip. */
-	int done;
+	/* The shard is terminal (its fence was seen, or written by us). Done fences are final
+	 * (retry refuses done shards, nothing removes them) and a failed one goes only by retry,
+	 * which no worker runs alongside: es_claim_try need not look again. Without this, a
+	 * worker scanning from the first shard made one open() per finished shard for every
+	 * claim, O(shards^2) in all, and on NFS each of them is a round trip. */
+	int terminal;
 };
 
 static uint64_t fnv1a(const char *p, size_t n)
@@ -136,6 +137,10 @@ static int lock_info_fd(int fd, const char *path, struct es_lock_info *li, cJSON
 	es_json_get_i64(l, "heartbeat", &li->heartbeat);
 	if (es_json_get_num(l, "lease_secs", &li->lease_secs))
 		li->lease_secs = 0;
+	const char *state = es_json_get_str(l, "status");
+	snprintf(li->state, sizeof(li->state), "%s", state ? state : "running");
+	li->terminal = !strcmp(li->state, "done") || !strcmp(li->state, "failed");
+	copy_str(li->terminal_path, sizeof(li->terminal_path), l, "terminal_path");
 	double t;
 	if (!es_json_get_num(l, "claimed_at_epoch", &t) || !es_time_parse_iso(es_json_get_str(l, "claimed_at"), &t))
 		li->claimed_at_epoch = t;
@@ -218,7 +223,78 @@ static void mark_attempt_stale(const struct es_manifest *m, const char *ad)
 	es_buf_free(&path);
 }
 
-/* 1: the lock was moved away (by us or someone else): go on claiming; 0: live or busy. */
+/* ---- terminal fences ---- */
+
+/* The record a terminal state points at, relative to the job folder. */
+static void record_rel(const char *id, const char *state, char *out, size_t n)
+{
+	snprintf(out, n, "state/%s/%s.json", state, id);
+}
+
+/* Rewrite an open lock in place (same inode: an observer's open sees the new content, never a
+ * missing lock) with doc, then cut what is left of the old text and fsync. The new text is at
+ * least as long as a running lock's (the fence adds fields), so a reader that catches it half
+ * written sees text that does not parse, which it treats as a busy lock and reads again. */
+static int rewrite_lock(int fd, const char *lock_path, const cJSON *doc)
+{
+	struct es_buf line = ES_BUF_INIT;
+	int rc = es_json_dump(doc, 0, &line);
+	if (!rc && pwrite(fd, line.data, line.len, 0) != (ssize_t)line.len)
+		rc = es_error_errno(ES_EIO, "cannot rewrite lock '%s'", lock_path);
+	if (!rc && ftruncate(fd, (off_t)line.len) != 0)
+		rc = es_error_errno(ES_EIO, "cannot rewrite lock '%s'", lock_path);
+	if (!rc && fsync(fd) != 0)
+		rc = es_error_errno(ES_EIO, "cannot fsync lock '%s'", lock_path);
+	es_buf_free(&line);
+	return rc;
+}
+
+/* Turn the lock held open (and flocked) as fd into a terminal fence: its state ("done" or
+ * "failed") and the record it stands for. The lock is never removed afterwards (until retry
+ * archives a failed one), so no client can take a finished shard for a free one. */
+static int write_fence(int fd, const char *lock_path, cJSON *doc, const char *id, const char *state)
+{
+	char now[40], rel[600];
+	es_time_now_iso(now);
+	record_rel(id, state, rel, sizeof(rel));
+	es_json_set_str(doc, "status", state);
+	es_json_set_str(doc, "terminal_at", now);
+	es_json_set_str(doc, "terminal_path", rel);
+	return rewrite_lock(fd, lock_path, doc);
+}
+
+/* A shard whose record is visible but whose lock is not a fence (a job folder written by the
+ * reference, which removes its locks; a publisher that died between its record and its fence):
+ * the state its records tell ("done" wins), or NULL when neither is visible. */
+static int visible_record(const struct es_manifest *m, const char *id, const char **state)
+{
+	*state = NULL;
+	int rc = es_claim_marker_exists(m, "done", id);
+	if (rc == 1)
+		*state = "done";
+	else if (!rc && (rc = es_claim_marker_exists(m, "failed", id)) == 1)
+		*state = "failed";
+	return rc < 0 ? rc : 0;
+}
+
+/* ---- stale takeover ---- */
+
+/* Observe a lock for the lease rule: its (inode, mtime, content) and since when this client has
+ * seen it unchanged, on its own monotonic clock. 1 when it is stale. */
+static int observe(struct es_claimer *c, size_t i, const struct es_lock_info *li)
+{
+	struct es_lease_obs *o = &c->obs[i];
+	double now_mono = es_time_mono();
+	if (!o->valid || o->dev != li->dev || o->ino != li->ino || o->mtime_ns != li->mtime_ns ||
+	    o->content_hash != li->content_hash)
+		*o = (struct es_lease_obs){ 1, li->dev, li->ino, li->mtime_ns, li->content_hash, now_mono, o->terminal };
+	double age = es_time_epoch() - (double)li->mtime_ns / 1e9;
+	return es_claim_lock_stale(li, age, now_mono - o->since_mono, &c->policy);
+}
+
+/* A lock that looked stale, under flock: still the lock at the path, still running, still
+ * stale? Then either the shard's record is visible (its publisher died before its fence: write
+ * the fence, 2) or the lock is moved to state/stale_locks (1). 0: live, busy or terminal. */
 static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 {
 	const struct es_manifest *m = c->m;
@@ -244,20 +320,25 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 	int rc = 0;
 	struct stat st;
 	struct es_lock_info li;
+	cJSON *doc = NULL;
+	const char *record;
 	if (!same_file_at(fd, lock_path, &st)) {
 		o->valid = 0;
 		rc = 1;
 		goto out;
 	}
-	if ((rc = lock_info_fd(fd, lock_path, &li, NULL)) != 0)
+	if ((rc = lock_info_fd(fd, lock_path, &li, &doc)) != 0 || li.terminal || !observe(c, i, &li))
+		goto out; /* rc 0: terminal, or live */
+	if ((rc = visible_record(m, id, &record)) != 0)
 		goto out;
-	double now_mono = es_time_mono();
-	if (!o->valid || o->dev != li.dev || o->ino != li.ino || o->mtime_ns != li.mtime_ns ||
-	    o->content_hash != li.content_hash)
-		*o = (struct es_lease_obs){ 1, li.dev, li.ino, li.mtime_ns, li.content_hash, now_mono, o->done };
-	double age = es_time_epoch() - (double)li.mtime_ns / 1e9;
-	if (!es_claim_lock_stale(&li, age, now_mono - o->since_mono, &c->policy))
-		goto out; /* rc 0: live */
+	if (record) {
+		if (!doc)
+			doc = cJSON_CreateObject();
+		if (!(rc = write_fence(fd, lock_path, doc, id, record)))
+			rc = 2;
+		o->terminal = 1;
+		goto out;
+	}
 	mark_attempt_stale(m, li.attempt_dir);
 	char tok[33], dest[4096];
 	if ((rc = es_fs_token(tok)) != 0)
@@ -273,6 +354,7 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 	o->valid = 0;
 	rc = 1;
 out:
+	cJSON_Delete(doc);
 	flock(fd, LOCK_UN);
 	close(fd);
 	return rc;
@@ -328,123 +410,17 @@ static cJSON *lock_doc(const struct es_claimer *c, const char *shard_id)
 	es_json_set_int(l, "pid", (int64_t)getpid());
 	es_json_set_str(l, "shard_id", shard_id);
 	es_json_set_str(l, "token", c->token);
-	/* eshard-mpi lease fields: readers of the reference ignore them. */
+	/* eshard-mpi fields, which readers of the reference ignore: the lock's state (running,
+	 * then a terminal fence) and the lease. */
+	es_json_set_str(l, "status", "running");
 	es_json_set_int(l, "heartbeat", c->heartbeat);
 	es_json_set_float(l, "lease_secs", c->policy.lease_secs);
 	return l;
 }
 
-int es_claim_try(struct es_claimer *c, size_t i)
-{
-	const struct es_manifest *m = c->m;
-	const char *id = m->shards[i].id;
-	char lock_path[4096];
-	int rc;
-	c->took_over = 0;
-	c->took_over_attempt = 0;
-	if (c->obs[i].done)
-		return ES_CLAIM_NONE;
-	if ((rc = es_claim_lock_path(m, id, lock_path, sizeof(lock_path))))
-		return rc;
-	/* Step 1. */
-	if ((rc = es_claim_marker_exists(m, "done", id)) != 0) {
-		if (rc == 1)
-			c->obs[i].done = 1;
-		return rc < 0 ? rc : ES_CLAIM_NONE;
-	}
-	if ((rc = es_claim_marker_exists(m, "failed", id)) != 0)
-		return rc < 0 ? rc : ES_CLAIM_NONE;
-	/* Step 2. */
-	if ((rc = es_fs_exists(lock_path)) < 0)
-		return rc;
-	if (rc == 1) {
-		rc = try_takeover(c, i, lock_path);
-		if (rc <= 0)
-			return rc < 0 ? rc : ES_CLAIM_NONE;
-	}
-	/* Step 3. */
-	if ((rc = es_claim_marker_exists(m, "done", id)) != 0 || (rc = es_claim_marker_exists(m, "failed", id)) != 0)
-		return rc < 0 ? rc : ES_CLAIM_NONE;
-	/* Step 5: the attempt number and token. The folder itself is made only once the lock is
-	 * ours (below): the reference made it before the O_EXCL create, so every loser of a race
-	 * briefly added a folder that the winner counted, and a shard's first attempt could be
-	 * numbered 0016 when 16 workers raced for it. */
-	int failures, folders;
-	if ((rc = es_claim_count_failures(m->job_dir, id, &failures, &folders)))
-		return rc;
-	if ((rc = es_fs_token(c->token)))
-		return rc;
-	c->attempt_number = folders + 1;
-	c->heartbeat = 0;
-	snprintf(c->attempt_rel, sizeof(c->attempt_rel), "attempts/%s/%04d-%s", id, c->attempt_number, c->token);
-	struct es_buf ad = ES_BUF_INIT, parent = ES_BUF_INIT;
-	es_buf_printf(&parent, "%s/attempts/%s", m->job_dir, id);
-	es_buf_printf(&ad, "%s/%s", m->job_dir, c->attempt_rel);
-	/* Step 6: the lock. */
-	es_time_now_iso(c->claimed_at);
-	c->claimed_at_epoch = es_time_epoch();
-	cJSON *l = lock_doc(c, id);
-	struct es_buf line = ES_BUF_INIT;
-	rc = es_json_dump(l, 0, &line);
-	if (!rc)
-		rc = es_fs_create_exclusive(lock_path, line.data, line.len);
-	es_buf_free(&line);
-	if (rc != 0) {
-		cJSON_Delete(l);
-		rc = rc == 1 ? ES_CLAIM_NONE : rc;
-		goto out;
-	}
-	/* Step 4, done while holding the lock (the reference did it before, without the lock, so
-	 * a crash or race could publish a failed record for a shard another worker held). */
-	if (failures > c->policy.max_retries) {
-		cJSON *f = cJSON_CreateObject();
-		char now[40];
-		es_time_now_iso(now);
-		es_json_set_str(f, "failed_at", now);
-		es_json_set_int(f, "failures", failures);
-		es_json_set_str(f, "reason", "retry limit reached before claim");
-		es_json_set_str(f, "shard_id", id);
-		es_json_set_str(f, "status", "failed");
-		struct es_buf rec = ES_BUF_INIT;
-		int published = 0;
-		rc = es_json_dump(f, 1, &rec);
-		if (!rc)
-			rc = es_claim_publish(c, i, c->token, "failed", rec.data, rec.len, &published);
-		es_buf_free(&rec);
-		cJSON_Delete(f);
-		cJSON_Delete(l);
-		rc = rc < 0 ? rc : ES_CLAIM_FAILED_LIMIT;
-		goto out;
-	}
-	/* The attempt folder (its leaf is new: the name holds a fresh token). */
-	if ((rc = es_fs_mkdirs(parent.data, 0755)) == 0 && mkdir(ad.data, 0755) != 0)
-		rc = es_error_errno(ES_EIO, "cannot create attempt folder '%s'", ad.data);
-	if (rc) {
-		cJSON_Delete(l);
-		es_claim_release(c, i, c->token);
-		goto out;
-	}
-	/* Step 7: attempt.json. */
-	es_json_set_str(l, "status", "running");
-	es_json_set_str(l, "input_path", m->shards[i].path);
-	cJSON_DeleteItemFromObjectCaseSensitive(l, "heartbeat");
-	cJSON_DeleteItemFromObjectCaseSensitive(l, "lease_secs");
-	es_buf_adds(&ad, "/attempt.json");
-	rc = es_json_write_atomic(ad.data, l);
-	cJSON_Delete(l);
-	if (rc) {
-		es_claim_release(c, i, c->token);
-		goto out;
-	}
-	rc = ES_CLAIM_OK;
-out:
-	es_buf_free(&ad);
-	es_buf_free(&parent);
-	return rc;
-}
-
-/* Open the lock, flock it, and check it is the one at the path and carries token.
- * Returns the fd (>= 0) when we own it, ES_ENOENT-style 1 when we do not, negative on error. */
+/* Open the lock, flock it, and check it is the one at the path, still running, and carries
+ * token. 0 with *fd_out (and *doc when asked) when we own it; 1 when not (gone, replaced,
+ * another token, or already a terminal fence); 2 when busy (nonblock); negative on error. */
 static int lock_owned(const char *lock_path, const char *token, int nonblock, int *fd_out, cJSON **doc)
 {
 	*fd_out = -1;
@@ -462,32 +438,23 @@ static int lock_owned(const char *lock_path, const char *token, int nonblock, in
 		return busy ? 2 : es_error_errno(ES_EIO, "cannot lock '%s'", lock_path);
 	}
 	struct stat st;
-	struct es_buf content = ES_BUF_INIT;
+	struct es_lock_info li;
+	cJSON *l = NULL;
 	int rc = 1;
 	/* Not the one at the path (moved or replaced): not ours. A read error (ESTALE, EIO) is an
 	 * error, not a lost lease: a heartbeat must not abort a live shard over a hiccup. */
-	if (same_file_at(fd, lock_path, &st) && (rc = read_fd(fd, &content, lock_path)) == 0) {
-		rc = 1;
-		es_log_quiet_begin();
-		cJSON *l = es_json_parse(content.data, content.len, lock_path);
-		es_log_quiet_end();
-		const char *t = es_json_get_str(l, "token");
-		if (t && !strcmp(t, token)) {
-			rc = 0;
-			if (doc)
-				*doc = l;
-			else
-				cJSON_Delete(l);
-		} else {
-			cJSON_Delete(l);
-		}
-	}
-	es_buf_free(&content);
+	if (same_file_at(fd, lock_path, &st) && (rc = lock_info_fd(fd, lock_path, &li, &l)) == 0)
+		rc = li.readable && !li.terminal && !strcmp(li.token, token) ? 0 : 1;
 	if (rc) {
+		cJSON_Delete(l);
 		flock(fd, LOCK_UN);
 		close(fd);
 		return rc;
 	}
+	if (doc)
+		*doc = l;
+	else
+		cJSON_Delete(l);
 	*fd_out = fd;
 	return 0;
 }
@@ -496,6 +463,175 @@ static void unlock_close(int fd)
 {
 	flock(fd, LOCK_UN);
 	close(fd);
+}
+
+/* What the lock says before a claim, read with one open() that the file server answers: 1
+ * when there is none (free as far as this client can tell; the exclusive create decides), 0
+ * when it is a terminal fence (remembered) or a live or busy running lock, negative on error.
+ * A running lock that is stale is taken over (1) or, when the shard's record is visible, turned
+ * into its fence (0). */
+static int probe_lock(struct es_claimer *c, size_t i, const char *lock_path)
+{
+	struct es_lock_info li;
+	int rc = es_claim_lock_read(lock_path, &li);
+	if (rc)
+		return rc;
+	if (!li.exists) {
+		c->obs[i].valid = 0;
+		return 1;
+	}
+	if (li.terminal) {
+		c->obs[i].terminal = 1;
+		return 0;
+	}
+	if (!observe(c, i, &li))
+		return 0;
+	rc = try_takeover(c, i, lock_path);
+	return rc == 1 ? 1 : rc < 0 ? rc : 0;
+}
+
+/* After a lost exclusive create: read the lock that won, to learn a terminal state. */
+static void learn_winner(struct es_claimer *c, size_t i, const char *lock_path)
+{
+	struct es_lock_info li;
+	es_log_quiet_begin();
+	if (!es_claim_lock_read(lock_path, &li) && li.exists && li.terminal)
+		c->obs[i].terminal = 1;
+	es_log_quiet_end();
+}
+
+/* Our fresh lock on a shard whose record is visible (a reference job folder, which removes
+ * its locks; a publisher that died between its record and its fence and was taken over):
+ * the lock becomes the shard's fence instead of a claim. 1 when that happened. */
+static int fence_if_recorded(struct es_claimer *c, size_t i, const char *lock_path)
+{
+	const char *id = c->m->shards[i].id, *record;
+	int rc = visible_record(c->m, id, &record);
+	if (rc || !record)
+		return rc;
+	int fd;
+	cJSON *doc = NULL;
+	if ((rc = lock_owned(lock_path, c->token, 0, &fd, &doc)) != 0)
+		return rc < 0 ? rc : 1;
+	rc = write_fence(fd, lock_path, doc, id, record);
+	c->obs[i].terminal = 1;
+	cJSON_Delete(doc);
+	unlock_close(fd);
+	return rc ? rc : 1;
+}
+
+/* Step 4 at claim time, holding the lock: the failed record, then the failed fence. */
+static int publish_limit(struct es_claimer *c, size_t i, int failures)
+{
+	cJSON *f = cJSON_CreateObject();
+	char now[40];
+	es_time_now_iso(now);
+	es_json_set_str(f, "failed_at", now);
+	es_json_set_int(f, "failures", failures);
+	es_json_set_str(f, "reason", "retry limit reached before claim");
+	es_json_set_str(f, "shard_id", c->m->shards[i].id);
+	es_json_set_str(f, "status", "failed");
+	struct es_buf rec = ES_BUF_INIT;
+	int published = 0;
+	int rc = es_json_dump(f, 1, &rec);
+	if (!rc)
+		rc = es_claim_publish(c, i, c->token, "failed", rec.data, rec.len, &published);
+	es_buf_free(&rec);
+	cJSON_Delete(f);
+	return rc < 0 ? rc : ES_CLAIM_FAILED_LIMIT;
+}
+
+/* Steps 5 and 6: the attempt number and token, then the exclusive create. The attempt folder
+ * itself is made only once the lock is ours: the reference made it before the O_EXCL create, so
+ * every loser of a race briefly added a folder that the winner counted, and a shard's first
+ * attempt could be numbered 0016 when 16 workers raced for it. 0 with *l set (ours), 1 lost. */
+static int create_lock(struct es_claimer *c, size_t i, const char *lock_path, int folders, cJSON **l)
+{
+	const char *id = c->m->shards[i].id;
+	int rc = es_fs_token(c->token);
+	if (rc)
+		return rc;
+	c->attempt_number = folders + 1;
+	c->heartbeat = 0;
+	snprintf(c->attempt_rel, sizeof(c->attempt_rel), "attempts/%s/%04d-%s", id, c->attempt_number, c->token);
+	es_time_now_iso(c->claimed_at);
+	c->claimed_at_epoch = es_time_epoch();
+	*l = lock_doc(c, id);
+	struct es_buf line = ES_BUF_INIT;
+	rc = es_json_dump(*l, 0, &line);
+	if (!rc)
+		rc = es_fs_create_exclusive(lock_path, line.data, line.len);
+	es_buf_free(&line);
+	if (rc) {
+		cJSON_Delete(*l);
+		*l = NULL;
+	}
+	return rc;
+}
+
+/* Step 7: the attempt folder (its leaf is new: the name holds a fresh token) and its
+ * attempt.json; the lock is released when either cannot be written. */
+static int start_attempt(struct es_claimer *c, size_t i, cJSON *l)
+{
+	const struct es_manifest *m = c->m;
+	struct es_buf ad = ES_BUF_INIT, parent = ES_BUF_INIT;
+	es_buf_printf(&parent, "%s/attempts/%s", m->job_dir, m->shards[i].id);
+	es_buf_printf(&ad, "%s/%s", m->job_dir, c->attempt_rel);
+	int rc = es_fs_mkdirs(parent.data, 0755);
+	if (!rc && mkdir(ad.data, 0755) != 0)
+		rc = es_error_errno(ES_EIO, "cannot create attempt folder '%s'", ad.data);
+	if (!rc) {
+		es_json_set_str(l, "input_path", m->shards[i].path);
+		cJSON_DeleteItemFromObjectCaseSensitive(l, "heartbeat");
+		cJSON_DeleteItemFromObjectCaseSensitive(l, "lease_secs");
+		es_buf_adds(&ad, "/attempt.json");
+		rc = es_json_write_atomic(ad.data, l);
+	}
+	if (rc)
+		es_claim_release(c, i, c->token);
+	es_buf_free(&ad);
+	es_buf_free(&parent);
+	return rc;
+}
+
+int es_claim_try(struct es_claimer *c, size_t i)
+{
+	const struct es_manifest *m = c->m;
+	const char *id = m->shards[i].id;
+	char lock_path[4096];
+	int rc;
+	c->took_over = 0;
+	c->took_over_attempt = 0;
+	if (c->obs[i].terminal)
+		return ES_CLAIM_NONE;
+	if ((rc = es_claim_lock_path(m, id, lock_path, sizeof(lock_path))))
+		return rc;
+	/* Steps 1-3. The lock decides, not the absence of a record: a finished shard keeps its
+	 * lock as a terminal fence, and an NFS client may believe a fresh record absent. */
+	if ((rc = probe_lock(c, i, lock_path)) <= 0)
+		return rc < 0 ? rc : ES_CLAIM_NONE;
+	int failures, folders;
+	if ((rc = es_claim_count_failures(m->job_dir, id, &failures, &folders)))
+		return rc;
+	cJSON *l = NULL;
+	if ((rc = create_lock(c, i, lock_path, folders, &l)) != 0) {
+		if (rc == 1)
+			learn_winner(c, i, lock_path);
+		return rc == 1 ? ES_CLAIM_NONE : rc;
+	}
+	if ((rc = fence_if_recorded(c, i, lock_path)) != 0) {
+		cJSON_Delete(l);
+		return rc < 0 ? rc : ES_CLAIM_NONE;
+	}
+	/* Step 4, done while holding the lock (the reference did it before, without the lock, so
+	 * a crash or race could publish a failed record for a shard another worker held). */
+	if (failures > c->policy.max_retries) {
+		cJSON_Delete(l);
+		return publish_limit(c, i, failures);
+	}
+	rc = start_attempt(c, i, l);
+	cJSON_Delete(l);
+	return rc ? rc : ES_CLAIM_OK;
 }
 
 int es_claim_heartbeat(struct es_claimer *c, size_t i)
@@ -513,16 +649,7 @@ int es_claim_heartbeat(struct es_claimer *c, size_t i)
 		return rc;
 	c->heartbeat++;
 	es_json_set_int(doc, "heartbeat", c->heartbeat);
-	struct es_buf line = ES_BUF_INIT;
-	rc = es_json_dump(doc, 0, &line);
-	/* In place, same inode: rewrite from the start, then cut what is left of the old text. */
-	if (!rc && pwrite(fd, line.data, line.len, 0) != (ssize_t)line.len)
-		rc = es_error_errno(ES_EIO, "cannot refresh lock '%s'", lock_path);
-	if (!rc && ftruncate(fd, (off_t)line.len) != 0)
-		rc = es_error_errno(ES_EIO, "cannot refresh lock '%s'", lock_path);
-	if (!rc && fsync(fd) != 0)
-		rc = es_error_errno(ES_EIO, "cannot fsync lock '%s'", lock_path);
-	es_buf_free(&line);
+	rc = rewrite_lock(fd, lock_path, doc);
 	cJSON_Delete(doc);
 	unlock_close(fd);
 	return rc;
@@ -559,29 +686,32 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 	if (rc)
 		return rc;
 	int fd;
-	rc = lock_owned(lock_path, token, 0, &fd, NULL);
-	if (rc)
+	cJSON *doc = NULL;
+	if ((rc = lock_owned(lock_path, token, 0, &fd, &doc)) != 0)
 		return rc;
+	/* The record first, then the fence: a crash between them leaves a running lock whose
+	 * record is visible, which the next stale takeover turns into the fence. */
 	const char *other = !strcmp(kind, "done") ? "failed" : "done";
+	const char *state = kind;
 	int blocked = es_claim_marker_exists(m, other, id);
 	if (blocked < 0) {
 		rc = blocked;
-	} else if (!blocked) {
+	} else if (blocked) {
+		state = other; /* the other record was there first: the shard is terminal that way */
+	} else {
 		es_crash_point("claim-before-publish");
 		int r = es_fs_publish_exclusive(path, record, record_len);
 		if (r < 0)
 			rc = r;
 		else
 			*published = r == 0;
-		if (r >= 0 && !strcmp(kind, "done"))
-			c->obs[i].done = 1; /* ours, or someone else's already there */
 	}
-	if (!rc || rc == 1) {
-		if (unlink(lock_path) != 0)
-			rc = es_error_errno(ES_EIO, "cannot remove lock '%s'", lock_path);
-		else
-			rc = es_fs_fsync_parent(lock_path);
+	if (!rc) {
+		es_crash_point("claim-before-fence");
+		rc = write_fence(fd, lock_path, doc, id, state);
+		c->obs[i].terminal = 1;
 	}
+	cJSON_Delete(doc);
 	unlock_close(fd);
 	return rc;
 }

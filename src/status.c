@@ -40,7 +40,8 @@ static double effective_timeout(const struct es_manifest *m, double lock_timeout
 	return lock_timeout > 0 ? lock_timeout : (double)m->policy.lock_timeout_secs;
 }
 
-/* Is the lock stale for a one-shot observer (its mtime age is all it can see)? */
+/* The state a lock tells: a terminal fence its own (done or failed), a running lock running or
+ * stale for a one-shot observer (its mtime age is all it can see). */
 static enum es_shard_state lock_state(const struct es_manifest *m, const struct es_lock_info *li, double timeout,
 				      double *age)
 {
@@ -48,6 +49,8 @@ static enum es_shard_state lock_state(const struct es_manifest *m, const struct 
 	p.lock_timeout_secs = (int64_t)timeout;
 	double a = es_time_epoch() - (double)li->mtime_ns / 1e9;
 	*age = a > 0 ? a : 0;
+	if (li->terminal)
+		return !strcmp(li->state, "done") ? ES_SHARD_DONE : ES_SHARD_FAILED;
 	return es_claim_lock_stale(li, *age, *age, &p) ? ES_SHARD_STALE : ES_SHARD_RUNNING;
 }
 
@@ -263,7 +266,9 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 		return 0;
 	}
 	r->state = lock_state(m, &li, timeout, &r->lock_age_secs);
-	if (!li.readable) {
+	if (!li.readable || li.terminal) {
+		/* A fence whose record this client cannot see (yet): the state is known, the
+		 * record's details are not. */
 		r->metadata_error = 1;
 		return 0;
 	}

@@ -96,6 +96,9 @@ struct es_lock_info {
 	int64_t heartbeat;
 	double lease_secs;         /* the owner's lease, 0 when absent */
 	double claimed_at_epoch;
+	char state[16];            /* "running" (also when absent: a reference lock), "done", "failed" */
+	int terminal;              /* state is done or failed: a terminal fence */
+	char terminal_path[600];   /* a fence's record, relative to the job folder */
 };
 
 /* Read the lock at path without locking it (open(): a fresh answer on NFS). 0 with li->exists

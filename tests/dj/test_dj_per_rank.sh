@@ -57,5 +57,5 @@ rc=0; wait "$mpi" || rc=$?
 [ "$rc" != 0 ] || fail "mpirun exited 0 after SIGTERM"
 sleep 1
 [ -z "$(our_ray)" ] || { our_ray; cat "$T/out2"; fail "Ray processes left after SIGTERM"; }
-[ -z "$(ls -A "$T/job2/state/locks")" ] || fail "locks left after SIGTERM: $(ls "$T/job2/state/locks")"
+[ -z "$(running_locks "$T/job2")" ] || fail "running locks left after SIGTERM: $(running_locks "$T/job2")"
 pass "SIGTERM: heads stopped, locks released (mpirun exit $rc)"

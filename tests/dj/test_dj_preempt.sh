@@ -64,7 +64,7 @@ for what in client runner all; do
   esac
   [ "$(echo "$st" | tr ' ' '\n' | grep -c '^preempted$')" = "$round" ] || { cat "$T/w.$round.out"; fail "round $round ($what first): statuses $st"; }
   [ -z "$(ls -A "$J/state/failed")" ] || fail "round $round: a failed marker was written"
-  [ -z "$(ls -A "$J/state/locks")" ] || fail "round $round: a lock was left"
+  [ -z "$(running_locks "$J")" ] || fail "round $round: a running lock was left: $(running_locks "$J")"
   for _ in $(seq 1 50); do [ -z "$(our_ray)" ] && break; sleep 0.2; done
   [ -z "$(our_ray)" ] || { our_ray; fail "round $round: Ray processes left after the stop"; }
   pass "round $round: SIGTERM to the $what first, the worker 0.$round s later: preempted"

@@ -53,4 +53,34 @@ process:
       index_key: global_index
 YAML
 }
+# running_locks JOB: the locks of JOB that are not terminal fences (running or unreadable),
+# one a line; a finished shard keeps its lock as a fence (status done or failed).
+running_locks() {
+  python3 - "$1" <<'PY'
+import json, os, sys
+d = os.path.join(sys.argv[1], "state", "locks")
+for n in sorted(os.listdir(d)):
+    try:
+        st = json.load(open(os.path.join(d, n))).get("status", "running")
+    except Exception:
+        st = "unreadable"
+    if st not in ("done", "failed"):
+        print(n)
+PY
+}
+# fence_counts JOB: "<done fences> <failed fences> <other locks>".
+fence_counts() {
+  python3 - "$1" <<'PY'
+import json, os, sys
+d = os.path.join(sys.argv[1], "state", "locks")
+c = {"done": 0, "failed": 0, "other": 0}
+for n in os.listdir(d):
+    try:
+        st = json.load(open(os.path.join(d, n))).get("status")
+    except Exception:
+        st = None
+    c[st if st in ("done", "failed") else "other"] += 1
+print(c["done"], c["failed"], c["other"])
+PY
+}
 json_get() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d"+sys.argv[2]))' "$@"; }

@@ -71,7 +71,9 @@ files = d["ray_output_files"]
 assert [f["path"] for f in files] == [rel + "/ray-output.jsonl/part-00000.jsonl",
                                       rel + "/ray-output.jsonl/part-00001.jsonl"], files
 assert sum(f["rows"] for f in files) == sh["rows"], files
-assert not os.path.exists(os.path.join(job, "state/locks", sid + ".lock")), "lock left"
+fence = json.load(open(os.path.join(job, "state/locks", sid + ".lock")))
+assert fence["status"] == "done" and fence["terminal_path"] == "state/done/" + sid + ".json", fence
+assert fence["token"] == d["token"], (fence, d)
 a = json.load(open(os.path.join(A, "attempt.json")))
 assert a["status"] == "done" and a["return_code"] == 0, a
 f = json.load(open(os.path.join(A, "fake.json")))

@@ -143,7 +143,7 @@ ranks_reset
 run_expect 0 timeout 100 "$MPIRUN" -np 2 "$T/rank.sh" "${RUNARGS[@]}"
 ranks_expect 2 0
 cmp "$T/ref.jsonl" "$J/merged.jsonl" || fail "output after the takeover differs from a clean run"
-[ -z "$(ls -A "$J/state/locks")" ] || fail "locks left: $(ls "$J/state/locks")"
+[ -z "$(running_locks "$J")" ] || fail "running locks left: $(running_locks "$J")"
 [ "$(attempt_statuses "$J" "$S1" | wc -l)" -ge 2 ] || fail "$S1 was not taken over: $(attempt_statuses "$J" "$S1")"
 one_accepted "$J"
 pass "SIGKILL of a rank mid-shard ends the MPI job (mpirun $got); the rerun takes the lock over and completes"
@@ -169,7 +169,7 @@ wait "$mpi" || got=$?
 T_OUT=$T/term.out T_ERR=$T/term.err
 ranks_expect 3 143
 no_processor_left
-[ -z "$(ls -A "$J/state/locks")" ] || fail "locks left after SIGTERM: $(ls "$J/state/locks")"
+[ -z "$(running_locks "$J")" ] || fail "running locks left after SIGTERM: $(running_locks "$J")"
 [ "$(attempt_statuses "$J" '*' | grep -c '^preempted$')" = 3 ] ||
   fail "expected 3 preempted attempts: $(attempt_statuses "$J" '*' | tr '\n' ' ')"
 [ "$(grep -c 'stopped by signal 15' "$T_ERR")" = 3 ] || { cat "$T_ERR"; fail "every rank should report its stop"; }
@@ -199,5 +199,5 @@ wait "$mpi" || got=$?
 rm -f "$F/slow.all"
 ranks_expect 2 130
 no_processor_left
-[ -z "$(ls -A "$J/state/locks")" ] || fail "locks left after SIGINT: $(ls "$J/state/locks")"
+[ -z "$(running_locks "$J")" ] || fail "running locks left after SIGINT: $(running_locks "$J")"
 pass "SIGINT to one rank: every rank exits 130, no lock left"

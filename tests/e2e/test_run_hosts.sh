@@ -151,7 +151,7 @@ ranks_expect 4 2
 [ $(($(date +%s) - start)) -lt 30 ] || fail "stopping took $(($(date +%s) - start)) s"
 grep -qF "[rank 3 node4] ERROR: Job manifest not found: $T/shared/job/manifest.json" "$T/err" || { cat "$T/err"; fail "no message from node4"; }
 expect_err "the job did not complete (exit code 2 on at least one rank)"
-[ -z "$(ls -A "$T/shared/job/state/locks")" ] || fail "locks left: $(ls "$T/shared/job/state/locks")"
+[ -z "$(running_locks "$T/shared/job")" ] || fail "running locks left: $(running_locks "$T/shared/job")"
 ranks_reset
 run_expect 0 fake_mpirun -np 4 -npernode 1 "$T/rank.sh" "$BIN" run "${COMMON[@]}" --job-dir "$T/shared/job" --nodes 4 --require-all-nodes
 ranks_expect 4 0

@@ -37,7 +37,8 @@ check_job() {
   local job=$1 out=$2 n=$3
   cmp "$T/ref.jsonl" "$out" || fail "merged output of $job differs from the single-process run"
   [ "$(find "$job/state/done" -name '*.json' | wc -l)" = 7 ] || fail "$job: not 7 done records"
-  [ -z "$(ls -A "$job/state/locks")" ] || fail "$job: locks left: $(ls "$job/state/locks")"
+  [ -z "$(running_locks "$job")" ] || fail "$job: running locks left: $(running_locks "$job")"
+  [ "$(fence_counts "$job" | cut -d" " -f2-)" = "0 0" ] || fail "$job: locks that are not done fences: $(fence_counts "$job")"
   [ "$(grep -c '^PASS: 7 shards were completed by 1 node(s); merged 300 rows' "$T/out")" = 1 ] ||
     { cat "$T/out"; fail "expected one PASS line"; }
   [ "$(grep -c '^First claims of the ranks were [0-9.]* s apart$' "$T/out")" = 1 ] ||

@@ -181,7 +181,7 @@ done
 [ "$(job_state "$id")" = CANCELLED ] || fail "job $id is $(job_state "$id") after scancel"
 for i in $(seq 1 100); do grep -q 'stopped by signal 15' "$T/slurm-$id.out" && break; sleep 0.1; done
 grep -q 'stopped by signal 15; its claims were released' "$T/slurm-$id.out" || { cat "$T/slurm-$id.out"; fail "the rank did not stop on SIGTERM"; }
-[ -z "$(ls -A "$T/cancel/state/locks")" ] || fail "locks left after scancel: $(ls "$T/cancel/state/locks")"
+[ -z "$(running_locks "$T/cancel")" ] || fail "running locks left after scancel: $(running_locks "$T/cancel")"
 python3 - "$T/cancel" <<'PY' || fail "the cancelled attempt is not recorded as preempted"
 import glob, json, sys
 st = [json.load(open(p)).get("status") for p in glob.glob(sys.argv[1] + "/attempts/*/*/attempt.json")]

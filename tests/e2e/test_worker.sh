@@ -85,7 +85,7 @@ for k in 0 1 2 3 4 5; do
   [ "$(jget "$A/attempt.json" '["status"]')" = done ] || fail "attempt status $s"
   cmp -s "$A/processed.jsonl" "$J/shards/$s.jsonl" || fail "processed.jsonl of $s differs from its shard"
 done
-[ "$(count_dirs "$J/state/locks")" = 0 ] || fail "locks left after a complete job"
+[ "$(fence_counts "$J")" = "6 0 0" ] || fail "after a complete job every lock must be a done fence: $(fence_counts "$J")"
 run_expect 0 "$BIN" status --job-dir "$J" --json
 [ "$(jget "$T/out" '["complete"]')" = True ] || fail "status not complete"
 [ "$(jget "$T/out" '["counts"]["done"]')" = 6 ] || fail "status done count"

@@ -223,6 +223,19 @@ static inline void jf_lock(struct jf *j, int i, const char *host, double age, lo
 	utimensat(AT_FDCWD, p, t, 0);
 }
 
+/* Turn shard i's lock into a terminal fence (state "done" or "failed"), as a worker leaves it. */
+static inline void jf_fence(struct jf *j, int i, const char *state)
+{
+	char p[2048], text[1024];
+	snprintf(text, sizeof(text), "{\"attempt_dir\": \"attempts/%s/0001-x\", \"attempt_number\": 1, "
+		 "\"claimed_at\": \"2026-12-02T08:00:00+00:00\", \"heartbeat\": 3, \"hostname\": \"h\", "
+		 "\"lease_secs\": 120.0, \"pid\": 4242, \"shard_id\": \"%s\", \"status\": \"%s\", "
+		 "\"terminal_at\": \"2026-12-02T08:01:00+00:00\", \"terminal_path\": \"state/%s/%s.json\", "
+		 "\"token\": \"%032d\"}\n", j->id[i], j->id[i], state, state, j->id[i], i);
+	jf_path(j, p, sizeof(p), "state/locks/%s.lock", j->id[i]);
+	jf_writes(p, text);
+}
+
 static inline int jf_exists(const char *path)
 {
 	struct stat st;

@@ -119,6 +119,32 @@ static void lock_token(const struct es_manifest *m, size_t i, char out[33])
 	cJSON_Delete(l);
 }
 
+/* The lock's state: "none" without a lock, its "status" ("running" when it has none), or
+ * "unreadable". The record a terminal fence points at goes to rec when given. */
+static const char *lock_state(const struct es_manifest *m, size_t i, char *rec, size_t n)
+{
+	static char st[32];
+	char p[PATH_MAX];
+	cJSON *l = NULL;
+	jpath(p, m, "state/locks/%s.lock", m->shards[i].id);
+	snprintf(st, sizeof(st), "none");
+	if (rec)
+		rec[0] = '\0';
+	es_log_quiet_begin();
+	int rc = es_json_load(p, &l);
+	es_log_quiet_end();
+	if (rc == 0) {
+		const char *s = es_json_get_str(l, "status"), *t = es_json_get_str(l, "terminal_path");
+		snprintf(st, sizeof(st), "%s", !cJSON_IsObject(l) ? "unreadable" : s ? s : "running");
+		if (rec && t)
+			snprintf(rec, n, "%s", t);
+	} else if (rc != ES_ENOENT) {
+		snprintf(st, sizeof(st), "unreadable");
+	}
+	cJSON_Delete(l);
+	return st;
+}
+
 static int exists(const char *p)
 {
 	struct stat st;
@@ -311,9 +337,12 @@ static void test_race_and_stale_takeover(void)
 	lock_token(&m, 0, now_tok);
 	CHECK_STR_EQ(now_tok, t2);
 
-	/* The replacement publishes: its record is the done marker and the lock is gone. */
-	char rec2[128];
+	/* The replacement publishes: its record is the done marker, and the lock stays as the
+	 * shard's terminal fence (same inode, state done, the record's path, its token). */
+	char rec2[128], fence_rec[PATH_MAX], want_rec[PATH_MAX];
 	sfmt(rec2, sizeof(rec2), "{\n  \"token\": \"%s\"\n}\n", t2);
+	struct stat before, after;
+	CHECK(stat(p, &before) == 0);
 	CHECK_INT_EQ(es_claim_publish(&c, 0, t2, "done", rec2, strlen(rec2), &published), 0);
 	CHECK_INT_EQ(published, 1);
 	jpath(q, &m, "state/done/%s.json", id);
@@ -321,12 +350,23 @@ static void test_race_and_stale_takeover(void)
 	CHECK_INT_EQ(es_json_load(q, &d), 0);
 	CHECK_STR_EQ(es_json_get_str(d, "token"), t2);
 	cJSON_Delete(d);
-	CHECK(!exists(p));
+	CHECK_STR_EQ(lock_state(&m, 0, fence_rec, sizeof(fence_rec)), "done");
+	sfmt(want_rec, sizeof(want_rec), "state/done/%s.json", id);
+	CHECK_STR_EQ(fence_rec, want_rec);
+	lock_token(&m, 0, now_tok);
+	CHECK_STR_EQ(now_tok, t2);
+	CHECK(stat(p, &after) == 0 && after.st_ino == before.st_ino);
+	/* A fence is no longer anybody's lock: it cannot be released, refreshed or published over. */
+	CHECK_INT_EQ(es_claim_release(&c, 0, t2), 1);
+	CHECK_INT_EQ(es_claim_heartbeat(&c, 0), 1);
+	CHECK_INT_EQ(es_claim_publish(&c, 0, t2, "failed", rec, strlen(rec), &published), 1);
+	CHECK_STR_EQ(lock_state(&m, 0, NULL, 0), "done");
 	/* A done shard is never claimed again. */
 	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_NONE);
-	CHECK(!exists(p));
-	/* Done markers are final, so a claimer that saw one does not look again (even if someone
-	 * removed the marker by hand); a fresh claimer looks at the file system. */
+	CHECK_STR_EQ(lock_state(&m, 0, NULL, 0), "done");
+	/* The fence decides, not the record: even with the done record out of sight (an NFS
+	 * client that caches "no such file"; here it is moved away), no claimer runs the shard
+	 * again, whether it saw the shard done before (c) or never (fresh, third). */
 	struct es_claimer fresh;
 	CHECK_INT_EQ(es_claimer_init(&fresh, &m, &m.policy), 0);
 	CHECK_INT_EQ(es_claim_try(&fresh, 0), ES_CLAIM_NONE);
@@ -335,11 +375,15 @@ static void test_race_and_stale_takeover(void)
 	CHECK(rename(q, moved) == 0);
 	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_NONE);
 	CHECK_INT_EQ(es_claim_try(&fresh, 0), ES_CLAIM_NONE);
-	CHECK(!exists(p));
 	struct es_claimer third;
 	CHECK_INT_EQ(es_claimer_init(&third, &m, &m.policy), 0);
-	CHECK_INT_EQ(es_claim_try(&third, 0), ES_CLAIM_OK);
-	CHECK_INT_EQ(es_claim_release(&third, 0, third.token), 0);
+	CHECK_INT_EQ(es_claim_try(&third, 0), ES_CLAIM_NONE);
+	CHECK_STR_EQ(lock_state(&m, 0, NULL, 0), "done");
+	jpath(q, &m, "attempts/%s", id);
+	int folders_before = count_entries(q, NULL, NULL, 0);
+	CHECK_INT_EQ(es_claim_try(&third, 0), ES_CLAIM_NONE);
+	CHECK_INT_EQ(count_entries(q, NULL, NULL, 0), folders_before);
+	jpath(q, &m, "state/done/%s.json", id);
 	CHECK(rename(moved, q) == 0);
 	es_claimer_free(&third);
 	es_claimer_free(&fresh);
@@ -522,9 +566,9 @@ static void test_retry_limit(void)
 	CHECK(es_json_get_str(f, "failed_at") != NULL);
 	CHECK(cJSON_GetObjectItemCaseSensitive(f, "last_error") == NULL);
 	cJSON_Delete(f);
-	/* No lock and no fifth attempt folder are left; the shard is never claimed again. */
-	jpath(p, &m, "state/locks/%s.lock", id);
-	CHECK(!exists(p));
+	/* The lock stays as a failed fence, no fifth attempt folder is left, and the shard is
+	 * never claimed again. */
+	CHECK_STR_EQ(lock_state(&m, 0, NULL, 0), "failed");
 	jpath(p, &m, "attempts/%s", id);
 	CHECK_INT_EQ(count_entries(p, NULL, NULL, 0), 4);
 	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_NONE);
@@ -552,8 +596,7 @@ static void test_retry_limit(void)
 	CHECK_INT_EQ(es_json_get_i64(f, "failures", &failures), 0);
 	CHECK_INT_EQ(failures, 4);
 	cJSON_Delete(f);
-	jpath(p, &m, "state/locks/%s.lock", id);
-	CHECK(!exists(p));
+	CHECK_STR_EQ(lock_state(&m, 1, NULL, 0), "failed");
 	/* A done marker cannot appear over a failed one. */
 	CHECK_INT_EQ(es_claim_try(&c, 1), ES_CLAIM_NONE);
 
@@ -578,6 +621,92 @@ static void test_retry_limit(void)
 	es_manifest_free(&m);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Terminal fences where the record came first: a job folder of the reference (no lock after    */
+/* done), and a publisher that died between its record and its fence.                          */
+/* ------------------------------------------------------------------------------------------ */
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	if (!CHECK(f != NULL))
+		return;
+	fputs(text, f);
+	fclose(f);
+}
+
+static void test_fences(void)
+{
+	struct es_manifest m;
+	make_job("fences", 3, &m);
+	struct es_policy pol = policy(&m, 1000000000, 1.0, 3);
+	struct es_claimer c;
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &pol), 0);
+	char p[PATH_MAX], rec[PATH_MAX], want[PATH_MAX], sl[PATH_MAX];
+	sfmt(sl, sizeof(sl), "%s/state/stale_locks", m.job_dir);
+
+	/* Shard 0: the reference's done shard (record, no lock). Not run: the fresh lock becomes
+	 * the shard's done fence. Shard 1: the reference's failed shard, a failed fence. */
+	jpath(p, &m, "state/done/%s.json", m.shards[0].id);
+	write_text(p, "{\n  \"status\": \"done\"\n}\n");
+	jpath(p, &m, "state/failed/%s.json", m.shards[1].id);
+	write_text(p, "{\n  \"status\": \"failed\"\n}\n");
+	for (size_t i = 0; i < 2; i++) {
+		CHECK_INT_EQ(es_claim_try(&c, i), ES_CLAIM_NONE);
+		CHECK_STR_EQ(lock_state(&m, i, rec, sizeof(rec)), i ? "failed" : "done");
+		sfmt(want, sizeof(want), "state/%s/%s.json", i ? "failed" : "done", m.shards[i].id);
+		CHECK_STR_EQ(rec, want);
+		jpath(p, &m, "attempts/%s", m.shards[i].id);
+		CHECK(!exists(p));
+	}
+
+	/* Shard 2: its owner published the done record and died before the fence (crash point
+	 * claim-before-fence): a running lock that stops changing, with a visible record. After
+	 * one lease the next claimer writes the fence instead of taking the shard over. */
+	const size_t i = 2;
+	const char *id = m.shards[i].id;
+	struct es_claimer owner;
+	CHECK_INT_EQ(es_claimer_init(&owner, &m, &pol), 0);
+	CHECK_INT_EQ(es_claim_try(&owner, i), ES_CLAIM_OK);
+	CHECK_STR_EQ(lock_state(&m, i, NULL, 0), "running");
+	jpath(p, &m, "state/done/%s.json", id);
+	char body[128];
+	sfmt(body, sizeof(body), "{\n  \"token\": \"%s\"\n}\n", owner.token);
+	write_text(p, body);
+	es_claimer_free(&owner);
+	double t0 = es_time_mono();
+	int rc = ES_CLAIM_NONE;
+	while (es_time_mono() - t0 < 3.0 && !strcmp(lock_state(&m, i, NULL, 0), "running")) {
+		rc = es_claim_try(&c, i);
+		if (rc != ES_CLAIM_NONE)
+			break;
+		usleep(50 * 1000);
+	}
+	CHECK_INT_EQ(rc, ES_CLAIM_NONE);
+	CHECK(es_time_mono() - t0 >= 1.0);
+	CHECK_STR_EQ(lock_state(&m, i, rec, sizeof(rec)), "done");
+	sfmt(want, sizeof(want), "state/done/%s.json", id);
+	CHECK_STR_EQ(rec, want);
+	CHECK_INT_EQ(count_entries(sl, NULL, NULL, 0), 0);
+	jpath(p, &m, "attempts/%s", id);
+	CHECK_INT_EQ(count_entries(p, NULL, NULL, 0), 1);
+	CHECK(!c.took_over);
+
+	/* An unreadable lock (a torn write) is somebody's: not claimed before its lease. */
+	struct es_manifest m2;
+	make_job("fences-torn", 1, &m2);
+	struct es_claimer c2;
+	CHECK_INT_EQ(es_claimer_init(&c2, &m2, &pol), 0);
+	jpath(p, &m2, "state/locks/%s.lock", m2.shards[0].id);
+	write_text(p, "{\"attempt_dir\": \"attempts/x/0001-");
+	CHECK_INT_EQ(es_claim_try(&c2, 0), ES_CLAIM_NONE);
+	CHECK_STR_EQ(lock_state(&m2, 0, NULL, 0), "unreadable");
+	es_claimer_free(&c2);
+	es_manifest_free(&m2);
+	es_claimer_free(&c);
+	es_manifest_free(&m);
+}
+
 int main(void)
 {
 	char *t = test_tmpdir();
@@ -586,5 +715,6 @@ int main(void)
 	test_race_and_stale_takeover();
 	test_lease();
 	test_retry_limit();
+	test_fences();
 	return test_done();
 }

@@ -291,10 +291,50 @@ static void test_missing_and_foreign(void)
 	CHECK(strstr(es_last_error(), "schema_version") != NULL);
 }
 
+/* Terminal fences: a done shard keeps its lock as a fence, which is no running lock; a fence
+ * whose record this client cannot see still tells the state (the record's details are then a
+ * metadata error). */
+static void test_fences(void)
+{
+	int rows[] = { 2, 2, 2, 2 };
+	struct jf j;
+	jf_make(&j, T, "fences", 4, rows, NULL);
+	jf_done(&j, 0, "node-a");
+	jf_fence(&j, 0, "done");
+	jf_fence(&j, 1, "done");          /* its record out of sight */
+	jf_failed(&j, 2, "node-b", "boom");
+	jf_fence(&j, 2, "failed");
+	jf_fence(&j, 3, "failed");        /* its record out of sight */
+	struct es_manifest m;
+	CHECK_INT_EQ(es_manifest_load(j.dir, &m), 0);
+	struct es_status_counts c;
+	CHECK_INT_EQ(es_status_count(&m, 0, &c), 0);
+	CHECK_INT_EQ(c.done, 2);
+	CHECK_INT_EQ(c.failed, 2);
+	CHECK_INT_EQ(c.running + c.stale + c.pending, 0);
+	struct es_status s;
+	CHECK_INT_EQ(es_status_collect(&m, 0, &s), 0);
+	CHECK_INT_EQ(s.counts.done, 2);
+	CHECK_INT_EQ(s.counts.failed, 2);
+	CHECK(s.terminal && !s.complete);
+	CHECK_INT_EQ(s.shards[0].state, ES_SHARD_DONE);
+	CHECK(!s.shards[0].metadata_error);
+	CHECK_STR_EQ(s.shards[0].owner, "node-a");
+	CHECK_INT_EQ(s.shards[1].state, ES_SHARD_DONE);
+	CHECK(s.shards[1].metadata_error);
+	CHECK_INT_EQ(s.shards[2].state, ES_SHARD_FAILED);
+	CHECK_STR_EQ(s.shards[2].error, "boom");
+	CHECK_INT_EQ(s.shards[3].state, ES_SHARD_FAILED);
+	CHECK(s.shards[3].metadata_error);
+	es_status_free(&s);
+	es_manifest_free(&m);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
 	test_classification();
+	test_fences();
 	test_lease_and_timeout();
 	test_exit_codes();
 	test_missing_and_foreign();
