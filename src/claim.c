@@ -1,8 +1,10 @@
 #include "eshard/claim.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
+#include "eshard/proc.h"
 #include "eshard/util.h"
 #include "json.h"
+#include "record.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -252,7 +254,8 @@ static int rewrite_lock(int fd, const char *lock_path, const cJSON *doc)
 /* Turn the lock held open (and flocked) as fd into a terminal fence: its state ("done" or
  * "failed") and the record it stands for. The lock is never removed afterwards (until retry
  * archives a failed one), so no client can take a finished shard for a free one. */
-static int write_fence(int fd, const char *lock_path, cJSON *doc, const char *id, const char *state)
+static int write_fence(int fd, const char *lock_path, cJSON *doc, const char *id, const char *state,
+		       const char *record, size_t record_len)
 {
 	char now[40], rel[600];
 	es_time_now_iso(now);
@@ -260,7 +263,67 @@ static int write_fence(int fd, const char *lock_path, cJSON *doc, const char *id
 	es_json_set_str(doc, "status", state);
 	es_json_set_str(doc, "terminal_at", now);
 	es_json_set_str(doc, "terminal_path", rel);
+	/* A copy of the record, for readers that cannot see the record file yet (record.h). */
+	cJSON *copy = NULL;
+	if (record) {
+		es_log_quiet_begin();
+		copy = es_json_parse(record, record_len, rel);
+		es_log_quiet_end();
+	}
+	if (cJSON_IsObject(copy))
+		es_json_set(doc, "record", copy);
+	else
+		cJSON_Delete(copy);
 	return rewrite_lock(fd, lock_path, doc);
+}
+
+/* The text of a visible record (for a fence written after it), or NULL. */
+static char *record_text(const struct es_manifest *m, const char *state, const char *id, size_t *len)
+{
+	char p[4096];
+	struct es_buf b = ES_BUF_INIT;
+	if (marker_path(m, state, id, p, sizeof(p)))
+		return NULL;
+	es_log_quiet_begin();
+	int rc = es_fs_read_file(p, &b, (size_t)1 << 20);
+	es_log_quiet_end();
+	if (rc) {
+		es_buf_free(&b);
+		return NULL;
+	}
+	return es_buf_detach(&b, len);
+}
+
+int es_record_load(const struct es_manifest *m, const char *kind, const char *id, cJSON **out)
+{
+	char p[4096], lock_path[4096];
+	*out = NULL;
+	int rc = marker_path(m, kind, id, p, sizeof(p));
+	if (!rc)
+		rc = es_json_load(p, out);
+	if (!rc && !cJSON_IsObject(*out)) {
+		cJSON_Delete(*out);
+		*out = NULL;
+		return es_error(ES_EINVAL, "Record %s is not a JSON object", p);
+	}
+	if (rc != ES_ENOENT)
+		return rc;
+	if ((rc = es_claim_lock_path(m, id, lock_path, sizeof(lock_path))))
+		return rc;
+	es_log_quiet_begin();
+	rc = es_json_load(lock_path, out);
+	es_log_quiet_end();
+	const cJSON *copy = rc ? NULL : cJSON_GetObjectItemCaseSensitive(*out, "record");
+	const char *st = rc ? NULL : es_json_get_str(*out, "status");
+	if (!cJSON_IsObject(copy) || !st || strcmp(st, kind)) {
+		cJSON_Delete(*out);
+		*out = NULL;
+		return ES_ENOENT;
+	}
+	cJSON *dup = cJSON_Duplicate(copy, 1);
+	cJSON_Delete(*out);
+	*out = dup;
+	return dup ? 0 : es_error(ES_ENOMEM, "out of memory reading the fence of %s", id);
 }
 
 /* A shard whose record is visible but whose lock is not a fence (a job folder written by the
@@ -290,6 +353,32 @@ static int observe(struct es_claimer *c, size_t i, const struct es_lock_info *li
 		*o = (struct es_lease_obs){ 1, li->dev, li->ino, li->mtime_ns, li->content_hash, now_mono, o->terminal };
 	double age = es_time_epoch() - (double)li->mtime_ns / 1e9;
 	return es_claim_lock_stale(li, age, now_mono - o->since_mono, &c->policy);
+}
+
+/* The rename of a stale lock acts on the name, which the file server answers, while the
+ * judgement was made on what this client read, which may come from a cached name that still
+ * leads to an earlier lock (an NFS client trusts a cached entry for up to acdirmax; another
+ * worker may have taken the same stale lock over and made its own since). So check what was
+ * moved: when it is not the lock that was judged (another inode or token), put it back with
+ * link() (same inode: its owner notices nothing) and report 1. 0: it was the judged lock. */
+static int verify_moved(const char *lock_path, const char *dest, const struct es_lock_info *judged)
+{
+	struct es_lock_info moved;
+	int rc = es_claim_lock_read(dest, &moved);
+	if (rc)
+		return rc;
+	if (moved.exists && moved.ino == judged->ino && moved.dev == judged->dev && !strcmp(moved.token, judged->token))
+		return 0;
+	if (link(dest, lock_path) == 0) {
+		unlink(dest);
+		es_fs_fsync_parent(lock_path);
+		es_warning("a stale takeover of %s moved a newer lock (token %s, not the stale %s); it was put back",
+			   lock_path, moved.token, judged->token);
+	} else {
+		es_warning("a stale takeover of %s moved a newer lock (token %s) and could not put it back (%s): "
+			   "its owner will find its lease lost", lock_path, moved.token, strerror(errno));
+	}
+	return 1;
 }
 
 /* A lock that looked stale, under flock: still the lock at the path, still running, still
@@ -334,19 +423,28 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 	if (record) {
 		if (!doc)
 			doc = cJSON_CreateObject();
-		if (!(rc = write_fence(fd, lock_path, doc, id, record)))
+		size_t len = 0;
+		char *text = record_text(m, record, id, &len);
+		if (!(rc = write_fence(fd, lock_path, doc, id, record, text, len)))
 			rc = 2;
+		free(text);
 		o->terminal = 1;
 		goto out;
 	}
-	mark_attempt_stale(m, li.attempt_dir);
 	char tok[33], dest[4096];
 	if ((rc = es_fs_token(tok)) != 0)
 		goto out;
 	snprintf(dest, sizeof(dest), "%s/state/stale_locks/%s.%lld.%s.lock", m->job_dir, id,
 		 (long long)es_time_epoch(), tok);
+	es_proc_test_hook("ESHARD_TEST_HOOK_BEFORE_TAKEOVER");
 	if ((rc = es_fs_rename(lock_path, dest)) != 0)
 		goto out;
+	if ((rc = verify_moved(lock_path, dest, &li)) != 0) {
+		o->valid = 0;
+		rc = rc < 0 ? rc : 0;
+		goto out;
+	}
+	mark_attempt_stale(m, li.attempt_dir);
 	c->took_over = 1;
 	snprintf(c->took_over_token, sizeof(c->took_over_token), "%s", li.token);
 	if (li.attempt_number > 0 && li.attempt_number <= INT32_MAX)
@@ -513,7 +611,10 @@ static int fence_if_recorded(struct es_claimer *c, size_t i, const char *lock_pa
 	cJSON *doc = NULL;
 	if ((rc = lock_owned(lock_path, c->token, 0, &fd, &doc)) != 0)
 		return rc < 0 ? rc : 1;
-	rc = write_fence(fd, lock_path, doc, id, record);
+	size_t len = 0;
+	char *text = record_text(c->m, record, id, &len);
+	rc = write_fence(fd, lock_path, doc, id, record, text, len);
+	free(text);
 	c->obs[i].terminal = 1;
 	cJSON_Delete(doc);
 	unlock_close(fd);
@@ -708,7 +809,11 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 	}
 	if (!rc) {
 		es_crash_point("claim-before-fence");
-		rc = write_fence(fd, lock_path, doc, id, state);
+		/* Ours when we published it; else the one that was there first, if we can read it. */
+		size_t len = record_len;
+		char *theirs = *published ? NULL : record_text(m, state, id, &len);
+		rc = write_fence(fd, lock_path, doc, id, state, *published ? record : theirs, len);
+		free(theirs);
 		c->obs[i].terminal = 1;
 	}
 	cJSON_Delete(doc);

@@ -9,6 +9,7 @@
 #include "eshard/util.h"
 #include "eshard/workq.h"
 #include "json.h"
+#include "record.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -360,7 +361,9 @@ static int merge_shard(struct merger *g, size_t i, struct es_buf *dpath, struct 
 	cJSON *rec = NULL;
 	es_buf_reset(dpath);
 	es_buf_printf(dpath, "%s/state/done/%s.json", m->job_dir, id);
-	int rc = es_json_load_required(dpath->data, "Done record", &rec);
+	int rc = es_record_load(m, "done", id, &rec);
+	if (rc == ES_ENOENT)
+		rc = es_error(ES_ENOENT, "Done record not found: %s", dpath->data);
 	if (rc)
 		return rc;
 	const char *rel = es_json_get_str(rec, "output_path");

@@ -4,6 +4,7 @@
 #include "eshard/log.h"
 #include "eshard/util.h"
 #include "json.h"
+#include "record.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -221,7 +222,9 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 	if ((rc = shard_paths(m, sh->id, done, failed, lock)))
 		return rc;
 
-	rc = load_quiet(done->data, &doc);
+	es_log_quiet_begin();
+	rc = es_record_load(m, "done", sh->id, &doc);
+	es_log_quiet_end();
 	if (rc != ES_ENOENT) {
 		r->state = ES_SHARD_DONE;
 		if (rc) {
@@ -245,7 +248,9 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 		return 0;
 	}
 
-	rc = load_quiet(failed->data, &doc);
+	es_log_quiet_begin();
+	rc = es_record_load(m, "failed", sh->id, &doc);
+	es_log_quiet_end();
 	if (rc != ES_ENOENT) {
 		r->state = ES_SHARD_FAILED;
 		if (rc) {

@@ -8,6 +8,7 @@
 #include "eshard/prepare.h"
 #include "eshard/status.h"
 #include "json.h"
+#include "record.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,7 +38,9 @@ static int count_owners(const struct es_manifest *m, struct owner **out, size_t 
 		cJSON *rec = NULL;
 		es_buf_reset(&p);
 		es_buf_printf(&p, "%s/state/done/%s.json", m->job_dir, m->shards[i].id);
-		if ((rc = es_json_load_required(p.data, "Done record", &rec)))
+		if ((rc = es_record_load(m, "done", m->shards[i].id, &rec)) == ES_ENOENT)
+			rc = es_error(ES_ENOENT, "Done record not found: %s", p.data);
+		if (rc)
 			break;
 		const char *h = es_json_get_str(rec, "hostname");
 		if (!h || !*h) {

@@ -16,6 +16,9 @@
 #
 # FAKEHOSTS_HIDE="nodeK DIR" in mpirun's environment hides DIR on nodeK (an empty folder is
 # mounted over it there): a node whose shared file system is not mounted.
+# FAKEHOSTS_CACHEFS="BACKING MOUNTPOINT SECS" gives every host its own caching mount of BACKING
+# at MOUNTPOINT (tests/e2e/cachefs.py), like NFS clients of one server; it needs
+# OMPI_MCA_orte_leave_session_attached=1 too (no orted --daemonize, which would outlive the mount).
 #
 # Paths under $T have no spaces, so the option strings can be split on whitespace.
 
@@ -33,16 +36,24 @@ h="$1"; shift
 if [ -n "${FAKEHOSTS_HIDE:-}" ] && [ "${FAKEHOSTS_HIDE%% *}" = "$h" ]; then
   exec unshare --uts --mount sh -c "hostname $h; mount --bind $(dirname "$0")/empty ${FAKEHOSTS_HIDE#* }; $*"
 fi
+# FAKEHOSTS_CACHEFS="BACKING MOUNTPOINT SECS": every host sees BACKING at MOUNTPOINT through its
+# own caching mount (tests/e2e/cachefs-run.sh), like NFS clients of one server.
+if [ -n "${FAKEHOSTS_CACHEFS:-}" ]; then
+  set -- $FAKEHOSTS_CACHEFS "$*"
+  exec unshare --uts sh -c "hostname $h; exec \"\$0\" \"\$1\" \"\$2\" \"\$3\" - /bin/sh -c \"\$4\"" \
+    "$FAKEHOSTS_CACHEFS_RUN" "$1" "$2" "$3" "$4"
+fi
 exec unshare --uts sh -c "hostname $h; $*"
 EOF
   chmod +x "$d/agent.sh"
   : >"$d/hostfile"
   for i in $(seq 1 "$n"); do echo "node$i slots=2" >>"$d/hostfile"; done
   FAKEHOSTS_HOSTFILE=$d/hostfile
+  FAKEHOSTS_CACHEFS_RUN=$SRC/tests/e2e/cachefs-run.sh
   # plm_rsh_no_tree_spawn: mpirun starts every daemon itself (no daemon-to-daemon ssh tree).
   FAKEHOSTS_AGENT_ARGS="--mca plm_rsh_agent $d/agent.sh --mca plm_rsh_no_tree_spawn 1"
   FAKEHOSTS_MPIRUN_ARGS="--hostfile $d/hostfile $FAKEHOSTS_AGENT_ARGS"
-  export FAKEHOSTS_HOSTFILE FAKEHOSTS_AGENT_ARGS FAKEHOSTS_MPIRUN_ARGS
+  export FAKEHOSTS_HOSTFILE FAKEHOSTS_AGENT_ARGS FAKEHOSTS_MPIRUN_ARGS FAKEHOSTS_CACHEFS_RUN
 }
 
 # fakehosts_check: fail early with a clear message when this machine cannot make namespaces.

@@ -18,6 +18,7 @@
 #include "eshard/prepare.h"
 #include "eshard/util.h"
 #include "json.h"
+#include "record.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -373,6 +374,12 @@ static void test_race_and_stale_takeover(void)
 	char moved[PATH_MAX];
 	sfmt(moved, sizeof(moved), "%s.moved", q);
 	CHECK(rename(q, moved) == 0);
+	/* Readers that cannot see the record file use the fence's copy of it. */
+	cJSON *copy = NULL;
+	CHECK_INT_EQ(es_record_load(&m, "done", id, &copy), 0);
+	CHECK_STR_EQ(es_json_get_str(copy, "token"), t2);
+	cJSON_Delete(copy);
+	CHECK_INT_EQ(es_record_load(&m, "failed", id, &copy), ES_ENOENT);
 	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_NONE);
 	CHECK_INT_EQ(es_claim_try(&fresh, 0), ES_CLAIM_NONE);
 	struct es_claimer third;
