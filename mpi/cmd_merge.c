@@ -1,4 +1,5 @@
 #include "args.h"
+#include "commands.h"
 #include "commands_jobs.h"
 
 #include "eshard/log.h"
@@ -31,6 +32,7 @@ int cmd_merge(int argc, char **argv)
 		return es_exit_code(es_error(ES_EUSAGE, "eshard-mpi merge: --job-dir is required"));
 	if (!output)
 		return es_exit_code(es_error(ES_EUSAGE, "eshard-mpi merge: --output is required"));
+	install_stop_handlers(); /* SIGTERM/SIGINT: stop at once, removing the temporary output */
 	struct es_merge_result res;
 	rc = es_merge_run(job_dir, output, overwrite, (double)lock_timeout, &res, 0);
 	if (!rc)

@@ -77,6 +77,7 @@ int cmd_prepare(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	if ((rc = prepare_cli_finish(&c, "prepare")))
 		return 2;
+	install_stop_handlers(); /* SIGTERM/SIGINT: stop at once, removing the stage folder */
 	struct es_prepare_result res;
 	rc = es_prepare_run(&c.o, &res);
 	free(res.job_dir);

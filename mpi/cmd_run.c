@@ -245,6 +245,8 @@ static int work_phase(struct run *r)
 static int finalize_phase(struct run *r, int code, int wcode)
 {
 	int agreed = agree_max_int(wcode);
+	if (r->ag.rank == 0)
+		es_crash_point("run-before-finalize");
 	/* The spread of the first claims (only ranks that claimed something count). */
 	double first = r->wres.first_claim_epoch;
 	double first_min = agree_reduce_double(first > 0 ? first : INFINITY, MPI_MIN);

@@ -26,7 +26,8 @@ int cmd_status(int argc, char **argv)
 		"than the manifest's policy.lease_secs (live owners refresh it every heartbeat_secs).\n"
 		"Progress: rows/s = input rows of the done shards / (latest completed_at - earliest\n"
 		"claimed_at of the attempts seen); ETA = rows left / that rate.\n"
-		"Exit codes: 0 every shard done, 2 some shard failed (or an error), 1 otherwise.",
+		"Exit codes: 0 every shard done, 2 some shard failed or a done record is one merge would\n"
+		"refuse (named in the output), or an error, 1 otherwise.",
 	};
 	int rc = es_args_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), &help);
 	if (rc)
@@ -46,7 +47,7 @@ int cmd_status(int argc, char **argv)
 	int code = 2;
 	if (!rc) {
 		fwrite(out.data, 1, out.len, stdout);
-		code = es_status_exit_code(&s.counts);
+		code = es_status_exit(&s);
 	}
 	es_buf_free(&out);
 	es_status_free(&s);

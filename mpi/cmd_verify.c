@@ -1,4 +1,5 @@
 #include "args.h"
+#include "commands.h"
 #include "commands_jobs.h"
 
 #include "eshard/log.h"
@@ -28,6 +29,7 @@ int cmd_verify(int argc, char **argv)
 		return es_exit_code(es_error(ES_EUSAGE, "eshard-mpi verify: --job-dir is required"));
 	if (expect_nodes > 1000000)
 		return es_exit_code(es_error(ES_EUSAGE, "eshard-mpi verify: --expect-nodes is too large"));
+	install_stop_handlers(); /* SIGTERM/SIGINT: stop at once, removing the temporary output */
 	struct es_verify_result r;
 	es_verify_run(job_dir, output, (int)expect_nodes, &r);
 	free(r.output);

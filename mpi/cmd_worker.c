@@ -1,6 +1,7 @@
 #include "commands.h"
 
 #include "eshard/log.h"
+#include "eshard/util.h"
 #include "eshard/worker.h"
 
 #include <limits.h>
@@ -25,6 +26,7 @@ void install_stop_handlers(void)
 	/* No SA_RESTART: a blocking call returns EINTR and the loop sees the flag. */
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	es_set_stop_flag(&stop_signal);
 }
 
 volatile sig_atomic_t *stop_flag(void)

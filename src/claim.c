@@ -83,6 +83,15 @@ static int read_fd(int fd, struct es_buf *b, const char *what)
 	return es_fs_read_fd(fd, b, (size_t)1 << 20, what);
 }
 
+/* A lock that cannot be opened; a symbolic link (planted: eshard-mpi never makes one) is
+ * refused, so that nothing is written through it out of the job folder. */
+static int lock_open_error(const char *path)
+{
+	if (errno == ELOOP)
+		return es_error(ES_EINVAL, "lock '%s' is a symbolic link; eshard-mpi does not follow links in a job folder", path);
+	return es_error_errno(ES_EIO, "cannot open lock '%s'", path);
+}
+
 static int same_file_at(int fd, const char *path, struct stat *fst)
 {
 	struct stat pst;
@@ -157,11 +166,11 @@ int es_claim_lock_read(const char *path, struct es_lock_info *li)
 {
 	memset(li, 0, sizeof(*li));
 	li->claimed_at_epoch = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			return 0;
-		return es_error_errno(ES_EIO, "cannot open lock '%s'", path);
+		return lock_open_error(path);
 	}
 	int rc = lock_info_fd(fd, path, li, NULL);
 	close(fd);
@@ -237,12 +246,14 @@ static void record_rel(const char *id, const char *state, char *out, size_t n)
  * missing lock) with doc, then cut what is left of the old text and fsync. The new text is at
  * least as long as a running lock's (the fence adds fields), so a reader that catches it half
  * written sees text that does not parse, which it treats as a busy lock and reads again. */
-static int rewrite_lock(int fd, const char *lock_path, const cJSON *doc)
+static int rewrite_lock(int fd, const char *lock_path, const cJSON *doc, const char *crash_point)
 {
 	struct es_buf line = ES_BUF_INIT;
 	int rc = es_json_dump(doc, 0, &line);
 	if (!rc && pwrite(fd, line.data, line.len, 0) != (ssize_t)line.len)
 		rc = es_error_errno(ES_EIO, "cannot rewrite lock '%s'", lock_path);
+	if (crash_point)
+		es_crash_point(crash_point);
 	if (!rc && ftruncate(fd, (off_t)line.len) != 0)
 		rc = es_error_errno(ES_EIO, "cannot rewrite lock '%s'", lock_path);
 	if (!rc && fsync(fd) != 0)
@@ -274,7 +285,7 @@ static int write_fence(int fd, const char *lock_path, cJSON *doc, const char *id
 		es_json_set(doc, "record", copy);
 	else
 		cJSON_Delete(copy);
-	return rewrite_lock(fd, lock_path, doc);
+	return rewrite_lock(fd, lock_path, doc, NULL);
 }
 
 /* The text of a visible record (for a fence written after it), or NULL. */
@@ -294,37 +305,6 @@ static char *record_text(const struct es_manifest *m, const char *state, const c
 	return es_buf_detach(&b, len);
 }
 
-int es_record_load(const struct es_manifest *m, const char *kind, const char *id, cJSON **out)
-{
-	char p[4096], lock_path[4096];
-	*out = NULL;
-	int rc = marker_path(m, kind, id, p, sizeof(p));
-	if (!rc)
-		rc = es_json_load(p, out);
-	if (!rc && !cJSON_IsObject(*out)) {
-		cJSON_Delete(*out);
-		*out = NULL;
-		return es_error(ES_EINVAL, "Record %s is not a JSON object", p);
-	}
-	if (rc != ES_ENOENT)
-		return rc;
-	if ((rc = es_claim_lock_path(m, id, lock_path, sizeof(lock_path))))
-		return rc;
-	es_log_quiet_begin();
-	rc = es_json_load(lock_path, out);
-	es_log_quiet_end();
-	const cJSON *copy = rc ? NULL : cJSON_GetObjectItemCaseSensitive(*out, "record");
-	const char *st = rc ? NULL : es_json_get_str(*out, "status");
-	if (!cJSON_IsObject(copy) || !st || strcmp(st, kind)) {
-		cJSON_Delete(*out);
-		*out = NULL;
-		return ES_ENOENT;
-	}
-	cJSON *dup = cJSON_Duplicate(copy, 1);
-	cJSON_Delete(*out);
-	*out = dup;
-	return dup ? 0 : es_error(ES_ENOMEM, "out of memory reading the fence of %s", id);
-}
 
 /* A shard whose record is visible but whose lock is not a fence (a job folder written by the
  * reference, which removes its locks; a publisher that died between its record and its fence):
@@ -391,13 +371,13 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 	struct es_lease_obs *o = &c->obs[i];
 	/* O_RDWR: NFS emulates flock() with fcntl() locks, and an exclusive one needs a file
 	 * open for writing (flock(2), "NFS details"); read-only, every takeover fails EBADF. */
-	int fd = open(lock_path, O_RDWR | O_CLOEXEC);
+	int fd = open(lock_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		if (errno == ENOENT) {
 			o->valid = 0;
 			return 1;
 		}
-		return es_error_errno(ES_EIO, "cannot open lock '%s'", lock_path);
+		return lock_open_error(lock_path);
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
 		int busy = errno == EWOULDBLOCK || errno == EINTR;
@@ -461,7 +441,8 @@ out:
 int es_claim_count_failures(const char *job_dir, const char *shard_id, int *failures, int *folders)
 {
 	struct es_buf root = ES_BUF_INIT, p = ES_BUF_INIT;
-	*failures = 0;
+	if (failures)
+		*failures = 0;
 	*folders = 0;
 	es_buf_printf(&root, "%s/attempts/%s", job_dir, shard_id);
 	DIR *d = opendir(root.data);
@@ -480,6 +461,8 @@ int es_claim_count_failures(const char *job_dir, const char *shard_id, int *fail
 		if (stat(p.data, &st) != 0 || !S_ISDIR(st.st_mode))
 			continue;
 		(*folders)++;
+		if (!failures)
+			continue;
 		es_buf_adds(&p, "/attempt.json");
 		cJSON *a = NULL;
 		es_log_quiet_begin();
@@ -522,11 +505,11 @@ static cJSON *lock_doc(const struct es_claimer *c, const char *shard_id)
 static int lock_owned(const char *lock_path, const char *token, int nonblock, int *fd_out, cJSON **doc)
 {
 	*fd_out = -1;
-	int fd = open(lock_path, O_RDWR | O_CLOEXEC);
+	int fd = open(lock_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 1;
-		return es_error_errno(ES_EIO, "cannot open lock '%s'", lock_path);
+		return lock_open_error(lock_path);
 	}
 	while (flock(fd, LOCK_EX | (nonblock ? LOCK_NB : 0)) != 0) {
 		if (errno == EINTR)
@@ -678,7 +661,7 @@ static int start_attempt(struct es_claimer *c, size_t i, cJSON *l)
 	struct es_buf ad = ES_BUF_INIT, parent = ES_BUF_INIT;
 	es_buf_printf(&parent, "%s/attempts/%s", m->job_dir, m->shards[i].id);
 	es_buf_printf(&ad, "%s/%s", m->job_dir, c->attempt_rel);
-	int rc = es_fs_mkdirs(parent.data, 0755);
+	int rc = es_fs_mkdir_nofollow(parent.data, 0755);
 	if (!rc && mkdir(ad.data, 0755) != 0)
 		rc = es_error_errno(ES_EIO, "cannot create attempt folder '%s'", ad.data);
 	if (!rc) {
@@ -687,6 +670,7 @@ static int start_attempt(struct es_claimer *c, size_t i, cJSON *l)
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "lease_secs");
 		es_buf_adds(&ad, "/attempt.json");
 		rc = es_json_write_atomic(ad.data, l);
+		es_crash_point("claim-after-attempt-json");
 	}
 	if (rc)
 		es_claim_release(c, i, c->token);
@@ -712,20 +696,29 @@ int es_claim_try(struct es_claimer *c, size_t i)
 	if ((rc = probe_lock(c, i, lock_path)) <= 0)
 		return rc < 0 ? rc : ES_CLAIM_NONE;
 	int failures, folders;
-	if ((rc = es_claim_count_failures(m->job_dir, id, &failures, &folders)))
+	if ((rc = es_claim_count_failures(m->job_dir, id, NULL, &folders)))
 		return rc;
+	es_proc_test_hook("ESHARD_TEST_HOOK_BEFORE_CLAIM_CREATE");
 	cJSON *l = NULL;
 	if ((rc = create_lock(c, i, lock_path, folders, &l)) != 0) {
 		if (rc == 1)
 			learn_winner(c, i, lock_path);
 		return rc == 1 ? ES_CLAIM_NONE : rc;
 	}
+	es_crash_point("claim-after-lock");
 	if ((rc = fence_if_recorded(c, i, lock_path)) != 0) {
 		cJSON_Delete(l);
 		return rc < 0 ? rc : ES_CLAIM_NONE;
 	}
 	/* Step 4, done while holding the lock (the reference did it before, without the lock, so
-	 * a crash or race could publish a failed record for a shard another worker held). */
+	 * a crash or race could publish a failed record for a shard another worker held), and
+	 * counted only now: an attempt that ended between a count before the create and the
+	 * create would be missed, and one attempt could run over the limit. */
+	if ((rc = es_claim_count_failures(m->job_dir, id, &failures, &folders))) {
+		es_claim_release(c, i, c->token);
+		cJSON_Delete(l);
+		return rc;
+	}
 	if (failures > c->policy.max_retries) {
 		cJSON_Delete(l);
 		return publish_limit(c, i, failures);
@@ -750,7 +743,7 @@ int es_claim_heartbeat(struct es_claimer *c, size_t i)
 		return rc;
 	c->heartbeat++;
 	es_json_set_int(doc, "heartbeat", c->heartbeat);
-	rc = rewrite_lock(fd, lock_path, doc);
+	rc = rewrite_lock(fd, lock_path, doc, "heartbeat-mid-rewrite");
 	cJSON_Delete(doc);
 	unlock_close(fd);
 	return rc;
@@ -766,6 +759,7 @@ int es_claim_release(struct es_claimer *c, size_t i, const char *token)
 	rc = lock_owned(lock_path, token, 0, &fd, NULL);
 	if (rc)
 		return rc;
+	es_crash_point("release-before-unlink");
 	if (unlink(lock_path) != 0)
 		rc = es_error_errno(ES_EIO, "cannot remove lock '%s'", lock_path);
 	else
@@ -800,7 +794,7 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 	} else if (blocked) {
 		state = other; /* the other record was there first: the shard is terminal that way */
 	} else {
-		es_crash_point("claim-before-publish");
+		es_crash_point(!strcmp(kind, "done") ? "done-before-link" : "failed-before-link");
 		int r = es_fs_publish_exclusive(path, record, record_len);
 		if (r < 0)
 			rc = r;
@@ -808,7 +802,7 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 			*published = r == 0;
 	}
 	if (!rc) {
-		es_crash_point("claim-before-fence");
+		es_crash_point(!strcmp(kind, "done") ? "done-before-fence" : "failed-before-fence");
 		/* Ours when we published it; else the one that was there first, if we can read it. */
 		size_t len = record_len;
 		char *theirs = *published ? NULL : record_text(m, state, id, &len);

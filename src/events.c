@@ -17,14 +17,26 @@ int es_events_open(struct es_events *e, const char *job_dir, const char *run_id)
 	e->run_id = run_id;
 	if (es_fs_token(tok))
 		return 0;
-	snprintf(e->path, sizeof(e->path), "%s/state/events", job_dir);
-	/* Job folders of the reference have no events folder: make it. */
+	snprintf(e->path, sizeof(e->path), "%s/state", job_dir);
 	es_log_quiet_begin();
-	int rc = es_fs_mkdirs(e->path, 0755);
+	int made = es_fs_mkdir_nofollow(e->path, 0755);
 	es_log_quiet_end();
+	snprintf(e->path, sizeof(e->path), "%s/state/events", job_dir);
+	/* Job folders of the reference have no events folder: make it (never through a link). The
+	 * log is a new file of this process alone (created exclusively, so never through a link). */
+	es_log_quiet_begin();
+	int rc = made ? made : es_fs_mkdir_nofollow(e->path, 0755);
 	snprintf(e->path, sizeof(e->path), "%s/state/events/%s.%d.%.8s.jsonl", job_dir, es_hostname(), (int)getpid(), tok);
 	if (!rc)
-		e->fd = open(e->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		rc = es_fs_open_new(e->path, 0644, 0, &e->fd);
+	es_log_quiet_end();
+	/* O_APPEND: one write() per line lands whole at the end, whoever else appends. */
+	if (!rc && fcntl(e->fd, F_SETFL, O_APPEND) != 0) {
+		close(e->fd);
+		rc = ES_EIO;
+	}
+	if (rc)
+		e->fd = -1;
 	if (e->fd < 0)
 		es_warning("cannot open event log '%s'; events of this worker are not recorded", e->path);
 	return 0;

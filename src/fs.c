@@ -12,6 +12,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <signal.h>
+#include <time.h>
 
 int es_fs_token(char out[33])
 {
@@ -36,6 +38,84 @@ int es_fs_token(char out[33])
 	}
 	out[32] = '\0';
 	return 0;
+}
+
+static uint32_t host_hash(void)
+{
+	char host[256] = "";
+	gethostname(host, sizeof(host) - 1);
+	uint32_t h = 2166136261u;
+	for (const char *p = host; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h;
+}
+
+int es_fs_temp_token(char out[33])
+{
+	char rnd[33];
+	int rc = es_fs_token(rnd);
+	if (rc)
+		return rc;
+	snprintf(out, 33, "%08x%08x%.16s", (unsigned)getpid(), (unsigned)host_hash(), rnd);
+	return 0;
+}
+
+/* The 32-hex token of ".<x>.<token>.tmp" or "<x>.preparing.<token>", or NULL. */
+static const char *token_of(const char *name, size_t *len)
+{
+	size_t n = strlen(name);
+	const char *end = n > 4 && !strcmp(name + n - 4, ".tmp") ? name + n - 4 : name + n;
+	if (end - name < 34 || end[-33] != '.')
+		return NULL;
+	const char *t = end - 32;
+	for (int i = 0; i < 32; i++)
+		if (!((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'f')))
+			return NULL;
+	*len = 32;
+	return t;
+}
+
+int es_fs_temp_gone(const char *name, double mtime, double max_age)
+{
+	size_t len;
+	const char *t = token_of(name, &len);
+	if (!t)
+		return 0;
+	unsigned pid = 0, host = 0;
+	if (sscanf(t, "%8x%8x", &pid, &host) == 2 && host == host_hash() && pid > 0 && (pid_t)pid != getpid())
+		return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+	if (host == host_hash() && (pid_t)pid == getpid())
+		return 0;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return (double)now.tv_sec - mtime > max_age;
+}
+
+int es_fs_sweep_temps(const char *dir, const char *prefix, double max_age)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : es_error_errno(ES_EIO, "cannot read folder '%s'", dir);
+	int removed = 0;
+	struct dirent *e;
+	size_t lp = prefix ? strlen(prefix) : 0;
+	while ((e = readdir(d)) != NULL) {
+		const char *n = e->d_name;
+		size_t len = strlen(n);
+		if (n[0] != '.' || len < 4 || strcmp(n + len - 4, ".tmp") || (prefix && strncmp(n + 1, prefix, lp)))
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+			continue;
+		if (!es_fs_temp_gone(n, (double)st.st_mtim.tv_sec, max_age))
+			continue;
+		if (unlinkat(dirfd(d), n, 0) == 0) {
+			removed++;
+			es_warning("removed %s/%s, a temporary file left by a process that is gone", dir, n);
+		}
+	}
+	closedir(d);
+	return removed;
 }
 
 int es_path_join(struct es_buf *out, const char *a, const char *b)
@@ -118,7 +198,7 @@ int es_fs_open_temp(const char *target, struct es_buf *tmp, int *fd)
 	char tok[33];
 	int rc = split_dir(target, &dir, &name);
 	if (!rc)
-		rc = es_fs_token(tok);
+		rc = es_fs_temp_token(tok);
 	if (!rc) {
 		es_buf_reset(tmp);
 		rc = es_buf_printf(tmp, "%s%s.%s.%s.tmp", dir.data,
@@ -219,6 +299,22 @@ int es_fs_publish_dir(const char *from, const char *to)
 		return es_error_errno(ES_EIO, "cannot rename '%s' to '%s'", from, to);
 	}
 	return es_fs_fsync_parent(to);
+}
+
+int es_fs_mkdir_nofollow(const char *path, mode_t mode)
+{
+	if (mkdir(path, mode) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return es_error_errno(ES_EIO, "cannot create folder '%s'", path);
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return es_error_errno(ES_EIO, "cannot stat '%s'", path);
+	if (S_ISLNK(st.st_mode))
+		return es_error(ES_EINVAL, "%s is a symbolic link; eshard-mpi does not follow links out of a job folder", path);
+	if (!S_ISDIR(st.st_mode))
+		return es_error(ES_EINVAL, "%s is not a folder", path);
+	return 0;
 }
 
 int es_fs_mkdirs(const char *path, mode_t mode)

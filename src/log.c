@@ -1,4 +1,5 @@
 #include "eshard/log.h"
+#include "eshard/util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -63,4 +64,12 @@ void es_log_quiet_end(void) { if (quiet_depth > 0) quiet_depth--; }
 void es_log_set_prefix(const char *p)
 {
 	snprintf(prefix, sizeof(prefix), "%s", p ? p : "");
+}
+
+int es_exit_code(int rc)
+{
+	if (rc == 0)
+		return 0;
+	int sig = es_stop_signal();
+	return rc == ES_EINTR && sig > 0 ? 128 + sig : 2;
 }

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -126,6 +128,36 @@ static int load_inputs(const cJSON *doc, struct es_manifest *m, const char *path
 	return 0;
 }
 
+/* The job folder is a boundary: none of the folders eshard-mpi writes into or trusts may be a
+ * symbolic link, which eshard-mpi never makes (a planted one would send writes, or the records
+ * merge trusts, out of the folder). Missing ones are fine (a reference job folder lacks
+ * state/events; they are made when needed). */
+static int check_layout(const char *jd)
+{
+	static const char *const dirs[] = { "shards", "attempts", "state", "state/locks", "state/done", "state/failed",
+					    "state/stale_locks", "state/history", "state/history/failed",
+					    "state/history/attempts", "state/history/claims", "state/events" };
+	static const char *const files[] = { "manifest.json", "recipe.yaml" };
+	char p[4096], target[4096];
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) + sizeof(files) / sizeof(files[0]); i++) {
+		int is_dir = i < sizeof(dirs) / sizeof(dirs[0]);
+		const char *name = is_dir ? dirs[i] : files[i - sizeof(dirs) / sizeof(dirs[0])];
+		snprintf(p, sizeof(p), "%s/%s", jd, name);
+		struct stat st;
+		if (lstat(p, &st) != 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t n = readlink(p, target, sizeof(target) - 1);
+			target[n > 0 ? n : 0] = '\0';
+			return es_error(ES_EINVAL, "Job folder entry %s is a symbolic link to '%s'; eshard-mpi does not follow links out "
+					"of a job folder: replace it by the real %s", p, target, is_dir ? "folder" : "file");
+		}
+		if (is_dir != !!S_ISDIR(st.st_mode))
+			return es_error(ES_EINVAL, "Job folder entry %s is not a %s", p, is_dir ? "folder" : "regular file");
+	}
+	return 0;
+}
+
 static int load_doc(const cJSON *doc, const char *jd, struct es_manifest *m, const char *path)
 {
 	const cJSON *sv = cJSON_GetObjectItemCaseSensitive(doc, "schema_version");
@@ -168,6 +200,8 @@ int es_manifest_load(const char *job_dir, struct es_manifest *m)
 		if (rc == ES_ENOENT)
 			rc = es_error(ES_ENOENT, "Job manifest not found: %s (is '%s' a prepared job folder?)", path.data, job_dir);
 	}
+	if (!rc)
+		rc = check_layout(jd.data);
 	if (!rc)
 		rc = load_doc(doc, jd.data, m, path.data);
 	if (rc)

@@ -9,7 +9,9 @@
 #include "eshard/linereader.h"
 #include "eshard/log.h"
 #include "eshard/prepare.h"
+#include "eshard/proc.h"
 #include "eshard/sha.h"
+#include "eshard/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -111,6 +113,9 @@ static int cmp_str(const void *a, const void *b)
  * counted exactly as they go to write(). */
 struct sink {
 	int fd;
+	int (*tick)(void *arg);  /* the caller's lease refresh, or NULL */
+	void *tick_arg;
+	double next_tick;
 	int sha_live;            /* sha is initialized and not final yet */
 	const char *path;
 	struct es_buf buf;
@@ -158,6 +163,16 @@ static void raw_hash(void *arg, const void *p, size_t n)
 }
 
 /* Copy one source into the sink; fills its row count, raw size and raw hash. */
+/* A stop signal, or the caller's tick once a second (its lease refresh). */
+static int sink_tick(struct sink *k)
+{
+	int rc = es_check_stop("materialize");
+	if (rc || !k->tick || es_time_mono() < k->next_tick)
+		return rc;
+	k->next_tick = es_time_mono() + 1.0;
+	return k->tick(k->tick_arg) ? es_error(ES_EINTR, "materialize of '%s' stopped: the attempt lost its lease", k->path) : 0;
+}
+
 static int copy_source(struct es_jsonl *jl, const char *path, size_t max_line, struct sink *k,
 		       struct es_output_file *f)
 {
@@ -183,6 +198,8 @@ static int copy_source(struct es_jsonl *jl, const char *path, size_t max_line, s
 			rc = got;
 			break;
 		}
+		if ((es_line_reader_lineno(r) & 4095) == 0 && (rc = sink_tick(k)) != 0)
+			break;
 		rc = es_jsonl_validate(jl, line, len, path, es_line_reader_lineno(r));
 		if (!rc)
 			rc = sink_line(k, line, len);
@@ -260,11 +277,11 @@ static int sink_finish(struct sink *k, struct es_materialized *m)
 	return rc;
 }
 
-int es_materialize(const char *job_dir, const char *attempt_dir, size_t max_line, struct es_materialized *m)
+int es_materialize(const char *job_dir, const char *attempt_dir, const struct es_materialize_opts *o,
+		   struct es_materialized *m)
 {
 	memset(m, 0, sizeof(*m));
-	if (!max_line)
-		max_line = ES_MAX_LINE_BYTES;
+	size_t max_line = o && o->max_line ? o->max_line : ES_MAX_LINE_BYTES;
 	size_t jl_len = strlen(job_dir);
 	while (jl_len > 1 && job_dir[jl_len - 1] == '/')
 		jl_len--;
@@ -274,7 +291,8 @@ int es_materialize(const char *job_dir, const char *attempt_dir, size_t max_line
 
 	struct es_buf export = ES_BUF_INIT, tmp = ES_BUF_INIT, final = ES_BUF_INIT, src = ES_BUF_INIT;
 	struct sources sources = { 0 };
-	struct sink k = { .fd = -1, .buf = ES_BUF_INIT };
+	struct sink k = { .fd = -1, .buf = ES_BUF_INIT, .tick = o ? o->tick : NULL, .tick_arg = o ? o->tick_arg : NULL,
+			  .next_tick = es_time_mono() + 1.0 };
 	struct es_jsonl *jl = NULL;
 	int single = 0;
 	int rc = es_path_join(&export, attempt_dir, "ray-output.jsonl");
@@ -299,12 +317,15 @@ int es_materialize(const char *job_dir, const char *attempt_dir, size_t max_line
 		if (rc)
 			break;
 		m->n_files = i + 1;
-		rc = copy_source(jl, src.data, max_line, &k, f);
+		es_proc_test_hook("ESHARD_TEST_HOOK_MATERIALIZE_SOURCE");
+		if (!(rc = sink_tick(&k)))
+			rc = copy_source(jl, src.data, max_line, &k, f);
 	}
 	if (!rc)
 		rc = sink_finish(&k, m);
 	if (!rc)
 		rc = es_fs_rename(tmp.data, final.data);
+	es_crash_point("materialize-after-rename");
 	if (!rc) {
 		m->rows = k.rows;
 		m->size_bytes = k.bytes;

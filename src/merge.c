@@ -11,6 +11,7 @@
 #include "json.h"
 #include "record.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -199,7 +200,7 @@ static int merge_file(struct reader *rd, const char *path, int64_t *rows)
 			if (carry)
 				memcpy(b->data, tail, carry); /* tail lives in another buffer */
 		}
-		if ((rc = buf_reserve(b, carry + BLOCK)))
+		if ((rc = buf_reserve(b, carry + BLOCK)) || (rc = es_check_stop("merge")))
 			break;
 		ssize_t n = read(fd, b->data + carry, BLOCK);
 		if (n < 0) {
@@ -251,21 +252,6 @@ static int merge_file(struct reader *rd, const char *path, int64_t *rows)
 	return rc ? rc : herr;
 }
 
-/* The done record's result, resolved; it must stay inside the job folder. */
-static int result_path(const struct es_manifest *m, const char *id, const char *rel, struct es_buf *out)
-{
-	struct es_buf joined = ES_BUF_INIT;
-	int rc = rel[0] == '/' ? es_buf_adds(&joined, rel) : es_path_join(&joined, m->job_dir, rel);
-	if (!rc)
-		rc = es_fs_resolve(joined.data, out);
-	es_buf_free(&joined);
-	if (rc)
-		return rc;
-	size_t lj = strlen(m->job_dir);
-	if (strncmp(out->data, m->job_dir, lj) || out->data[lj] != '/')
-		return es_error(ES_EINVAL, "Done record for %s points outside the job folder: %s", id, rel);
-	return 0;
-}
 
 static int write_merge_json(const struct es_manifest *m, const struct es_merge_result *r)
 {
@@ -366,19 +352,54 @@ static int merge_shard(struct merger *g, size_t i, struct es_buf *dpath, struct 
 		rc = es_error(ES_ENOENT, "Done record not found: %s", dpath->data);
 	if (rc)
 		return rc;
-	const char *rel = es_json_get_str(rec, "output_path");
-	const char *sha = es_json_get_str(rec, "sha256");
-	int64_t want_rows, rows = 0;
-	if (!cJSON_IsObject(rec) || !rel || !*rel || !sha || es_json_get_i64(rec, "rows", &want_rows)) {
-		rc = es_error(ES_EINVAL, "Done record for %s lacks output_path, rows or sha256: %s", id, dpath->data);
-	} else if (!(rc = result_path(m, id, rel, rpath))) {
+	struct es_done_fields f;
+	int64_t rows = 0;
+	if (!(rc = es_record_check_done(m, id, rec, rpath, &f))) {
 		rc = merge_file(&g->rd, rpath->data, &rows);
-		if (!rc && (rows != want_rows || strcmp(g->h.file_hex, sha)))
+		if (!rc && (rows != f.rows || strcmp(g->h.file_hex, f.sha256)))
 			rc = es_error(ES_EINVAL, "Result checksum or row count mismatch for %s: %s", id, rpath->data);
 		g->r->rows += rows;
 	}
 	cJSON_Delete(rec);
 	return rc;
+}
+
+/* Once the job is complete and merged, the temporaries that killed processes left (a merge's
+ * output temporary beside the output; records', attempt.json's and processed.jsonl's inside
+ * the job folder) are removed when their maker is gone (es_fs_temp_gone), each named in a
+ * WARNING. Best effort: the merge has succeeded whatever this finds. */
+static void sweep_debris(struct merger *g)
+{
+	struct es_buf dir = ES_BUF_INIT, prefix = ES_BUF_INIT;
+	const char *slash = strrchr(g->out.data, '/');
+	es_buf_add(&dir, g->out.data, slash == g->out.data ? 1 : (size_t)(slash - g->out.data));
+	es_buf_printf(&prefix, "%s.", slash + 1);
+	es_log_quiet_begin();
+	es_fs_sweep_temps(dir.data, prefix.data, 3600);
+	static const char *const inside[] = { "", "state/done", "state/failed" };
+	for (size_t i = 0; i < sizeof(inside) / sizeof(inside[0]); i++) {
+		es_path_join(&dir, g->m.job_dir, inside[i]);
+		es_fs_sweep_temps(dir.data, NULL, 3600);
+	}
+	for (size_t i = 0; i < g->m.n_shards; i++) {
+		es_buf_reset(&dir);
+		es_buf_printf(&dir, "%s/attempts/%s", g->m.job_dir, g->m.shards[i].id);
+		DIR *d = opendir(dir.data);
+		struct dirent *e;
+		size_t base = dir.len;
+		while (d && (e = readdir(d)) != NULL) {
+			if (e->d_name[0] == '.')
+				continue;
+			es_buf_setlen(&dir, base);
+			es_buf_printf(&dir, "/%s", e->d_name);
+			es_fs_sweep_temps(dir.data, NULL, 3600);
+		}
+		if (d)
+			closedir(d);
+	}
+	es_log_quiet_end();
+	es_buf_free(&dir);
+	es_buf_free(&prefix);
 }
 
 /* Stop the thread, then fsync and rename the output into place and record merge.json. */
@@ -406,12 +427,16 @@ static int merge_close(struct merger *g, int rc)
 	g->fd = -1;
 	if (close(fd) != 0)
 		return es_error_errno(ES_EIO, "cannot close '%s'", g->tmp.data);
+	es_crash_point("merge-before-rename");
 	if ((rc = es_fs_rename(g->tmp.data, g->out.data)))
 		return rc;
 	es_buf_reset(&g->tmp); /* renamed: nothing left to remove */
 	if (!(r->output = strdup(g->out.data)))
 		return es_error(ES_ENOMEM, "out of memory");
-	return write_merge_json(&g->m, r);
+	if ((rc = write_merge_json(&g->m, r)))
+		return rc;
+	sweep_debris(g);
+	return 0;
 }
 
 static void merge_free(struct merger *g)

@@ -22,6 +22,7 @@
 #include "eshard/workq.h"
 #include "json.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
@@ -222,7 +223,8 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 		int has_nl, got;
 		uint64_t rows = 0;
 		while ((got = es_line_reader_next(r, &line, &len, &has_nl)) == 1) {
-			rows++;
+			if ((++rows & 4095) == 0 && (rc = es_check_stop("prepare")) != 0)
+				break;
 			rc = es_jsonl_normalize(jl, line, len, global, path, es_line_reader_lineno(r), &out);
 			if (rc)
 				break;
@@ -311,6 +313,8 @@ static int copy_shard(struct pass2 *p, uint64_t k, char *buf)
 	rc = es_sha_init(&sha);
 	uint64_t off = s->start, left = s->len;
 	while (!rc && left) {
+		if ((rc = es_check_stop("prepare")) != 0)
+			break;
 		size_t want = left < CHUNK ? (size_t)left : CHUNK;
 		ssize_t n = pread(p->fd, buf, want, (off_t)off);
 		if (n < 0 && errno == EINTR)
@@ -373,6 +377,8 @@ static int plan_shards(int fd, const char *tmp_path, uint64_t total, uint64_t ro
 	uint64_t k = 0, w = 0, r = 0, off = 0, start = 0, shard_rows = 0;
 	int rc = 0;
 	while (off < total) {
+		if ((rc = es_check_stop("prepare")) != 0)
+			break;
 		ssize_t got = pread(fd, buf, CHUNK, (off_t)off);
 		if (got < 0 && errno == EINTR)
 			continue;
@@ -733,6 +739,9 @@ static int prep_existing(struct prep *P)
 	int rc = es_fs_exists(P->job_dir.data);
 	if (rc <= 0)
 		return rc;
+	struct stat st;
+	if (stat(P->job_dir.data, &st) == 0 && !S_ISDIR(st.st_mode))
+		return es_error(ES_EINVAL, "Job directory %s exists and is not a folder. Choose a new --job-dir.", P->job_dir.data);
 	rc = report_existing(P->job_dir.data, P->o, P->res,
 			     existing_job_matches(P->job_dir.data, P->o, P->dataset.data, P->recipe_sha, P->ray_address,
 						  &P->scan));
@@ -746,7 +755,7 @@ static int prep_scan(struct prep *P)
 	char tok[33];
 	int rc = es_fs_mkdirs(P->parent.data, 0755);
 	if (!rc)
-		rc = es_fs_token(tok);
+		rc = es_fs_temp_token(tok);
 	if (!rc)
 		rc = es_buf_printf(&P->stage, "%s/.%s.preparing.%s", P->parent.data, P->job_name, tok);
 	if (rc)
@@ -854,6 +863,50 @@ static int prep_publish(struct prep *P)
 	return 0;
 }
 
+/* The newest modification time of a folder and of its own entries (what a live prepare keeps
+ * touching: its normalized temporary in pass 1, its shard files in pass 2). */
+static double newest_mtime(const char *dir)
+{
+	struct stat st;
+	if (lstat(dir, &st) != 0)
+		return 0;
+	double newest = (double)st.st_mtim.tv_sec;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL)
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (double)st.st_mtim.tv_sec > newest)
+			newest = (double)st.st_mtim.tv_sec;
+	if (d)
+		closedir(d);
+	return newest;
+}
+
+/* A successful prepare removes the stage folders ".<job>.preparing.<token>" beside the job
+ * folder that a killed prepare left: those whose maker is gone (es_fs_temp_gone: a dead
+ * process of this host, or no change for an hour when made on another host), never a live
+ * one's. Each removal is named in a WARNING. */
+static void sweep_stages(struct prep *P)
+{
+	struct es_buf prefix = ES_BUF_INIT, path = ES_BUF_INIT;
+	es_buf_printf(&prefix, ".%s.preparing.", P->job_name);
+	DIR *d = opendir(P->parent.data);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, prefix.data, prefix.len) || (P->stage.len && strstr(P->stage.data, e->d_name)))
+			continue;
+		es_path_join(&path, P->parent.data, e->d_name);
+		struct stat st;
+		if (lstat(path.data, &st) != 0 || !S_ISDIR(st.st_mode) || !es_fs_temp_gone(e->d_name, newest_mtime(path.data), 3600))
+			continue;
+		if (es_fs_remove_tree(path.data) == 0)
+			es_warning("removed %s, the stage folder of a prepare that is gone", path.data);
+	}
+	if (d)
+		closedir(d);
+	es_buf_free(&prefix);
+	es_buf_free(&path);
+}
+
 static void prep_free(struct prep *P)
 {
 	if (P->have_stage) {
@@ -903,6 +956,8 @@ int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *re
 	}
 	if (!rc)
 		rc = prep_publish(&P);
+	if (rc >= 0 && P.job_name)
+		sweep_stages(&P);
 	prep_free(&P);
 	return rc == 1 ? 0 : rc;
 }

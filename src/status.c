@@ -29,6 +29,13 @@ const char *es_shard_state_name(enum es_shard_state s)
 	return "unknown";
 }
 
+int es_status_exit(const struct es_status *s)
+{
+	if (s->complete)
+		return 0;
+	return s->counts.failed > 0 || s->bad_records > 0 ? 2 : 1;
+}
+
 int es_status_exit_code(const struct es_status_counts *c)
 {
 	if (c->done == c->total)
@@ -208,6 +215,32 @@ int es_status_count(const struct es_manifest *m, double lock_timeout, struct es_
 	return rc;
 }
 
+/* merge's checks of a done record, without reading the result's lines: its fields, a result
+ * path inside the job folder, and a result file of the recorded size. A record merge would
+ * refuse gets record_error, and the job is then not complete. */
+static void check_done_record(const struct es_manifest *m, const char *id, const cJSON *doc, struct es_shard_status *r)
+{
+	struct es_buf out = ES_BUF_INIT, why = ES_BUF_INIT;
+	struct es_done_fields f;
+	es_log_quiet_begin();
+	int rc = es_record_check_done(m, id, doc, &out, &f);
+	es_log_quiet_end();
+	struct stat st;
+	if (rc)
+		es_buf_adds(&why, es_last_error());
+	else if (lstat(out.data, &st) != 0)
+		es_buf_printf(&why, "Result of %s not found: %s", id, out.data);
+	else if (!S_ISREG(st.st_mode))
+		es_buf_printf(&why, "Result of %s is not a regular file: %s", id, out.data);
+	else if (f.size_bytes >= 0 && (int64_t)st.st_size != f.size_bytes)
+		es_buf_printf(&why, "Result of %s has %lld bytes, its done record says %lld: %s", id,
+			      (long long)st.st_size, (long long)f.size_bytes, out.data);
+	if (why.len)
+		r->record_error = es_buf_detach(&why, NULL);
+	es_buf_free(&why);
+	es_buf_free(&out);
+}
+
 /* Classify one shard with everything the full report shows. */
 static int collect_one(const struct es_manifest *m, const struct es_shard *sh, double timeout,
 		       struct es_buf *done, struct es_buf *failed, struct es_buf *lock,
@@ -229,8 +262,10 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 		r->state = ES_SHARD_DONE;
 		if (rc) {
 			r->metadata_error = 1;
+			r->record_error = dup_str(es_last_error());
 			return 0;
 		}
+		check_done_record(m, sh->id, doc, r);
 		r->owner = dup_str(es_json_get_str(doc, "hostname"));
 		es_json_get_i64(doc, "rows", &r->done_rows);
 		double t;
@@ -272,9 +307,14 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 	}
 	r->state = lock_state(m, &li, timeout, &r->lock_age_secs);
 	if (!li.readable || li.terminal) {
-		/* A fence whose record this client cannot see (yet): the state is known, the
-		 * record's details are not. */
+		/* A fence whose record this client cannot see (and that has no copy of it): the
+		 * state is known, the record's details are not, and merge could not use it. */
 		r->metadata_error = 1;
+		if (r->state == ES_SHARD_DONE) {
+			struct es_buf why = ES_BUF_INIT;
+			es_buf_printf(&why, "Done record not found: %s (the lock is a done fence)", done->data);
+			r->record_error = es_buf_detach(&why, NULL);
+		}
 		return 0;
 	}
 	r->owner = li.hostname[0] ? strdup(li.hostname) : NULL;
@@ -336,6 +376,7 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 		if (rc)
 			break;
 		count_state(&out->counts, r->state);
+		out->bad_records += r->record_error != NULL;
 		out->rows_total += r->rows;
 		const char *host = NULL;
 		if (r->state == ES_SHARD_DONE) {
@@ -374,7 +415,7 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 		return rc;
 	if (out->n_hosts > 1)
 		qsort(out->hosts, out->n_hosts, sizeof(*out->hosts), host_cmp);
-	out->complete = out->counts.done == out->counts.total;
+	out->complete = out->counts.done == out->counts.total && !out->bad_records;
 	out->terminal = out->counts.done + out->counts.failed == out->counts.total;
 	if (out->rows_done > 0 && t0 >= 0 && t1 > t0) {
 		out->rate_rows_per_sec = (double)out->rows_done / (t1 - t0);
@@ -391,6 +432,7 @@ void es_status_free(struct es_status *s)
 		free(s->shards[i].owner);
 		free(s->shards[i].error);
 		free(s->shards[i].failed_host);
+		free(s->shards[i].record_error);
 	}
 	free(s->shards);
 	for (size_t i = 0; i < s->n_hosts; i++)
@@ -433,6 +475,8 @@ static cJSON *shard_json(const struct es_shard_status *r)
 			rc |= es_json_set_bool(o, "metadata_error", 1);
 		else
 			rc |= es_json_set(o, "owner", str_or_null(r->owner));
+		if (r->record_error)
+			rc |= es_json_set_str(o, "record_error", r->record_error);
 		break;
 	case ES_SHARD_FAILED:
 		rc |= es_json_set(o, "error", str_or_null(r->error));
@@ -507,6 +551,7 @@ int es_status_format_json(const struct es_manifest *m, const struct es_status *s
 	/* eshard-mpi additions; the reference's keys above keep their meaning. */
 	rc |= es_json_set(o, "lock_timeout_secs", num_node(s->lock_timeout_secs));
 	rc |= es_json_set(o, "lease_secs", num_node(s->lease_secs));
+	rc |= es_json_set_int(o, "record_errors", s->bad_records);
 	rc |= es_json_set_int(progress, "shards_done", s->counts.done);
 	rc |= es_json_set_int(progress, "shards_total", s->counts.total);
 	rc |= es_json_set_int(progress, "rows_done", s->rows_done);
@@ -591,6 +636,11 @@ int es_status_format_text(const struct es_manifest *m, const struct es_status *s
 					    (long long)h->failed);
 		}
 	}
+	/* Records merge would refuse are named whatever the options: they keep the job from
+	 * completing. */
+	for (size_t i = 0; i < s->n_shards; i++)
+		if (s->shards[i].record_error)
+			rc |= es_buf_printf(out, "Bad done record of %s: %s\n", s->shards[i].shard_id, s->shards[i].record_error);
 	for (size_t i = 0; all && i < s->n_shards; i++) {
 		const struct es_shard_status *r = &s->shards[i];
 		rc |= es_buf_printf(out, "  %s: %s", r->shard_id, es_shard_state_name(r->state));

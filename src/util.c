@@ -161,6 +161,24 @@ void es_crash_point(const char *name)
 }
 #endif
 
+static volatile sig_atomic_t *stop_flag;
+
+void es_set_stop_flag(volatile sig_atomic_t *flag)
+{
+	stop_flag = flag;
+}
+
+int es_stop_signal(void)
+{
+	return stop_flag ? (int)*stop_flag : 0;
+}
+
+int es_check_stop(const char *what)
+{
+	int sig = es_stop_signal();
+	return sig ? es_error(ES_EINTR, "%s stopped by signal %d", what, sig) : 0;
+}
+
 const char *es_helper_path(const char *env_var, const char *name)
 {
 	static struct { char name[64]; char path[4200]; } found[8];

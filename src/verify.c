@@ -120,7 +120,7 @@ int es_verify_run(const char *job_dir, const char *output, int expect_nodes, str
 	if (rc)
 		goto out;
 	fputs(text.data, stdout);
-	int sc = es_status_exit_code(&st.counts);
+	int sc = es_status_exit(&st);
 	if (sc) {
 		fflush(stdout);
 		rc = es_error(ES_EINVAL, "Verification stopped: not all shards are complete.");
@@ -157,6 +157,8 @@ int es_verify_run(const char *job_dir, const char *output, int expect_nodes, str
 	fflush(stdout);
 	r->exit_code = 0;
 out:
+	if (rc && r->exit_code == 2)
+		r->exit_code = es_exit_code(rc); /* 128+N when stopped by a signal */
 	for (size_t i = 0; owners && i < n_owners; i++)
 		free(owners[i].host);
 	free(owners);

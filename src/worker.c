@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -48,6 +49,7 @@ struct worker {
 	int capped;                  /* --max-shards reached; waiting for the job's end */
 	int64_t done_here;           /* shards this worker completed */
 	long long work_left;         /* pending + stale shards at the last count; -1: not counted */
+	int broken;                  /* this node cannot start the processor: the error code */
 	char last_idle[256];
 };
 
@@ -121,6 +123,7 @@ static int stopped(const struct es_worker_opts *o)
 static int tick(void *arg)
 {
 	struct tick_arg *t = arg;
+	es_crash_point("worker-child-running");
 	stopped(t->w->o);
 	double now = es_time_mono();
 	if (now - t->last_beat < t->w->c.policy.heartbeat_secs)
@@ -443,22 +446,75 @@ static int run_child(struct shard_run *r)
 }
 
 /* Every end but a clean exit: preempted, lost, timed out, failed. NULL for a clean exit. */
+/* Stopped by SIGTERM/SIGINT: not the shard's fault, so it does not count toward the retry
+ * limit; the lock is released at once so a resubmitted job resumes now. */
+static const char *finish_preempted(struct shard_run *r)
+{
+	struct worker *w = r->w;
+	es_json_set_str(r->a, "status", "preempted");
+	save_attempt(w, r->a);
+	if (!r->ta.released)
+		es_claim_release(&w->c, r->i, w->c.token);
+	event(w, "preempted", r->i, -1, -1, r->oc.duration_secs, NULL);
+	return "preempted";
+}
+
+/* The processor could not be started at all (a missing program, a broken environment on this
+ * node): the node's fault, not the shard's. The attempt is recorded "not_started" (which does
+ * not count toward the retry limit), the lock is released for other workers, and this worker
+ * stops: on a broken node every shard it claimed would fail the same way. */
+static const char *finish_unrunnable(struct shard_run *r, int code, const char *why)
+{
+	struct worker *w = r->w;
+	es_json_set_str(r->a, "status", "not_started");
+	es_json_set_str(r->a, "error", why);
+	save_attempt(w, r->a);
+	es_claim_release(&w->c, r->i, w->c.token);
+	event(w, "not_started", r->i, -1, -1, -1, why);
+	w->broken = es_error(code, "%s; this worker stops, and %s was released for other workers", why,
+			     w->m.shards[r->i].id);
+	return "not_started";
+}
+
+static const char *finish_not_started(struct shard_run *r)
+{
+	struct es_buf why = ES_BUF_INIT;
+	es_buf_printf(&why, "cannot start the processor on %s: ", es_hostname());
+	describe_exit(r->w, &r->oc, &why);
+	es_buf_printf(&why, ": %s", r->oc.start_error);
+	const char *res = finish_unrunnable(r, ES_EIO, why.data);
+	es_buf_free(&why);
+	return res;
+}
+
+/* The shard file is read by the processor: it must be the job folder's own regular file, not a
+ * symbolic link planted to feed it something else. */
+static const char *check_input(struct shard_run *r)
+{
+	struct stat st;
+	struct es_buf why = ES_BUF_INIT;
+	if (lstat(r->input.data, &st) != 0)
+		es_buf_printf(&why, "Shard file %s cannot be read: %s", r->input.data, strerror(errno));
+	else if (S_ISLNK(st.st_mode))
+		es_buf_printf(&why, "Shard file %s is a symbolic link; eshard-mpi does not follow links in a job folder",
+			      r->input.data);
+	else if (!S_ISREG(st.st_mode))
+		es_buf_printf(&why, "Shard file %s is not a regular file", r->input.data);
+	const char *res = why.len ? finish_unrunnable(r, ES_EINVAL, why.data) : NULL;
+	es_buf_free(&why);
+	return res;
+}
+
 static const char *settle_unclean(struct shard_run *r)
 {
 	struct worker *w = r->w;
 	const struct es_attempt_outcome *oc = &r->oc;
-	if (oc->preempted) {
-		/* Stopped by SIGTERM/SIGINT: not the shard's fault, so it does not count toward the
-		 * retry limit; the lock is released at once so a resubmitted job resumes now. */
-		es_json_set_str(r->a, "status", "preempted");
-		save_attempt(w, r->a);
-		if (!r->ta.released)
-			es_claim_release(&w->c, r->i, w->c.token);
-		event(w, "preempted", r->i, -1, -1, oc->duration_secs, NULL);
-		return "preempted";
-	}
+	if (oc->preempted)
+		return finish_preempted(r);
 	if (oc->aborted || r->ta.lost)
 		return finish_lost(w, r->i);
+	if (!oc->started)
+		return finish_not_started(r);
 	struct es_buf why = ES_BUF_INIT;
 	const char *result = NULL;
 	if (oc->timed_out) {
@@ -505,9 +561,16 @@ static const char *publish_result(struct shard_run *r)
 {
 	struct worker *w = r->w;
 	struct es_materialized mat;
+	/* The heartbeat goes on while the result is copied: a large one can take longer than
+	 * the lease. */
+	struct es_materialize_opts mo = { 0, tick, &r->ta };
 	es_log_quiet_begin();
-	int rc = es_materialize(w->m.job_dir, r->adir.data, 0, &mat);
+	int rc = es_materialize(w->m.job_dir, r->adir.data, &mo, &mat);
 	es_log_quiet_end();
+	if (rc == ES_EINTR && r->ta.lost)
+		return finish_lost(w, r->i);
+	if (rc == ES_EINTR && stopped(w->o))
+		return finish_preempted(r);
 	if (rc)
 		return finish_failure(w, r->i, r->a, es_last_error());
 	cJSON *d = done_record(r, &mat);
@@ -552,7 +615,11 @@ static const char *process_shard(struct worker *w, size_t i)
 		return head_unavailable(w, i);
 	struct shard_run r;
 	shard_setup(&r, w, i);
-	const char *result;
+	const char *result = check_input(&r);
+	if (result) {
+		shard_free(&r);
+		return result;
+	}
 	int rc = record_command(&r);
 	if (!rc)
 		rc = run_child(&r);
@@ -684,7 +751,7 @@ static int handle_claim(struct worker *w, size_t i, struct es_worker_result *res
 	const char *r = process_shard(w, i);
 	printf("Finished %s: %s\n", w->m.shards[i].id, r);
 	fflush(stdout);
-	if (!strcmp(r, "preempted"))
+	if (!strcmp(r, "preempted") || w->broken)
 		return 1;
 	res->processed++;
 	if (!strcmp(r, "done"))
@@ -772,8 +839,11 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 			break;
 		if (rc == 1) {
 			rc = 0;
-			if (handle_claim(&w, i, res))
+			if (handle_claim(&w, i, res)) {
+				if ((rc = w.broken) != 0)
+					end = 1;
 				break;
+			}
 			continue;
 		}
 		if (stopped(o))

@@ -73,8 +73,8 @@ int es_claim_release(struct es_claimer *c, size_t i, const char *token);
 int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const char *kind,
 		     const char *record, size_t record_len, int *published);
 
-/* Count the attempts of a shard whose attempt.json says failed or stale (REFERENCE §5.3 step 4),
- * and the number of attempt sub-folders. */
+/* Count the attempts of a shard whose attempt.json says failed or stale (REFERENCE §5.3 step 4;
+ * not read when failures is NULL), and the number of attempt sub-folders. */
 int es_claim_count_failures(const char *job_dir, const char *shard_id, int *failures, int *folders);
 
 /* What a lock file says, read once from one open descriptor (mtime and content of the same

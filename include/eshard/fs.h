@@ -23,6 +23,23 @@
 /* 32 lower-case hex characters from the kernel's CSPRNG (a uuid4-like token) + NUL. */
 int es_fs_token(char out[33]);
 
+/* The token of a temporary or a stage folder: 32 lower-case hex characters like es_fs_token()'s
+ * (the reference's ".<name>.<32hex>.tmp" form), which also name their maker: its pid (8 hex),
+ * a hash of its host name (8 hex), then 16 random ones. Debris sweepers use it to tell a
+ * temporary whose maker is gone from one that is being written. */
+int es_fs_temp_token(char out[33]);
+
+/* Is the maker of the entry named name (".<x>.<32hex>.tmp" or "<x>.preparing.<32hex>"), last
+ * modified at mtime (epoch seconds), gone? 1 when it was made on this host by a process that no
+ * longer exists; for another host (or a token without a maker) when nothing changed it for
+ * max_age seconds; 0 otherwise (also when name carries no token: never removed). */
+int es_fs_temp_gone(const char *name, double mtime, double max_age);
+
+/* Remove the stale temporaries ".<prefix><anything>.<32hex>.tmp" (prefix NULL: any) of folder
+ * dir whose maker is gone (es_fs_temp_gone), each with a WARNING naming it. Returns how many were
+ * removed (>= 0) or a negative error. Never follows a link; sub-folders are not entered. */
+int es_fs_sweep_temps(const char *dir, const char *prefix, double max_age);
+
 /* Write data to <dir>/.<name>.<32hex>.tmp, fsync, rename over path, fsync the folder. */
 int es_fs_write_atomic(const char *path, const void *data, size_t len);
 /* Write a temporary as above, then link() it to path. Returns 0 when published, 1 when path
@@ -45,6 +62,10 @@ int es_fs_publish_dir(const char *from, const char *to);
 int es_fs_fsync_dir(const char *dir);
 /* fsync the folder that holds path. */
 int es_fs_fsync_parent(const char *path);
+/* mkdir of one folder inside a job folder: an existing folder is fine, a symbolic link or a
+ * file in its place is an error (ES_EINVAL, naming the path): nothing follows a link out of
+ * a job folder. */
+int es_fs_mkdir_nofollow(const char *path, mode_t mode);
 /* mkdir -p with mode; existing folders are fine. */
 int es_fs_mkdirs(const char *path, mode_t mode);
 /* rm -rf; a missing path is fine. Never follows symlinks. */

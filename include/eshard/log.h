@@ -38,7 +38,8 @@ void es_log_quiet_end(void);
 /* Prefix for every line, e.g. "[rank 1 node2] "; NULL or "" for none. */
 void es_log_set_prefix(const char *prefix);
 
-/* Exit status for a library result: 0 stays 0, any error becomes 2 (REFERENCE.md §1.1). */
-static inline int es_exit_code(int rc) { return rc == 0 ? 0 : 2; }
+/* Exit status for a library result: 0 stays 0, a stop by signal N (ES_EINTR while the process
+ * is stopping) 128+N, any other error 2 (REFERENCE.md §1.1). */
+int es_exit_code(int rc);
 
 #endif

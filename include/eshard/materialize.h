@@ -37,7 +37,11 @@ struct es_materialized {
  * checked with fstat. A re-read would double the I/O and, on NFS, read the client's own
  * page cache rather than the server, so it would prove nothing more.
  *
- * max_line caps one line (0: ES_MAX_LINE_BYTES of prepare.h). Returns 0; ES_ENOENT with the reference's
+ * o may be NULL. o->max_line caps one line (0: ES_MAX_LINE_BYTES of prepare.h). o->tick, when
+ * set, is called about once a second (between lines and files): the worker refreshes its lease
+ * there, since a large result can take longer than a lease to copy; a nonzero return stops the
+ * copy with ES_EINTR ("... lost its lease"). A stop signal (es_check_stop) stops it with
+ * ES_EINTR too. Returns 0; ES_ENOENT with the reference's
  * "Data-Juicer returned 0 but did not create <path>" when the export path does not exist
  * (so that the caller can tell an all-filtered, never-created output apart); ES_EINVAL with
  * "<message> at <path>:<line>" on a bad line or when the export path is neither a file nor
@@ -45,7 +49,14 @@ struct es_materialized {
  * processed.jsonl exists only if nothing but the final folder fsync failed. Free m with
  * es_materialized_free() (also after an error: it is then a no-op).
  */
-int es_materialize(const char *job_dir, const char *attempt_dir, size_t max_line, struct es_materialized *m);
+struct es_materialize_opts {
+	size_t max_line;
+	int (*tick)(void *arg);
+	void *tick_arg;
+};
+
+int es_materialize(const char *job_dir, const char *attempt_dir, const struct es_materialize_opts *o,
+		   struct es_materialized *m);
 void es_materialized_free(struct es_materialized *m);
 
 #endif

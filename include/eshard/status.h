@@ -59,6 +59,7 @@ struct es_shard_status {
 	int64_t done_rows;         /* done: rows of the result (the done record's rows), or -1 */
 	double claimed_at_epoch;   /* done: claimed_at_epoch of the attempt that published, or -1 */
 	double completed_at_epoch; /* done: the record's completed_at, or -1 */
+	char *record_error;        /* done: why merge would refuse its record, or NULL */
 };
 
 struct es_status_counts {
@@ -73,7 +74,8 @@ struct es_status_host {
 
 struct es_status {
 	struct es_status_counts counts;
-	int complete;               /* done == total */
+	int complete;               /* done == total and no done record merge would refuse */
+	int64_t bad_records;        /* done shards with a record_error */
 	int terminal;               /* done + failed == total */
 	double lock_timeout_secs;   /* the values the classification used */
 	double lease_secs;
@@ -112,8 +114,10 @@ int es_status_count(const struct es_manifest *m, double lock_timeout, struct es_
 
 void es_status_free(struct es_status *s);
 
-/* Process exit code of `status`: 0 complete, 2 any failed, otherwise 1. */
+/* Process exit code of `status`: 0 complete, 2 any failed, otherwise 1 (counts only). */
 int es_status_exit_code(const struct es_status_counts *c);
+/* The same for a full status: 2 also when a done record is one merge would refuse. */
+int es_status_exit(const struct es_status *s);
 
 /* The reference's object (pretty, sorted keys, trailing newline) with extra fields
  * "progress", "hosts", "lock_timeout_secs" and "lease_secs", appended to out. */

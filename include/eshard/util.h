@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <time.h>
 
 /* "2026-12-02T08:37:05.108116+00:00" (Python's datetime.isoformat(); ".ffffff" left out when
@@ -36,6 +37,16 @@ int es_env_is_launcher_identity(const char *kv);
 const char *es_helper_path(const char *env_var, const char *name);
 /* 1 when kv's name is name. */
 int es_env_name_is(const char *kv, const char *name);
+/* The process's stop flag (set by its SIGTERM/SIGINT handler to the signal's number), which
+ * long library steps (prepare's passes, merge, materialize) check so that a stop is acted on
+ * at once: they then fail with ES_EINTR and "stopped by signal N", leaving nothing half-made
+ * behind. NULL (the default) means never stopped. */
+void es_set_stop_flag(volatile sig_atomic_t *flag);
+/* The signal that asked the process to stop, or 0. */
+int es_stop_signal(void);
+/* ES_EINTR with "<what> stopped by signal N" when a stop was asked for, else 0. */
+int es_check_stop(const char *what);
+
 /* Test builds (-DESHARD_TEST_HOOKS=ON) only: ESHARD_TEST_CRASH_AT=<name> makes the process
  * _exit(99) at that point. Other builds compile no crash point at all, not even its name. */
 #ifdef ESHARD_TEST_HOOKS

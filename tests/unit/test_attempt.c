@@ -567,7 +567,7 @@ static void test_command_processor(void)
 	free(env);
 	/* The copy is a file export: it materializes to the input's bytes. */
 	struct es_materialized m;
-	CHECK_INT_EQ(es_materialize(J, A, 0, &m), 0);
+	CHECK_INT_EQ(es_materialize(J, A, NULL, &m), 0);
 	char *out = slurp(pathf(buf, "%s/%s", A, "processed.jsonl"));
 	CHECK_STR_EQ(out, INPUT_TEXT);
 	free(out);

@@ -141,7 +141,7 @@ static void test_materialize_folder(void)
 	CHECK(symlink("missing", pathf(buf, "%s/%s", X, "dangling.json")) == 0);
 
 	struct es_materialized m;
-	CHECK_INT_EQ(es_materialize(J, A, 0, &m), 0);
+	CHECK_INT_EQ(es_materialize(J, A, NULL, &m), 0);
 	/* Sorted by relative path, bytewise: ".hidden-dir/..." < "_temporary/..." < "part-*". Only
 	 * the basename is filtered, so files below "_temporary/" and ".hidden-dir/" count (the
 	 * reference's quirk); a symlinked file counts, a symlinked folder is not entered. */
@@ -186,7 +186,7 @@ static void test_materialize_file_and_empty(void)
 	/* A single file export, last line without '\n'. */
 	new_attempt(A, tok);
 	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "{\"x\":1}\n{\"x\":2}");
-	CHECK_INT_EQ(es_materialize(J, A, 0, &m), 0);
+	CHECK_INT_EQ(es_materialize(J, A, NULL, &m), 0);
 	CHECK_INT_EQ((int)m.n_files, 1);
 	check_file_entry(&m.files[0], A, "ray-output.jsonl", 2, pathf(buf, "%s/%s", A, "ray-output.jsonl"));
 	CHECK_INT_EQ((int)m.files[0].size_bytes, 15);
@@ -201,7 +201,7 @@ static void test_materialize_file_and_empty(void)
 	new_attempt(A, tok);
 	mkdirs(pathf(buf, "%s/%s", A, "ray-output.jsonl"));
 	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl/_SUCCESS"), "");
-	CHECK_INT_EQ(es_materialize(J, A, 0, &m), 0);
+	CHECK_INT_EQ(es_materialize(J, A, NULL, &m), 0);
 	CHECK_INT_EQ((int)m.n_files, 0);
 	CHECK_INT_EQ((int)m.rows, 0);
 	CHECK_INT_EQ((int)m.size_bytes, 0);
@@ -213,7 +213,7 @@ static void test_materialize_file_and_empty(void)
 	/* An empty file export: zero rows. */
 	new_attempt(A, tok);
 	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "");
-	CHECK_INT_EQ(es_materialize(J, A, 0, &m), 0);
+	CHECK_INT_EQ(es_materialize(J, A, NULL, &m), 0);
 	CHECK_INT_EQ((int)m.n_files, 1);
 	CHECK_INT_EQ((int)m.rows, 0);
 	es_materialized_free(&m);
@@ -227,7 +227,7 @@ static void test_materialize_errors(void)
 	/* Missing export: the reference's message, with its own code. */
 	new_attempt(A, tok);
 	es_log_quiet_begin();
-	CHECK_INT_EQ(es_materialize(J, A, 0, &m), ES_ENOENT);
+	CHECK_INT_EQ(es_materialize(J, A, NULL, &m), ES_ENOENT);
 	es_log_quiet_end();
 	sfmt(want, sizeof(want), "Data-Juicer returned 0 but did not create %s/ray-output.jsonl", A);
 	CHECK_STR_EQ(es_last_error(), want);
@@ -239,7 +239,7 @@ static void test_materialize_errors(void)
 	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl/part-0.json"), "{\"a\":1}\n");
 	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl/part-1.json"), "{\"a\":1}\n{\"a\":\n{}\n");
 	es_log_quiet_begin();
-	CHECK_INT_EQ(es_materialize(J, A, 0, &m), ES_EINVAL);
+	CHECK_INT_EQ(es_materialize(J, A, NULL, &m), ES_EINVAL);
 	es_log_quiet_end();
 	sfmt(want, sizeof(want), "%s/ray-output.jsonl/part-1.json:2", A);
 	CHECK(strstr(es_last_error(), want) != NULL);
@@ -251,14 +251,14 @@ static void test_materialize_errors(void)
 	new_attempt(A, tok);
 	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "{}\n   \n");
 	es_log_quiet_begin();
-	CHECK_INT_EQ(es_materialize(J, A, 0, &m), ES_EINVAL);
+	CHECK_INT_EQ(es_materialize(J, A, NULL, &m), ES_EINVAL);
 	es_log_quiet_end();
 	sfmt(want, sizeof(want), "Blank JSONL record at %s/ray-output.jsonl:2", A);
 	CHECK_STR_EQ(es_last_error(), want);
 	new_attempt(A, tok);
 	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "[1]\n");
 	es_log_quiet_begin();
-	CHECK_INT_EQ(es_materialize(J, A, 0, &m), ES_EINVAL);
+	CHECK_INT_EQ(es_materialize(J, A, NULL, &m), ES_EINVAL);
 	es_log_quiet_end();
 	sfmt(want, sizeof(want), "JSONL record must be an object at %s/ray-output.jsonl:1", A);
 	CHECK_STR_EQ(es_last_error(), want);
@@ -267,7 +267,7 @@ static void test_materialize_errors(void)
 	new_attempt(A, tok);
 	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "{\"long\":\"0123456789012345678901234567890\"}\n");
 	es_log_quiet_begin();
-	CHECK(es_materialize(J, A, 16, &m) < 0);
+	CHECK(es_materialize(J, A, &(struct es_materialize_opts){ 16, NULL, NULL }, &m) < 0);
 	es_log_quiet_end();
 	CHECK(strstr(es_last_error(), "16-byte cap") != NULL);
 	CHECK_INT_EQ(temporaries_left(A), 0);
@@ -276,7 +276,7 @@ static void test_materialize_errors(void)
 	new_attempt(A, tok);
 	CHECK(mkfifo(pathf(buf, "%s/%s", A, "ray-output.jsonl"), 0644) == 0);
 	es_log_quiet_begin();
-	CHECK_INT_EQ(es_materialize(J, A, 0, &m), ES_EINVAL);
+	CHECK_INT_EQ(es_materialize(J, A, NULL, &m), ES_EINVAL);
 	es_log_quiet_end();
 	CHECK(strstr(es_last_error(), "neither a file nor a folder") != NULL);
 }
