@@ -209,6 +209,47 @@ static int inside_job(const struct es_manifest *m, const char *rel, struct es_bu
 	return 0;
 }
 
+/* A publisher that died between its record and its fence left its attempt "running": when the
+ * record is its own (same token), the attempt did publish, so it says "done" (with
+ * recovered_at) and its result; any other running attempt is marked stale. */
+static void mark_attempt_recovered(const struct es_manifest *m, const char *ad, const char *state,
+				   const char *record, size_t len)
+{
+	struct es_buf dir = ES_BUF_INIT, path = ES_BUF_INIT;
+	cJSON *a = NULL, *rec = NULL;
+	es_log_quiet_begin();
+	if (record)
+		rec = es_json_parse(record, len, "record");
+	if (*ad && !inside_job(m, ad, &dir) && !es_path_join(&path, dir.data, "attempt.json") &&
+	    !es_json_load(path.data, &a) && cJSON_IsObject(a)) {
+		const char *st = es_json_get_str(a, "status"), *tok = es_json_get_str(a, "token");
+		const char *rtok = es_json_get_str(rec, "token");
+		if (st && !strcmp(st, "running")) {
+			char now[40];
+			es_time_now_iso(now);
+			int own = tok && rtok && !strcmp(tok, rtok);
+			es_json_set_str(a, "status", own ? state : "stale");
+			es_json_set_str(a, own ? "recovered_at" : "stale_at", now);
+			if (own && !strcmp(state, "done")) {
+				cJSON *r = cJSON_CreateObject();
+				static const char *const keys[] = { "ray_output_files", "rows", "sha256", "size_bytes" };
+				for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+					const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, keys[k]);
+					if (v)
+						es_json_set(r, keys[k], cJSON_Duplicate(v, 1));
+				}
+				es_json_set(a, "result", r);
+			}
+			es_json_write_atomic(path.data, a);
+		}
+	}
+	es_log_quiet_end();
+	cJSON_Delete(a);
+	cJSON_Delete(rec);
+	es_buf_free(&dir);
+	es_buf_free(&path);
+}
+
 /* The stale takeover's step f: mark the referenced attempt stale if it is still running. */
 static void mark_attempt_stale(const struct es_manifest *m, const char *ad)
 {
@@ -407,6 +448,7 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 		char *text = record_text(m, record, id, &len);
 		if (!(rc = write_fence(fd, lock_path, doc, id, record, text, len)))
 			rc = 2;
+		mark_attempt_recovered(m, li.attempt_dir, record, text, len);
 		free(text);
 		o->terminal = 1;
 		goto out;
@@ -615,6 +657,7 @@ static int publish_limit(struct es_claimer *c, size_t i, int failures)
 	es_json_set_str(f, "reason", "retry limit reached before claim");
 	es_json_set_str(f, "shard_id", c->m->shards[i].id);
 	es_json_set_str(f, "status", "failed");
+	es_json_set_str(f, "token", c->token);
 	struct es_buf rec = ES_BUF_INIT;
 	int published = 0;
 	int rc = es_json_dump(f, 1, &rec);
@@ -726,6 +769,51 @@ int es_claim_try(struct es_claimer *c, size_t i)
 	rc = start_attempt(c, i, l);
 	cJSON_Delete(l);
 	return rc ? rc : ES_CLAIM_OK;
+}
+
+int es_claim_repair(struct es_claimer *c, size_t i)
+{
+	const struct es_manifest *m = c->m;
+	const char *id = m->shards[i].id;
+	char lock_path[4096];
+	struct es_lock_info li;
+	int rc = es_claim_lock_path(m, id, lock_path, sizeof(lock_path));
+	if (rc || c->obs[i].terminal || (rc = es_claim_lock_read(lock_path, &li)) != 0)
+		return rc;
+	if (!li.exists || li.terminal || !li.readable || !li.token[0])
+		return 0;
+	static const char *const kinds[] = { "done", "failed" };
+	for (size_t k = 0; k < 2; k++) {
+		size_t len = 0;
+		char *text = record_text(m, kinds[k], id, &len);
+		cJSON *rec = NULL;
+		if (text) {
+			es_log_quiet_begin();
+			rec = es_json_parse(text, len, "record");
+			es_log_quiet_end();
+		}
+		const char *tok = es_json_get_str(rec, "token");
+		int own = tok && !strcmp(tok, li.token);
+		cJSON_Delete(rec);
+		if (!own) {
+			free(text);
+			continue;
+		}
+		/* The owner published and then died before its fence: write it in its place. */
+		int fd;
+		cJSON *doc = NULL;
+		rc = lock_owned(lock_path, li.token, 1, &fd, &doc);
+		if (rc == 0) {
+			rc = write_fence(fd, lock_path, doc, id, kinds[k], text, len);
+			mark_attempt_recovered(m, li.attempt_dir, kinds[k], text, len);
+			c->obs[i].terminal = 1;
+			cJSON_Delete(doc);
+			unlock_close(fd);
+		}
+		free(text);
+		return rc < 0 ? rc : rc == 0;
+	}
+	return 0;
 }
 
 int es_claim_heartbeat(struct es_claimer *c, size_t i)

@@ -4,6 +4,7 @@
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/prepare.h"
+#include "eshard/proc.h"
 #include "eshard/sha.h"
 #include "eshard/status.h"
 #include "eshard/util.h"
@@ -345,6 +346,7 @@ static int merge_shard(struct merger *g, size_t i, struct es_buf *dpath, struct 
 	const struct es_manifest *m = &g->m;
 	const char *id = m->shards[i].id;
 	cJSON *rec = NULL;
+	es_proc_test_hook("ESHARD_TEST_HOOK_MERGE_SHARD");
 	es_buf_reset(dpath);
 	es_buf_printf(dpath, "%s/state/done/%s.json", m->job_dir, id);
 	int rc = es_record_load(m, "done", id, &rec);

@@ -194,6 +194,7 @@ static const char *finish_failure(struct worker *w, size_t i, cJSON *a, const ch
 		es_json_set_str(f, "last_log", log.data);
 		es_json_set_str(f, "shard_id", id);
 		es_json_set_str(f, "status", "failed");
+		es_json_set_str(f, "token", w->c.token);
 		if (w->o->run_id)
 			es_json_set_str(f, "run_id", w->o->run_id);
 		int published = 0;
@@ -771,6 +772,12 @@ static int idle(struct worker *w, struct es_worker_result *res, int *rc)
 	long long total = st.total, done = st.done, failed = st.failed;
 	long long pending = st.pending, running = st.running, stale = st.stale;
 	w->work_left = pending + stale;
+	/* A finished job can still have a running lock: a publisher that died between its record
+	 * and its fence (its record makes the shard count as finished). Fence it before leaving,
+	 * so that no lock outlives the job; shards this worker knows finished cost nothing. */
+	if (done + failed == total)
+		for (size_t i = 0; i < w->m.n_shards; i++)
+			es_claim_repair(&w->c, i);
 	if (done == total) {
 		printf("All %lld shards completed\n", total);
 		fflush(stdout);

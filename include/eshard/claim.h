@@ -59,6 +59,13 @@ void es_claimer_free(struct es_claimer *c);
  * markers are final, and a worker scans every shard from the first one for each claim. */
 int es_claim_try(struct es_claimer *c, size_t i);
 
+/* A running lock whose shard has a visible record (done, else failed) with the lock's own
+ * token: its owner published and died before writing the fence (or is writing it now). Write
+ * the fence (and mark the attempt done or failed, recovered_at). 1 when repaired, 0 when there
+ * was nothing to repair, negative on error. Safe at any time: the fence it writes is the one
+ * the owner would write. */
+int es_claim_repair(struct es_claimer *c, size_t i);
+
 /* Refresh the lease: rewrite the lock in place with heartbeat+1. Returns 0, 1 when the lock is
  * no longer ours (taken over: stop working on it), or negative on an I/O error. */
 int es_claim_heartbeat(struct es_claimer *c, size_t i);
