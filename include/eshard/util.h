@@ -34,6 +34,14 @@ int es_env_is_launcher_identity(const char *kv);
  * (an installed eshard-mpi, `cmake --install`), else <source>/scripts/<name> (a build tree);
  * NULL when none exists. The string stays valid for the life of the process. */
 const char *es_helper_path(const char *env_var, const char *name);
+/* The optimal string alignment distance (Levenshtein plus transpositions of neighbours, each
+ * edit counting 1) between a and b, byte by byte; a string longer than 255 bytes is as far
+ * from every other string as its length. */
+size_t es_edit_distance(const char *a, const char *b);
+/* The name of names[0..n) closest to word by es_edit_distance, the first of equals, when it is
+ * close enough to be what was meant (at most a third of word's length, and at most 3, edits);
+ * else NULL. For "did you mean" hints. */
+const char *es_closest_name(const char *word, const char *const *names, size_t n);
 /* 1 when kv's name is name. */
 int es_env_name_is(const char *kv, const char *name);
 /* Test builds (-DESHARD_TEST_HOOKS=ON) only: ESHARD_TEST_CRASH_AT=<name> makes the process
