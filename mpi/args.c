@@ -31,8 +31,28 @@ void es_args_usage(const struct es_opt *opts, size_t n_opts, const struct es_cmd
 		printf("  %-30s %s\n", left, opts[i].help);
 	}
 	printf("  %-30s %s\n", "--help", "show this help and exit");
+	printf("  %-30s %s\n", "--version", "show the version and exit");
 	if (help->details)
 		printf("\n%s\n", help->details);
+}
+
+/* "unknown option '--X'", with the closest option of the table when one is close. */
+static int unknown_option(const char *cmd, const char *name, size_t len, const struct es_opt *opts, size_t n_opts)
+{
+	char word[128];
+	const char *names[64];
+	size_t n = 0;
+	snprintf(word, sizeof(word), "%.*s", (int)len, name);
+	for (size_t i = 0; i < n_opts && n < sizeof(names) / sizeof(names[0]) - 2; i++)
+		names[n++] = opts[i].name;
+	names[n++] = "help";
+	names[n++] = "version";
+	const char *near = len < sizeof(word) ? es_closest_name(word, names, n) : NULL;
+	if (near)
+		return es_error(ES_EUSAGE, "eshard-mpi %s: unknown option '--%.*s' (did you mean --%s?)", cmd, (int)len,
+				name, near);
+	return es_error(ES_EUSAGE, "eshard-mpi %s: unknown option '--%.*s' (see eshard-mpi %s --help)", cmd, (int)len,
+			name, cmd);
 }
 
 static int set_value(const struct es_opt *o, const char *val, const char *cmd)
@@ -80,6 +100,10 @@ int es_args_parse(int argc, char **argv, const struct es_opt *opts, size_t n_opt
 			es_args_usage(opts, n_opts, help);
 			return 1;
 		}
+		if (!strcmp(arg, "--version")) {
+			printf("%s\n", es_version_line());
+			return 1;
+		}
 		if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
 			es_error(ES_EUSAGE, "eshard-mpi %s: unexpected argument '%s' (see eshard-mpi %s --help)", cmd, arg, cmd);
 			return ES_EUSAGE;
@@ -90,10 +114,8 @@ int es_args_parse(int argc, char **argv, const struct es_opt *opts, size_t n_opt
 		for (size_t i = 0; i < n_opts; i++)
 			if (strlen(opts[i].name) == len && !strncmp(opts[i].name, name, len))
 				o = &opts[i];
-		if (!o) {
-			es_error(ES_EUSAGE, "eshard-mpi %s: unknown option '--%.*s' (see eshard-mpi %s --help)", cmd, (int)len, name, cmd);
-			return ES_EUSAGE;
-		}
+		if (!o)
+			return unknown_option(cmd, name, len, opts, n_opts);
 		if (o->seen)
 			*o->seen = 1;
 		if (o->kind == ES_OPT_FLAG) {

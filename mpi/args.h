@@ -1,7 +1,8 @@
 /*
  * args: a small table-driven parser for long options ("--name value" and "--name=value").
  * Abbreviations are not accepted (argparse's prefix matching is an accident of the
- * reference, REFERENCE.md §10). Every subcommand has --help.
+ * reference, REFERENCE.md §10). Every subcommand has --help and --version. An unknown option
+ * is reported with the closest known one when there is one ("did you mean --job-dir?").
  */
 #ifndef ESHARD_ARGS_H
 #define ESHARD_ARGS_H
@@ -38,11 +39,13 @@ struct es_cmd_help {
 	const char *details;   /* optional paragraph printed after the options */
 };
 
-/* Parses argv[1..] (argv[0] is the subcommand). Returns 0, 1 when --help was printed (exit 0),
- * or ES_EUSAGE after printing "ERROR: <what>" and a usage hint. */
+/* Parses argv[1..] (argv[0] is the subcommand). Returns 0, 1 when --help or --version was
+ * printed (exit 0), or ES_EUSAGE after printing "ERROR: <what>" and a usage hint. */
 int es_args_parse(int argc, char **argv, const struct es_opt *opts, size_t n_opts,
 		  const struct es_cmd_help *help);
 void es_args_usage(const struct es_opt *opts, size_t n_opts, const struct es_cmd_help *help);
 void es_str_list_free(struct es_str_list *l);
+/* "eshard-mpi <version> (git <revision>)", what --version prints (mpi/version.c). */
+const char *es_version_line(void);
 
 #endif

@@ -19,8 +19,8 @@ int cmd_verify(int argc, char **argv)
 	static const struct es_cmd_help help = {
 		"verify",
 		"Check that a job is complete and was done by enough hosts, merge it, re-read the output.",
-		"Exit codes: 0 PASS; 1 or 2 as status gives for an incomplete job; 2 too few hosts or\n"
-		"any other error. An existing output is replaced.",
+		"Exit codes: 0 PASS; 1 the job is not complete yet and no shard failed (as status);\n"
+		"2 some shard failed, too few hosts, or any other error. An existing output is replaced.",
 	};
 	int rc = es_args_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), &help);
 	if (rc)

@@ -8,6 +8,7 @@
 #include "eshard/attempt.h"
 
 #include "eshard/log.h"
+#include "eshard/util.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -37,7 +38,22 @@ static void usage(FILE *f)
 		   "commands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\n'eshard-mpi <command> --help' shows the options of a command.\n");
+	fprintf(f, "\n'eshard-mpi <command> --help' shows the options of a command; 'eshard-mpi --version'\n"
+		   "the version.\n");
+}
+
+/* "unknown command 'X'", with the closest command when one is close. */
+static int unknown_command(const char *name)
+{
+	const char *names[sizeof(commands) / sizeof(commands[0])];
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		names[i] = commands[i].name;
+	const char *near = es_closest_name(name, names, sizeof(names) / sizeof(names[0]));
+	if (near)
+		es_error(ES_EUSAGE, "unknown command '%s' (did you mean '%s'?)", name, near);
+	else
+		es_error(ES_EUSAGE, "unknown command '%s' (see eshard-mpi --help)", name);
+	return 2;
 }
 
 int main(int argc, char **argv)
@@ -52,6 +68,10 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("%s\n", es_version_line());
+		return fflush(stdout) ? 2 : 0;
+	}
 	/* The child supervisor of a shard attempt (started by the worker, not by users). */
 	if (!strcmp(argv[1], "__supervise"))
 		return es_attempt_supervise_main(argc - 1, argv + 1);
@@ -64,6 +84,5 @@ int main(int argc, char **argv)
 			}
 			return rc;
 		}
-	es_error(ES_EUSAGE, "unknown command '%s' (see eshard-mpi --help)", argv[1]);
-	return 2;
+	return unknown_command(argv[1]);
 }

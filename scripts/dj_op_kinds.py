@@ -20,7 +20,9 @@ Output (stdout, one line of JSON, nothing else):
   filter  the class is a subclass of data_juicer.ops.base_op.Filter
   global  the class has a truthy attribute is_global_operation
 An unknown name has all four fields false. Names appear in argument order;
-a repeated name appears once.
+a repeated name appears once. When at least one name is unknown, the object
+also has "registered": every name in the registry, sorted (eshard-mpi
+suggests the closest one: "did you mean ...?").
 
 --version prints {"data_juicer_version": "...", "commit": "<sha>" | null},
 where commit is `git rev-parse HEAD` of the checkout that holds the imported
@@ -243,6 +245,8 @@ def main(argv):
                     "commit": git_commit(os.path.dirname(dj.__file__)),
                     "ops": classify(names, OPERATORS.modules, Mapper, Filter),
                 }
+                if not all(o["known"] for o in result["ops"].values()):
+                    result["registered"] = sorted(str(n) for n in OPERATORS.modules)
     if code != 0:
         fail(code, error)
     sys.stdout.write(json.dumps(result, separators=(", ", ": ")) + "\n")

@@ -9,7 +9,8 @@
 #
 # Environment:
 #   ESHARD_HOSTFILE    hostfile to use (default /etc/mpi/hostfile)
-#   ESHARD_BIN         the eshard-mpi binary (default: eshard-mpi on PATH, else this checkout's build)
+#   ESHARD_BIN         the eshard-mpi binary (default: the one installed beside this script, else
+#                      eshard-mpi on PATH, else this checkout's build)
 #   ESHARD_MPIRUN      mpirun to use (default mpirun)
 #   ESHARD_MPIRUN_ARGS extra mpirun arguments, split on whitespace (e.g. "--mca btl_tcp_if_include eth0")
 set -euo pipefail
@@ -26,10 +27,14 @@ if [ "$hosts" -lt 1 ]; then
   exit 2
 fi
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
 bin=${ESHARD_BIN:-}
 if [ -z "$bin" ]; then
-  if command -v eshard-mpi >/dev/null 2>&1; then bin=$(command -v eshard-mpi)
+  # Installed as <prefix>/share/eshard-mpi/dlc-mpijob.sh: the binary of the same install first.
+  if [ "$(basename "$here")" = eshard-mpi ] && [ -x "$here/../../bin/eshard-mpi" ]; then
+    bin=$(cd "$here/../../bin" && pwd)/eshard-mpi
+  elif command -v eshard-mpi >/dev/null 2>&1; then bin=$(command -v eshard-mpi)
   elif [ -x "$repo/build/eshard-mpi" ]; then bin=$repo/build/eshard-mpi
   else echo "ERROR: eshard-mpi not found: put it on PATH, set ESHARD_BIN, or run scripts/build.sh" >&2; exit 2
   fi

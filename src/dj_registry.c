@@ -4,7 +4,8 @@
  *
  * The helper prints one JSON object on stdout: {"ops": {name: {"known", "mapper", "filter",
  * "global"}}, "data_juicer_version", "commit"}; exit 3 means Data-Juicer is not importable and
- * exit 4 that the custom operators could not be loaded. Its message for a failure is its
+ * exit 4 that the custom operators could not be loaded. When some asked name is unknown, the
+ * object also lists every registered name ("registered"), for a "did you mean" hint. Its message for a failure is its
  * first non-blank stderr line (the last one of a Python traceback).
  */
 #include "dj_registry.h"
@@ -38,6 +39,7 @@ void es_dj_registry_free(struct es_dj_registry *r)
 	free(r->ops);
 	free(r->version);
 	free(r->commit);
+	es_strv_free(&r->registered);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -92,6 +94,13 @@ static enum es_dj_verdict kind_by_registry(const struct es_dj_registry *r, const
 	if (!(k->mapper || k->filter) || k->global || has_global_token(name))
 		return ES_DJ_OP_WHOLE;
 	return ES_DJ_OP_OK;
+}
+
+const char *es_dj_registry_suggest(const struct es_dj_registry *reg, const char *name)
+{
+	if (!reg->consulted || !reg->registered.n)
+		return NULL;
+	return es_closest_name(name, (const char *const *)reg->registered.v, reg->registered.n);
 }
 
 enum es_dj_verdict es_dj_registry_kind(const struct es_dj_registry *reg, const char *name)
@@ -206,6 +215,18 @@ static cJSON *parse_answer_json(const struct es_buf *out)
 	return j;
 }
 
+/* The optional list of every registered name; strings only (anything else is skipped). */
+static int read_registered(const cJSON *j, struct es_dj_registry *reg)
+{
+	const cJSON *all = cJSON_GetObjectItemCaseSensitive(j, "registered"), *it;
+	if (!cJSON_IsArray(all))
+		return 0;
+	cJSON_ArrayForEach(it, all)
+		if (cJSON_IsString(it) && it->valuestring[0] && es_strv_push(&reg->registered, strdup(it->valuestring)))
+			return -1;
+	return 0;
+}
+
 /* Read the helper's answer for the (sorted, distinct) names. Returns 0, or -1 with a reason. */
 static int read_answer(const struct es_buf *out, const char *const *names, size_t n, struct es_dj_registry *reg,
 		       struct es_buf *why)
@@ -244,6 +265,8 @@ static int read_answer(const struct es_buf *out, const char *const *names, size_
 		k->filter = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "filter"));
 		k->global = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "global"));
 	}
+	if (read_registered(j, reg))
+		goto oom;
 	rc = 0;
 	goto out;
 oom:

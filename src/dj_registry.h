@@ -17,6 +17,8 @@
 #ifndef ESHARD_DJ_REGISTRY_H
 #define ESHARD_DJ_REGISTRY_H
 
+#include "eshard/buf.h"
+
 #include <stddef.h>
 
 enum es_dj_verdict {
@@ -36,6 +38,8 @@ struct es_dj_registry {
 	struct es_dj_op *ops;      /* the answer, sorted by name */
 	size_t n;
 	char *version, *commit;    /* Data-Juicer's version and checkout revision, or NULL */
+	struct es_strv registered; /* every registered name when the helper listed them (it does
+				    * when some asked name is unknown), else empty */
 };
 
 /*
@@ -48,6 +52,10 @@ int es_dj_registry_consult(const char *python, const char *helper, char *const *
 			   const char *const *names, size_t n_names, struct es_dj_registry *reg);
 /* The verdict on name: the registry's when it was consulted, else the naming convention's. */
 enum es_dj_verdict es_dj_registry_kind(const struct es_dj_registry *reg, const char *name);
+/* The registered name closest to an unknown name (es_closest_name), for "did you mean"; NULL
+ * without a registry list (the registry was not consulted, or an older helper) or when no
+ * name is close. */
+const char *es_dj_registry_suggest(const struct es_dj_registry *reg, const char *name);
 /* Free what consult filled in and zero *reg. */
 void es_dj_registry_free(struct es_dj_registry *reg);
 

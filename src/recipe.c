@@ -186,6 +186,20 @@ static int ask_registry(struct check *c)
 	return rc;
 }
 
+/* The reference's message for an unknown operator, with the closest registered name when the
+ * registry listed its names and one is close. */
+static int unknown_operator(const struct check *c, const struct one_op *o)
+{
+	const char *near = op_name(o) ? es_dj_registry_suggest(&c->reg, op_name(o)) : NULL;
+	if (!near)
+		return repr_error("Unknown operator %s; cannot prove it is shard-safe", o->name);
+	char *r = es_pyval_repr(o->name);
+	int rc = es_error(ES_EINVAL, "Unknown operator %s; cannot prove it is shard-safe (did you mean '%s'?)",
+			  r ? r : "?", near);
+	free(r);
+	return rc;
+}
+
 /* Step 6 for process[i]: one operator, mapping arguments, a shard-safe kind, no stats export;
  * its index_key is collected and an explicit save_dir warned about. */
 static int check_operator(struct check *c, size_t i)
@@ -199,7 +213,7 @@ static int check_operator(struct check *c, size_t i)
 		return repr_error("Arguments for operator %s must be a mapping", o.name);
 	enum es_dj_verdict v = op_name(&o) ? es_dj_registry_kind(&c->reg, op_name(&o)) : ES_DJ_OP_UNKNOWN;
 	if (v == ES_DJ_OP_UNKNOWN)
-		return repr_error("Unknown operator %s; cannot prove it is shard-safe", o.name);
+		return unknown_operator(c, &o);
 	if (v == ES_DJ_OP_WHOLE)
 		return repr_error("Operator %s requires or may require whole-dataset semantics and is not "
 				  "supported by this demo", o.name);

@@ -179,6 +179,23 @@ int es_check_stop(const char *what)
 	return sig ? es_error(ES_EINTR, "%s stopped by signal %d", what, sig) : 0;
 }
 
+/* 1 when dir is the build tree the library was compiled for: only a binary there may fall back
+ * to the source tree's scripts/, so that an installed binary never depends on the checkout it
+ * was built from (and a missing installed helper is noticed, not papered over). */
+static int is_build_dir(const char *dir)
+{
+#if defined(ESHARD_SOURCE_DIR) && defined(ESHARD_BUILD_DIR)
+	char *a = realpath(dir, NULL), *b = realpath(ESHARD_BUILD_DIR, NULL);
+	int same = a && b && !strcmp(a, b);
+	free(a);
+	free(b);
+	return same;
+#else
+	(void)dir;
+	return 0;
+#endif
+}
+
 const char *es_helper_path(const char *env_var, const char *name)
 {
 	static struct { char name[64]; char path[4200]; } found[8];
@@ -192,24 +209,27 @@ const char *es_helper_path(const char *env_var, const char *name)
 	if (k == sizeof(found) / sizeof(found[0]) || strlen(name) >= sizeof(found[k].name))
 		return NULL;
 	snprintf(found[k].name, sizeof(found[k].name), "%s", name);
+	found[k].path[0] = '\0';
 	char exe[2048];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = '\0';
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';
-			snprintf(found[k].path, sizeof(found[k].path), "%s/../share/eshard-mpi/%s", exe, name);
-			if (access(found[k].path, R_OK) == 0)
-				return found[k].path;
-		}
-	}
-	found[k].path[0] = '\0';
-#ifdef ESHARD_SOURCE_DIR
-	snprintf(found[k].path, sizeof(found[k].path), "%s/scripts/%s", ESHARD_SOURCE_DIR, name);
+	if (n <= 0)
+		return NULL;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return NULL;
+	*slash = '\0';
+	snprintf(found[k].path, sizeof(found[k].path), "%s/../share/eshard-mpi/%s", exe, name);
 	if (access(found[k].path, R_OK) == 0)
 		return found[k].path;
 	found[k].path[0] = '\0';
+#ifdef ESHARD_SOURCE_DIR
+	if (is_build_dir(exe)) {
+		snprintf(found[k].path, sizeof(found[k].path), "%s/scripts/%s", ESHARD_SOURCE_DIR, name);
+		if (access(found[k].path, R_OK) == 0)
+			return found[k].path;
+		found[k].path[0] = '\0';
+	}
 #endif
 	return NULL;
 }
@@ -238,4 +258,56 @@ int es_env_is_launcher_identity(const char *kv)
 		if (es_env_name_is(kv, names[i]))
 			return 1;
 	return 0;
+}
+
+size_t es_edit_distance(const char *a, const char *b)
+{
+	enum { MAXLEN = 255 };
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > MAXLEN || lb > MAXLEN)
+		return la > lb ? la : lb;
+	/* Three rows of the dynamic programme: the one before last (for transpositions), the last
+	 * and the current one. */
+	size_t rows[3][MAXLEN + 1];
+	size_t *pp = rows[0], *p = rows[1], *c = rows[2];
+	for (size_t j = 0; j <= lb; j++)
+		p[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		c[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t cost = a[i - 1] != b[j - 1];
+			size_t best = p[j - 1] + cost;                 /* substitute (or keep) */
+			if (p[j] + 1 < best)
+				best = p[j] + 1;                       /* delete from a */
+			if (c[j - 1] + 1 < best)
+				best = c[j - 1] + 1;                   /* insert into a */
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && pp[j - 2] + 1 < best)
+				best = pp[j - 2] + 1;                  /* swap two neighbours */
+			c[j] = best;
+		}
+		size_t *t = pp;
+		pp = p;
+		p = c;
+		c = t;
+	}
+	return p[lb];
+}
+
+const char *es_closest_name(const char *word, const char *const *names, size_t n)
+{
+	size_t limit = strlen(word) / 3;
+	if (limit > 3)
+		limit = 3;
+	const char *best = NULL;
+	size_t best_d = limit + 1;
+	for (size_t i = 0; i < n; i++) {
+		if (!names[i])
+			continue;
+		size_t d = es_edit_distance(word, names[i]);
+		if (d < best_d) {
+			best = names[i];
+			best_d = d;
+		}
+	}
+	return best;
 }

@@ -32,9 +32,19 @@ int es_format_u64(uint64_t v, char out[20]);
 int es_env_is_launcher_identity(const char *kv);
 /* Where a helper script shipped with eshard-mpi is (dj_op_kinds.py, dj_runner.py): the
  * environment variable env_var when set; else <dir of the binary>/../share/eshard-mpi/<name>
- * (an installed eshard-mpi, `cmake --install`), else <source>/scripts/<name> (a build tree);
- * NULL when none exists. The string stays valid for the life of the process. */
+ * (an installed eshard-mpi: `cmake --install`, the .deb); else, for a binary that runs from
+ * the build tree it was compiled in, <source>/scripts/<name>. NULL when none exists: an
+ * installed binary never looks into the source tree. The string stays valid for the life of
+ * the process. */
 const char *es_helper_path(const char *env_var, const char *name);
+/* The optimal string alignment distance (Levenshtein plus transpositions of neighbours, each
+ * edit counting 1) between a and b, byte by byte; a string longer than 255 bytes is as far
+ * from every other string as its length. */
+size_t es_edit_distance(const char *a, const char *b);
+/* The name of names[0..n) closest to word by es_edit_distance, the first of equals, when it is
+ * close enough to be what was meant (at most a third of word's length, and at most 3, edits);
+ * else NULL. For "did you mean" hints. */
+const char *es_closest_name(const char *word, const char *const *names, size_t n);
 /* 1 when kv's name is name. */
 int es_env_name_is(const char *kv, const char *name);
 /* The process's stop flag (set by its SIGTERM/SIGINT handler to the signal's number), which

@@ -4,7 +4,8 @@
 # Filter are accepted, a Deduplicator and a Selector are rejected with the reference's message,
 # unknown names are rejected (also one that only looks like a Mapper, which the naming-convention
 # fallback would accept: proof that the registry answered), and a custom Mapper registered by
-# tests/dj/custom_ops/eshard_test_ops.py is accepted once loaded through custom_operator_paths.
+# tests/dj/custom_ops/eshard_test_ops.py is accepted once loaded through custom_operator_paths;
+# a mistyped name gets the closest registered one as a hint.
 . "$(dirname "$0")/../e2e/lib.sh"
 
 VENV=${ESHARD_DJ_VENV:-$SRC/.venv-dj}
@@ -40,8 +41,14 @@ want = {
 }
 for name, k in want.items():
     assert kind(name) == k, (name, kind(name), k)
+# Some names are unknown: the answer lists the registry's names for "did you mean".
+reg = json.loads(lines[0])["registered"]
+assert reg == sorted(reg) and "whitespace_normalization_mapper" in reg and "eshard_test_upper_mapper" in reg, reg[:5]
+assert "eshard_no_such_op" not in reg
 PY
-pass "helper: kinds from the registry, custom Mapper registered"
+run_expect 0 "$PY" "$HELPER" whitespace_normalization_mapper
+grep -q '"registered"' "$T/out" && fail "registry names listed although every name is known: $(cat "$T/out")"
+pass "helper: kinds from the registry, custom Mapper registered, the registry's names when one is unknown"
 
 # Without its path the custom operator is unknown to the registry.
 run_expect 0 "$PY" "$HELPER" eshard_test_upper_mapper
@@ -83,6 +90,13 @@ for op in eshard_no_such_op eshard_no_such_mapper eshard_test_upper_mapper; do
   no_job_left "$T/j-$op"
 done
 pass "prepare: unknown operators rejected (also a *_mapper name and a custom op without its path)"
+
+# A near miss: the closest registered name as a hint.
+recipe "$T/typo.yaml" whitespace_normalisation_mapper
+prep 2 "$T/typo.yaml" j-typo
+expect_err "Unknown operator 'whitespace_normalisation_mapper'; cannot prove it is shard-safe (did you mean 'whitespace_normalization_mapper'?)"
+no_job_left "$T/j-typo"
+pass "prepare: a mistyped operator gets the closest registered name"
 
 # The custom Mapper through custom_operator_paths: an absolute path from anywhere, and a path
 # relative to the folder prepare runs in (the repository root here).

@@ -1,8 +1,9 @@
 /*
  * Unit tests of src/dj_registry.c: the naming convention, the registry's verdicts from a fake
  * helper (a shell script run with /bin/sh as the "python"), the fallbacks, the Data-Juicer
- * identity and the default helper's place. test_recipe checks the same protocol through
- * es_recipe_load(); the real helper is exercised by the dj test test_op_kinds.
+ * identity, the default helper's place, and the registry's name list behind "did you mean".
+ * test_recipe checks the same protocol through es_recipe_load(); the real helper is exercised
+ * by the dj test test_op_kinds.
  */
 #include "testlib.h"
 
@@ -136,6 +137,34 @@ static void test_identity_and_default(void)
 	CHECK(d && strlen(d) > 22 && !strcmp(d + strlen(d) - 22, "scripts/dj_op_kinds.py"));
 }
 
+static void test_registered_list(void)
+{
+	const char *names[] = { "a_mapper", "b_mappr" };
+	struct es_dj_registry reg = { 0 };
+	char *list = fake_helper("list", "{\"ops\": {\"a_mapper\": {\"known\": true, \"mapper\": true}, "
+				      "\"b_mappr\": {\"known\": false}}, \"registered\": [\"a_mapper\", \"b_mapper\", "
+				      "null, \"c_filter\"]}", "", 0);
+	CHECK_INT_EQ(es_dj_registry_consult("/bin/sh", list, NULL, 0, names, 2, &reg), 0);
+	CHECK(reg.consulted);
+	CHECK_INT_EQ(reg.registered.n, 3); /* strings only */
+	CHECK_STR_EQ(es_dj_registry_suggest(&reg, "b_mappr"), "b_mapper");
+	CHECK_STR_EQ(es_dj_registry_suggest(&reg, "c_filtre"), "c_filter");
+	CHECK(es_dj_registry_suggest(&reg, "zzzzzz_op") == NULL);
+	es_dj_registry_free(&reg);
+	CHECK(reg.registered.n == 0 && reg.registered.v == NULL);
+
+	/* An answer without the list (an older helper, or every name known): no hint. */
+	char *plain = fake_helper("plain", "{\"ops\": {\"a_mapper\": {\"known\": true, \"mapper\": true}, "
+				       "\"b_mappr\": {\"known\": false}}}", "", 0);
+	CHECK_INT_EQ(es_dj_registry_consult("/bin/sh", plain, NULL, 0, names, 2, &reg), 0);
+	CHECK(reg.consulted && reg.registered.n == 0);
+	CHECK(es_dj_registry_suggest(&reg, "b_mappr") == NULL);
+	es_dj_registry_free(&reg);
+	/* Not consulted (the naming convention): no hint. */
+	struct es_dj_registry none = { 0 };
+	CHECK(es_dj_registry_suggest(&none, "b_mappr") == NULL);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
@@ -143,6 +172,7 @@ int main(void)
 	test_naming_convention();
 	test_consult();
 	test_identity_and_default();
+	test_registered_list();
 	es_log_quiet_end();
 	return test_done();
 }

@@ -775,6 +775,26 @@ static void test_registry_failures(void)
 	es_recipe_free(&r2);
 }
 
+/* "did you mean": the closest registered name, only when the helper listed the registry's
+ * names (it does when an asked name is unknown) and one is close. */
+static void test_registry_suggestions(void)
+{
+	struct es_recipe_opts o = { "/bin/sh", fake_helper("list", "{\"ops\": {"
+			"\"clean_htm_mapper\": {\"known\": false}, \"zzz_op\": {\"known\": false}, "
+			"\"text_length_filter\": {\"known\": true, \"filter\": true}}, \"registered\": "
+			"[\"clean_html_mapper\", \"clean_email_mapper\", \"text_length_filter\", 7, \"\"]}", "", 0), NULL };
+	EXPECT_ERR_EXACT("process:\n  - clean_htm_mapper:\n", &o,
+			 "Unknown operator 'clean_htm_mapper'; cannot prove it is shard-safe (did you mean 'clean_html_mapper'?)");
+	EXPECT_ERR_EXACT("process:\n  - text_length_filter:\n  - zzz_op:\n", &o,
+			 "Unknown operator 'zzz_op'; cannot prove it is shard-safe");
+	/* A name that is not a string was not asked about: no hint. */
+	EXPECT_ERR_EXACT("process:\n  - text_length_filter:\n  - 7:\n", &o, "Unknown operator 7; cannot prove it is shard-safe");
+	/* The naming-convention fallback has no list: no hint, even for a near miss. */
+	struct es_recipe_opts o3 = { "/bin/sh", fake_helper("nodj2", "", "ERROR: cannot import data_juicer", 3), NULL };
+	EXPECT_ERR_EXACT("process:\n  - text_length_filtr:\n", &o3, "Unknown operator 'text_length_filtr'; cannot prove it is shard-safe");
+	EXPECT_ERR_EXACT("process:\n  - text_length_filtr:\n", &NOREG, "Unknown operator 'text_length_filtr'; cannot prove it is shard-safe");
+}
+
 int main(void)
 {
 	T = test_tmpdir();
@@ -793,5 +813,6 @@ int main(void)
 	test_alias_bomb();
 	test_registry();
 	test_registry_failures();
+	test_registry_suggestions();
 	return test_done();
 }
