@@ -475,6 +475,12 @@ static void resolve(struct report *r)
 	for (size_t i = 0; i < r->n_a; i++) {
 		struct rattempt *a = &r->a[i];
 		resolve_times(r, a);
+		/* A done attempt without finished_at ended when its done record was completed. */
+		if (a->end < 0 && a->status == ST_DONE && a->shard_index >= 0 &&
+		    r->st.shards[a->shard_index].state == ES_SHARD_DONE)
+			a->end = r->st.shards[a->shard_index].completed_at_epoch;
+		if (a->end >= 0)
+			a->end_kind = END_RECORDED;
 		double ts[3] = { a->claim, a->start, a->end };
 		for (int k = 0; k < 3; k++) {
 			if (ts[k] < 0)
