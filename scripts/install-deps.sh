@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libcjson-dev libyaml-dev
           libssl-dev python3 python3-venv time util-linux procps locales
           slurm-wlm munge
-          python3-fusepy fuse strace)
+          python3-fusepy fuse strace
+          chromium fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
