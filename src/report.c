@@ -42,6 +42,7 @@ struct rattempt {
 	int status;
 	char *raw_status;          /* what attempt.json says, when it is not one of status_names */
 	double claim, start, end;  /* epoch seconds, < 0 when unknown */
+	double finished_at, stale_at; /* what attempt.json says of the end, < 0 when absent */
 	int end_kind;
 	double proc_secs;          /* the processor's own run time (duration_secs), < 0 unknown */
 	int64_t rows_in, rows_out; /* < 0 unknown */
@@ -181,7 +182,7 @@ static void parse_leaf(const char *name, struct rattempt *a)
 }
 
 /* The fields of attempt.json (REFERENCE.md §2.5); the end waits for the events (resolve). */
-static void fill_from_json(struct rattempt *a, const cJSON *doc, double *finished, double *stale_at)
+static void fill_from_json(struct rattempt *a, const cJSON *doc)
 {
 	const char *host = es_json_get_str(doc, "hostname");
 	a->host = xstrdup(host && *host ? host : "(unknown)");
@@ -195,8 +196,8 @@ static void fill_from_json(struct rattempt *a, const cJSON *doc, double *finishe
 	}
 	if (es_json_get_num(doc, "claimed_at_epoch", &a->claim))
 		a->claim = iso_of(doc, "claimed_at");
-	*finished = iso_of(doc, "finished_at");
-	*stale_at = iso_of(doc, "stale_at");
+	a->finished_at = iso_of(doc, "finished_at");
+	a->stale_at = iso_of(doc, "stale_at");
 	if (es_json_get_num(doc, "duration_secs", &a->proc_secs))
 		a->proc_secs = -1;
 	a->has_rc = !es_json_get_i64(doc, "return_code", &a->rc);
@@ -220,7 +221,7 @@ static struct rattempt *new_attempt(struct report *r)
 	}
 	struct rattempt *a = &r->a[r->n_a++];
 	memset(a, 0, sizeof(*a));
-	a->claim = a->start = a->end = a->proc_secs = -1;
+	a->claim = a->start = a->end = a->proc_secs = a->finished_at = a->stale_at = -1;
 	a->rows_in = a->rows_out = -1;
 	a->shard_index = -1;
 	return a;
@@ -242,8 +243,7 @@ static long shard_index(const struct es_manifest *m, const char *id)
 	return es_manifest_find(m, id);
 }
 
-/* One attempt folder with an attempt.json. Its finished_at and stale_at wait in the end
- * fields (end and start) until resolve() weighs them against the events. */
+/* One attempt folder with an attempt.json. */
 static int add_attempt(struct report *r, const char *shard, const char *leaf, const char *dir)
 {
 	struct rattempt *a = new_attempt(r);
@@ -261,9 +261,8 @@ static int add_attempt(struct report *r, const char *shard, const char *leaf, co
 	es_buf_printf(&p, "%s/attempt.json", dir);
 	cJSON *doc = load_object_quiet(p.data);
 	es_buf_free(&p);
-	double finished = -1, stale_at = -1;
 	if (doc) {
-		fill_from_json(a, doc, &finished, &stale_at);
+		fill_from_json(a, doc);
 	} else {
 		r->unreadable_attempts++;
 		a->host = xstrdup("(unknown)");
@@ -271,8 +270,6 @@ static int add_attempt(struct report *r, const char *shard, const char *leaf, co
 		a->error = strdup("attempt.json cannot be read");
 	}
 	cJSON_Delete(doc);
-	a->end = finished;
-	a->start = stale_at;
 	return a->host ? 0 : oom("attempts");
 }
 
@@ -412,12 +409,10 @@ static int is_end_event(const char *name)
 	return 0;
 }
 
-/* The times of one attempt: events (matched by token) first, attempt.json otherwise. On entry
- * end holds attempt.json's finished_at and start its stale_at (add_attempt). */
+/* The times of one attempt: events (matched by token) first, attempt.json otherwise. */
 static void resolve_times(struct report *r, struct rattempt *a)
 {
-	double finished = a->end, stale_at = a->start, ev_end = -1, ev_taken = -1;
-	a->start = a->end = -1;
+	double ev_end = -1, ev_taken = -1;
 	struct revent key;
 	memset(&key, 0, sizeof(key));
 	snprintf(key.token, sizeof(key.token), "%s", a->token);
@@ -450,7 +445,8 @@ static void resolve_times(struct report *r, struct rattempt *a)
 	}
 	if (a->claim < 0)
 		a->claim = a->start;
-	a->end = ev_end >= 0 ? ev_end : finished >= 0 ? finished : ev_taken >= 0 ? ev_taken : stale_at;
+	/* Its own worker's end first; a takeover only ends an attempt whose worker said nothing. */
+	a->end = ev_end >= 0 ? ev_end : a->finished_at >= 0 ? a->finished_at : ev_taken >= 0 ? ev_taken : a->stale_at;
 	if (a->end < 0 && a->claim >= 0 && a->proc_secs >= 0 && a->status != ST_RUNNING)
 		a->end = a->claim + a->proc_secs;
 	a->end_kind = a->end >= 0 ? END_RECORDED : END_UNKNOWN;
