@@ -1,5 +1,5 @@
 /*
- * The job-inspection subcommands: status, retry, merge, verify. Each returns the process exit
+ * The job-inspection subcommands: status, retry, merge, verify, report. Each returns the process exit
  * code and runs without MPI.
  */
 #ifndef ESHARD_COMMANDS_JOBS_H
@@ -9,5 +9,6 @@ int cmd_status(int argc, char **argv);
 int cmd_retry(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 #endif

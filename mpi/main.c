@@ -28,6 +28,7 @@ static const struct command commands[] = {
 	{ "retry", cmd_retry, "requeue failed shards" },
 	{ "merge", cmd_merge, "verify every result and merge them in manifest order" },
 	{ "verify", cmd_verify, "check owners and completeness, then merge and re-check the output" },
+	{ "report", cmd_report, "write a self-contained HTML report of the job (read-only)" },
 };
 
 static void usage(FILE *f)

@@ -7,7 +7,8 @@ packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libcjson-d
           libssl-dev python3 python3-venv time util-linux procps locales
           slurm-wlm munge
           python3-fusepy fuse strace
-          dpkg-dev groff-base man-db bash-completion)
+          dpkg-dev groff-base man-db bash-completion
+          chromium fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
