@@ -16,6 +16,7 @@
 #include "eshard/buf.h"
 #include "eshard/log.h"
 #include "eshard/prepare.h"
+#include "eshard/report.h"
 #include "eshard/retry.h"
 #include "eshard/util.h"
 #include "eshard/verify.h"
@@ -241,6 +242,22 @@ static int work_phase(struct run *r)
 	return wcode;
 }
 
+/* The job's HTML report beside its manifest, whatever the outcome (it shows the failures too).
+ * A report that cannot be written costs a warning, never the job's exit code. */
+static void write_report(const char *job_dir)
+{
+	struct es_buf path = ES_BUF_INIT;
+	struct es_report_info info;
+	es_buf_printf(&path, "%s/report.html", job_dir);
+	if (!es_report_write(job_dir, path.data, NULL, &info))
+		printf("Report: %s (%zu attempts on %zu host(s))\n", path.data, info.attempts, info.hosts);
+	else
+		es_warning("no report was written to %s (see the error above); 'eshard-mpi report --job-dir %s --output FILE' retries it",
+			path.data, job_dir);
+	fflush(stdout);
+	es_buf_free(&path);
+}
+
 /* Phase 3: the ranks agree how the work ended; rank 0 verifies and merges; all learn the code. */
 static int finalize_phase(struct run *r, int code, int wcode)
 {
@@ -268,6 +285,8 @@ static int finalize_phase(struct run *r, int code, int wcode)
 		es_error(ES_EINVAL, "the job did not complete (exit code %d on at least one rank); see the rank messages above and 'eshard-mpi status --job-dir %s'",
 			 agreed, job_dir);
 	}
+	if (r->ag.rank == 0 && !code && !*stop_flag())
+		write_report(job_dir);
 	return agree_bcast_int(final);
 }
 

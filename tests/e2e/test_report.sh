@@ -62,6 +62,10 @@ N=$(wc -l <"$T/attempts.txt")
 [ "$N" -ge 13 ] || fail "expected at least 13 attempts (12 shards, one failed once), found $N"
 grep -q ' failed$' "$T/attempts.txt" || fail "no failed attempt in the job folder"
 
+# run wrote the same report at its end, beside the manifest.
+grep -qF "Report: $J/report.html ($N attempts on 3 host(s))" "$T/out" || { cat "$T/out"; fail "run did not write its report"; }
+[ "$(grep -o 'class="attempt"' "$J/report.html" | wc -l)" = "$N" ] || fail "run's report has not $N attempt elements"
+pass "run wrote $J/report.html ($N attempts)"
 run_expect 0 "$BIN" report --job-dir "$J" --output "$T/report.html"
 expect_out "Wrote $T/report.html: $N attempts of 12 shards (12 done, 0 failed) on "
 cp "$T/report.html" "$ART/report.html"
