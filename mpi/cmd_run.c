@@ -37,7 +37,7 @@ struct run_cli {
 	struct prepare_cli pc;
 	const char *output, *run_id, *ray_mode;
 	int64_t nodes;
-	int require_all, retry_failed, allow_mismatch, no_runner;
+	int require_all, retry_failed, allow_mismatch, no_runner, no_backup;
 	int seen_lease, seen_hb, seen_lt, seen_mr;
 	double attempt_timeout, preempt_grace;
 };
@@ -69,7 +69,7 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 {
 	memset(c, 0, sizeof(*c));
 	prepare_cli_init(&c->pc);
-	struct es_opt opts[ES_PREPARE_MAX_OPTS + 13];
+	struct es_opt opts[ES_PREPARE_MAX_OPTS + 16];
 	size_t n = prepare_cli_options(&c->pc, opts);
 	/* Policy options given explicitly also override a job prepared earlier (a resubmission). */
 	for (size_t i = 0; i < n; i++) {
@@ -82,6 +82,7 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 	opts[n++] = (struct es_opt){ "nodes", ES_OPT_POS_INT, &c->nodes, NULL, NULL, "nodes of the job (default: distinct hosts of the ranks)" };
 	opts[n++] = (struct es_opt){ "require-all-nodes", ES_OPT_FLAG, &c->require_all, NULL, NULL, "strict mode: every node must complete shards; claim cap ceil(shards/nodes)" };
 	opts[n++] = (struct es_opt){ "run-id", ES_OPT_STR, &c->run_id, NULL, "ID", "submission id (default PAI_JOB_ID, DLC_JOB_ID, JOB_ID, SLURM_JOB_ID, or made up)" };
+	opts[n++] = (struct es_opt){ "no-backup", ES_OPT_FLAG, &c->no_backup, NULL, NULL, "never run a backup attempt of an overdue shard on an idle rank (default: backups on)" };
 	opts[n++] = (struct es_opt){ "retry-failed", ES_OPT_FLAG, &c->retry_failed, NULL, NULL, "requeue failed shards before work starts" };
 	opts[n++] = (struct es_opt){ "attempt-timeout-secs", ES_OPT_POS_NUM, &c->attempt_timeout, NULL, NULL, "kill an attempt that runs longer (counted as failed)" };
 	opts[n++] = (struct es_opt){ "preempt-grace-secs", ES_OPT_POS_NUM, &c->preempt_grace, NULL, NULL, "a processor killed by a stop signal from outside: wait this long (default 5) for the rank's own stop before counting a failure" };
@@ -210,6 +211,8 @@ static void worker_options(struct run *r, struct es_worker_opts *wo)
 	wo->supervisor_exe = self_exe();
 	wo->attempt_timeout_secs = c->attempt_timeout;
 	wo->preempt_grace_secs = c->preempt_grace;
+	wo->no_backup = c->no_backup;
+	wo->backup_keep_hosts = c->require_all;
 	wo->allow_version_mismatch = c->allow_mismatch;
 	wo->ray_mode_name = c->ray_mode;
 	wo->ray_no_runner = c->no_runner;

@@ -63,6 +63,7 @@ size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts)
 		{ "ray-mode", ES_OPT_STR, &o->ray_mode_name, NULL, "MODE", "per-attempt (default: Ray starts inside every shard's run) or per-rank (one node-local Ray head reused by every shard)" },
 		{ "no-dj-runner", ES_OPT_FLAG, &o->ray_no_runner, NULL, NULL, "per-rank mode: run plain dj-process per shard instead of the persistent Data-Juicer runner" },
 		{ "preempt-grace-secs", ES_OPT_POS_NUM, &o->preempt_grace_secs, NULL, NULL, "a processor killed by a stop signal from outside: wait this long (default 5) for the worker's own stop before counting a failure" },
+		{ "no-backup", ES_OPT_FLAG, &o->no_backup, NULL, NULL, "never run a backup attempt of an overdue shard when idle (default: backups on)" },
 	};
 	memcpy(opts, t, sizeof(t));
 	return sizeof(t) / sizeof(t[0]);
@@ -85,7 +86,7 @@ int cmd_worker(int argc, char **argv)
 {
 	struct es_worker_opts o;
 	es_worker_opts_init(&o);
-	struct es_opt opts[16];
+	struct es_opt opts[20];
 	opts[0] = (struct es_opt){ "job-dir", ES_OPT_STR, &o.job_dir, NULL, "DIR", "the prepared job folder (required)" };
 	size_t n = 1 + worker_cli_options(&o, opts + 1);
 	static const struct es_cmd_help help = {

@@ -29,6 +29,12 @@ struct es_lease_obs {
 	 * worker scanning from the first shard made one open() per finished shard for every
 	 * claim, O(shards^2) in all, and on NFS each of them is a round trip. */
 	int terminal;
+	/* What the last look showed, for the backup rule (es_claim_seen). */
+	int running;
+	double claimed_at_epoch;
+	double done_secs;
+	char host[256];
+	char token[33];
 };
 
 static uint64_t fnv1a(const char *p, size_t n)
@@ -66,7 +72,11 @@ int es_claimer_init(struct es_claimer *c, const struct es_manifest *m, const str
 	c->m = m;
 	c->policy = *p;
 	c->obs = calloc(m->n_shards ? m->n_shards : 1, sizeof(*c->obs));
-	return c->obs ? 0 : es_error(ES_ENOMEM, "out of memory");
+	if (!c->obs)
+		return es_error(ES_ENOMEM, "out of memory");
+	for (size_t i = 0; i < m->n_shards; i++)
+		c->obs[i].claimed_at_epoch = c->obs[i].done_secs = -1;
+	return 0;
 }
 
 void es_claimer_free(struct es_claimer *c)
@@ -115,7 +125,7 @@ static int lock_info_fd(int fd, const char *path, struct es_lock_info *li, cJSON
 	struct stat st;
 	struct es_buf content = ES_BUF_INIT;
 	memset(li, 0, sizeof(*li));
-	li->claimed_at_epoch = -1;
+	li->claimed_at_epoch = li->terminal_at_epoch = -1;
 	if (doc)
 		*doc = NULL;
 	if (fstat(fd, &st) != 0)
@@ -153,6 +163,9 @@ static int lock_info_fd(int fd, const char *path, struct es_lock_info *li, cJSON
 	li->terminal = !strcmp(li->state, "done") || !strcmp(li->state, "failed");
 	copy_str(li->terminal_path, sizeof(li->terminal_path), l, "terminal_path");
 	double t;
+	if (!es_time_parse_iso(es_json_get_str(l, "terminal_at"), &t))
+		li->terminal_at_epoch = t;
+	copy_str(li->record_host, sizeof(li->record_host), cJSON_GetObjectItemCaseSensitive(l, "record"), "hostname");
 	if (!es_json_get_num(l, "claimed_at_epoch", &t) || !es_time_parse_iso(es_json_get_str(l, "claimed_at"), &t))
 		li->claimed_at_epoch = t;
 	if (doc)
@@ -165,7 +178,7 @@ static int lock_info_fd(int fd, const char *path, struct es_lock_info *li, cJSON
 int es_claim_lock_read(const char *path, struct es_lock_info *li)
 {
 	memset(li, 0, sizeof(*li));
-	li->claimed_at_epoch = -1;
+	li->claimed_at_epoch = li->terminal_at_epoch = -1;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
@@ -361,6 +374,30 @@ static int visible_record(const struct es_manifest *m, const char *id, const cha
 	return rc < 0 ? rc : 0;
 }
 
+static void backup_marker_path(const struct es_manifest *m, const char *id, const char *primary_token,
+			       struct es_buf *path)
+{
+	es_buf_printf(path, "%s/state/backups/%s.%s.json", m->job_dir, id, primary_token);
+}
+
+/* The backup of the primary attempt holding token, if one exists and its marker changed
+ * within the lease (by the file server's clock against ours, like the reference's lock mtime
+ * rule): it is running the shard. The marker is opened, not looked up, so a cached "no such
+ * file" cannot hide it on a client that opens with close-to-open consistency. */
+static int backup_alive(const struct es_claimer *c, const char *id, const char *token)
+{
+	struct es_buf path = ES_BUF_INIT;
+	backup_marker_path(c->m, id, token, &path);
+	int fd = open(path.data, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	es_buf_free(&path);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	int alive = fstat(fd, &st) == 0 && es_time_epoch() - ((double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9) < c->policy.lease_secs;
+	close(fd);
+	return alive;
+}
+
 /* ---- stale takeover ---- */
 
 /* Observe a lock for the lease rule: its (inode, mtime, content) and since when this client has
@@ -371,7 +408,8 @@ static int observe(struct es_claimer *c, size_t i, const struct es_lock_info *li
 	double now_mono = es_time_mono();
 	if (!o->valid || o->dev != li->dev || o->ino != li->ino || o->mtime_ns != li->mtime_ns ||
 	    o->content_hash != li->content_hash)
-		*o = (struct es_lease_obs){ 1, li->dev, li->ino, li->mtime_ns, li->content_hash, now_mono, o->terminal };
+		*o = (struct es_lease_obs){ 1, li->dev, li->ino, li->mtime_ns, li->content_hash, now_mono, o->terminal,
+					    0, -1, o->done_secs, "", "" };
 	double age = es_time_epoch() - (double)li->mtime_ns / 1e9;
 	return es_claim_lock_stale(li, age, now_mono - o->since_mono, &c->policy);
 }
@@ -453,6 +491,8 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 		o->terminal = 1;
 		goto out;
 	}
+	if (backup_alive(c, id, li.token))
+		goto out; /* rc 0: its backup carries the shard; its record will be fenced here */
 	char tok[33], dest[4096];
 	if ((rc = es_fs_token(tok)) != 0)
 		goto out;
@@ -588,6 +628,29 @@ static void unlock_close(int fd)
 	close(fd);
 }
 
+/* A fence seen: the shard is terminal; a done one tells how long it took and who completed it. */
+static void seen_terminal(struct es_lease_obs *o, const struct es_lock_info *li)
+{
+	o->terminal = 1;
+	o->running = 0;
+	if (strcmp(li->state, "done"))
+		return;
+	if (li->terminal_at_epoch > 0 && li->claimed_at_epoch > 0 && li->terminal_at_epoch >= li->claimed_at_epoch)
+		o->done_secs = li->terminal_at_epoch - li->claimed_at_epoch;
+	snprintf(o->host, sizeof(o->host), "%s", li->record_host[0] ? li->record_host : li->hostname);
+}
+
+void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s)
+{
+	const struct es_lease_obs *o = &c->obs[i];
+	s->terminal = o->terminal;
+	s->running = o->running && !o->terminal;
+	s->claimed_at_epoch = s->running ? o->claimed_at_epoch : -1;
+	s->done_secs = o->done_secs;
+	s->host = o->host;
+	s->token = s->running ? o->token : "";
+}
+
 /* What the lock says before a claim, read with one open() that the file server answers: 1
  * when there is none (free as far as this client can tell; the exclusive create decides), 0
  * when it is a terminal fence (remembered) or a live or busy running lock, negative on error.
@@ -599,16 +662,23 @@ static int probe_lock(struct es_claimer *c, size_t i, const char *lock_path)
 	int rc = es_claim_lock_read(lock_path, &li);
 	if (rc)
 		return rc;
+	struct es_lease_obs *o = &c->obs[i];
+	o->running = 0;
 	if (!li.exists) {
-		c->obs[i].valid = 0;
+		o->valid = 0;
 		return 1;
 	}
 	if (li.terminal) {
-		c->obs[i].terminal = 1;
+		seen_terminal(o, &li);
 		return 0;
 	}
-	if (!observe(c, i, &li))
+	if (!observe(c, i, &li)) {
+		o->running = li.readable;
+		o->claimed_at_epoch = li.claimed_at_epoch;
+		snprintf(o->host, sizeof(o->host), "%s", li.hostname);
+		snprintf(o->token, sizeof(o->token), "%s", li.token);
 		return 0;
+	}
 	rc = try_takeover(c, i, lock_path);
 	return rc == 1 ? 1 : rc < 0 ? rc : 0;
 }
@@ -618,8 +688,9 @@ static void learn_winner(struct es_claimer *c, size_t i, const char *lock_path)
 {
 	struct es_lock_info li;
 	es_log_quiet_begin();
+	c->obs[i].running = 0;
 	if (!es_claim_lock_read(lock_path, &li) && li.exists && li.terminal)
-		c->obs[i].terminal = 1;
+		seen_terminal(&c->obs[i], &li);
 	es_log_quiet_end();
 }
 
@@ -680,6 +751,7 @@ static int create_lock(struct es_claimer *c, size_t i, const char *lock_path, in
 		return rc;
 	c->attempt_number = folders + 1;
 	c->heartbeat = 0;
+	c->backup_of[0] = '\0';
 	snprintf(c->attempt_rel, sizeof(c->attempt_rel), "attempts/%s/%04d-%s", id, c->attempt_number, c->token);
 	es_time_now_iso(c->claimed_at);
 	c->claimed_at_epoch = es_time_epoch();
@@ -696,9 +768,9 @@ static int create_lock(struct es_claimer *c, size_t i, const char *lock_path, in
 	return rc;
 }
 
-/* Step 7: the attempt folder (its leaf is new: the name holds a fresh token) and its
- * attempt.json; the lock is released when either cannot be written. */
-static int start_attempt(struct es_claimer *c, size_t i, cJSON *l)
+/* The attempt folder (its leaf is new: the name holds a fresh token) and its attempt.json,
+ * from the lock document l (without the lease fields, which only a lock carries). */
+static int make_attempt(struct es_claimer *c, size_t i, cJSON *l)
 {
 	const struct es_manifest *m = c->m;
 	struct es_buf ad = ES_BUF_INIT, parent = ES_BUF_INIT;
@@ -713,12 +785,21 @@ static int start_attempt(struct es_claimer *c, size_t i, cJSON *l)
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "lease_secs");
 		es_buf_adds(&ad, "/attempt.json");
 		rc = es_json_write_atomic(ad.data, l);
-		es_crash_point("claim-after-attempt-json");
 	}
-	if (rc)
-		es_claim_release(c, i, c->token);
 	es_buf_free(&ad);
 	es_buf_free(&parent);
+	return rc;
+}
+
+/* Step 7: the attempt folder and its attempt.json; the lock is released when either cannot be
+ * written. */
+static int start_attempt(struct es_claimer *c, size_t i, cJSON *l)
+{
+	int rc = make_attempt(c, i, l);
+	if (!rc)
+		es_crash_point("claim-after-attempt-json");
+	if (rc)
+		es_claim_release(c, i, c->token);
 	return rc;
 }
 
@@ -797,7 +878,14 @@ int es_claim_repair(struct es_claimer *c, size_t i)
 		cJSON_Delete(rec);
 		if (!own) {
 			free(text);
-			continue;
+			if (!text || k)
+				continue;
+			/* A done record of another attempt (a backup won) beside a live lock: its
+			 * owner fences it when it notices; a stale one is taken over, which fences. */
+			if (!observe(c, i, &li))
+				return 2;
+			rc = try_takeover(c, i, lock_path);
+			return rc < 0 ? rc : rc == 2;
 		}
 		/* The owner published and then died before its fence: write it in its place. */
 		int fd;
@@ -814,6 +902,138 @@ int es_claim_repair(struct es_claimer *c, size_t i)
 		return rc < 0 ? rc : rc == 0;
 	}
 	return 0;
+}
+
+/* ---- backup attempts ---- */
+
+int es_claim_backup(struct es_claimer *c, size_t i, const char *primary_token)
+{
+	const struct es_manifest *m = c->m;
+	const char *id = m->shards[i].id;
+	struct es_buf dir = ES_BUF_INIT, marker = ES_BUF_INIT, text = ES_BUF_INIT;
+	int folders = 0;
+	cJSON *l = NULL;
+	es_buf_printf(&dir, "%s/state/backups", m->job_dir);
+	backup_marker_path(m, id, primary_token, &marker);
+	int rc = es_fs_mkdir_nofollow(dir.data, 0755);
+	if (!rc)
+		rc = es_claim_count_failures(m->job_dir, id, NULL, &folders);
+	if (!rc)
+		rc = es_fs_token(c->token);
+	if (rc)
+		goto out;
+	c->attempt_number = folders + 1;
+	c->heartbeat = 0;
+	snprintf(c->backup_of, sizeof(c->backup_of), "%s", primary_token);
+	snprintf(c->attempt_rel, sizeof(c->attempt_rel), "attempts/%s/%04d-%s", id, c->attempt_number, c->token);
+	es_time_now_iso(c->claimed_at);
+	c->claimed_at_epoch = es_time_epoch();
+	l = lock_doc(c, id);
+	es_json_set_bool(l, "backup", 1);
+	es_json_set_str(l, "backup_of", primary_token);
+	if ((rc = es_json_dump(l, 1, &text)) != 0)
+		goto out;
+	/* One backup per primary attempt: the marker's exclusive publish decides. */
+	if ((rc = es_fs_publish_exclusive(marker.data, text.data, text.len)) != 0) {
+		rc = rc == 1 ? ES_CLAIM_NONE : rc;
+		goto out;
+	}
+	rc = make_attempt(c, i, l);
+	if (!rc)
+		rc = ES_CLAIM_OK;
+out:
+	cJSON_Delete(l);
+	es_buf_free(&dir);
+	es_buf_free(&marker);
+	es_buf_free(&text);
+	return rc;
+}
+
+int es_claim_backup_beat(struct es_claimer *c, size_t i)
+{
+	struct es_buf path = ES_BUF_INIT;
+	backup_marker_path(c->m, c->m->shards[i].id, c->backup_of, &path);
+	int rc = 0;
+	if (utimensat(AT_FDCWD, path.data, NULL, AT_SYMLINK_NOFOLLOW) != 0)
+		rc = es_error_errno(ES_EIO, "cannot refresh the backup marker '%s'", path.data);
+	es_buf_free(&path);
+	return rc;
+}
+
+int es_claim_publish_backup(struct es_claimer *c, size_t i, const char *record, size_t record_len, int *published)
+{
+	const struct es_manifest *m = c->m;
+	const char *id = m->shards[i].id;
+	char lock_path[4096], path[4096];
+	struct es_lock_info li;
+	*published = 0;
+	int rc = es_claim_lock_path(m, id, lock_path, sizeof(lock_path));
+	if (!rc)
+		rc = marker_path(m, "done", id, path, sizeof(path));
+	if (!rc)
+		rc = es_claim_lock_read(lock_path, &li);
+	if (rc || (li.exists && li.terminal))
+		return rc;
+	int failed = es_claim_marker_exists(m, "failed", id);
+	if (failed)
+		return failed < 0 ? failed : 0;
+	es_proc_test_hook("ESHARD_TEST_HOOK_BACKUP_BEFORE_LINK");
+	int r = es_fs_publish_exclusive(path, record, record_len);
+	if (r < 0)
+		return r;
+	*published = r == 0;
+	if (*published) {
+		/* Not terminal for this claimer yet: the lock is the primary's until it is fenced
+		 * (by the primary, or by the takeover of a dead one, which es_claim_repair waits for). */
+		struct es_lease_obs *o = &c->obs[i];
+		o->running = 0;
+		o->done_secs = es_time_epoch() - c->claimed_at_epoch;
+		snprintf(o->host, sizeof(o->host), "%s", es_hostname());
+	}
+	return 0;
+}
+
+int es_claim_yield(struct es_claimer *c, size_t i, const char *token)
+{
+	const struct es_manifest *m = c->m;
+	const char *id = m->shards[i].id;
+	char lock_path[4096];
+	int rc = es_claim_marker_exists(m, "done", id);
+	if (rc <= 0)
+		return rc;
+	if ((rc = es_claim_lock_path(m, id, lock_path, sizeof(lock_path))) != 0)
+		return rc;
+	int fd;
+	cJSON *doc = NULL;
+	if ((rc = lock_owned(lock_path, token, 0, &fd, &doc)) < 0)
+		return rc;
+	if (rc == 0) {
+		size_t len = 0;
+		char *text = record_text(m, "done", id, &len);
+		rc = write_fence(fd, lock_path, doc, id, "done", text, len);
+		/* The winner's attempt says done; if it died before saying so, say it for it. */
+		cJSON *rec = NULL;
+		if (text) {
+			es_log_quiet_begin();
+			rec = es_json_parse(text, len, "record");
+			es_log_quiet_end();
+		}
+		const char *out = es_json_get_str(rec, "output_path"), *slash = out ? strrchr(out, '/') : NULL;
+		if (slash) {
+			char ad[512];
+			snprintf(ad, sizeof(ad), "%.*s", (int)(slash - out), out);
+			mark_attempt_recovered(m, ad, "done", text, len);
+		}
+		cJSON_Delete(rec);
+		free(text);
+		cJSON_Delete(doc);
+		unlock_close(fd);
+		c->obs[i].terminal = 1;
+		c->obs[i].running = 0;
+		if (rc)
+			return rc;
+	}
+	return 1;
 }
 
 int es_claim_heartbeat(struct es_claimer *c, size_t i)
@@ -897,6 +1117,11 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 		rc = write_fence(fd, lock_path, doc, id, state, *published ? record : theirs, len);
 		free(theirs);
 		c->obs[i].terminal = 1;
+		c->obs[i].running = 0;
+		if (*published && !strcmp(kind, "done") && c->claimed_at_epoch > 0) {
+			c->obs[i].done_secs = es_time_epoch() - c->claimed_at_epoch;
+			snprintf(c->obs[i].host, sizeof(c->obs[i].host), "%s", es_hostname());
+		}
 	}
 	cJSON_Delete(doc);
 	unlock_close(fd);

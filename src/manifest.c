@@ -136,7 +136,8 @@ static int check_layout(const char *jd)
 {
 	static const char *const dirs[] = { "shards", "attempts", "state", "state/locks", "state/done", "state/failed",
 					    "state/stale_locks", "state/history", "state/history/failed",
-					    "state/history/attempts", "state/history/claims", "state/events" };
+					    "state/history/attempts", "state/history/claims", "state/events",
+					    "state/backups" };
 	static const char *const files[] = { "manifest.json", "recipe.yaml" };
 	char p[4096], target[4096];
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) + sizeof(files) / sizeof(files[0]); i++) {

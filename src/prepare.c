@@ -814,7 +814,8 @@ static int prep_publish(struct prep *P)
 {
 	static const char *const dirs[] = { "attempts", "state", "state/locks", "state/done", "state/failed",
 					    "state/stale_locks", "state/history", "state/history/failed",
-					    "state/history/attempts", "state/history/claims", "state/events" };
+					    "state/history/attempts", "state/history/claims", "state/events",
+					    "state/backups" };
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		es_path_join(&P->path, P->stage.data, dirs[i]);
 		if (mkdir(P->path.data, 0755) != 0)

@@ -22,11 +22,12 @@
 
 /* ---------------- the data ---------------- */
 
-enum { ST_DONE, ST_FAILED, ST_SUPERSEDED, ST_STALE, ST_LOST, ST_PREEMPTED, ST_RUNNING, ST_N };
+enum { ST_DONE, ST_FAILED, ST_SUPERSEDED, ST_STALE, ST_LOST, ST_PREEMPTED, ST_RUNNING, ST_BACKUP_FAILED,
+       ST_NOT_STARTED, ST_N };
 static const char *const status_names[ST_N] = { "done", "failed", "superseded", "stale", "lost", "preempted",
-						"running" };
+						"running", "backup_failed", "not_started" };
 static const char *const status_colors[ST_N] = { "#2e9e44", "#d62728", "#a0a0a0", "#f0a020", "#8c564b",
-						 "#9467bd", "#1f77b4" };
+						 "#9467bd", "#1f77b4", "#e377c2", "#7f7f7f" };
 
 /* How an attempt's end is known: recorded (event or attempt.json), live (its lock is held:
  * drawn to now), or unknown (drawn to the last time the job shows). */
@@ -51,6 +52,7 @@ struct rattempt {
 	char *error;
 	char *dir;                 /* absolute attempt folder */
 	int timed_by_events;
+	int backup;                /* a backup attempt (attempt.json "backup": true) */
 	size_t worker;             /* index into report.w */
 };
 
@@ -95,6 +97,7 @@ struct report {
 	double t0, t1, now;
 	double median;             /* of the durations of done attempts, < 0 when none */
 	size_t by_status[ST_N];
+	size_t n_backups, n_backups_won;
 };
 
 static int oom(const char *what)
@@ -188,6 +191,7 @@ static void fill_from_json(struct rattempt *a, const cJSON *doc)
 	a->host = xstrdup(host && *host ? host : "(unknown)");
 	es_json_get_i64(doc, "pid", &a->pid);
 	const char *st = es_json_get_str(doc, "status");
+	a->backup = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "backup"));
 	a->status = status_index(st);
 	if (a->status < 0) {
 		/* Only the values of §5.7 are known; an attempt.json without one is still an attempt. */
@@ -402,7 +406,8 @@ static int collect_events(struct report *r)
 
 static int is_end_event(const char *name)
 {
-	static const char *const ends[] = { "done", "superseded", "failed", "lost", "preempted" };
+	static const char *const ends[] = { "done", "superseded", "failed", "lost", "preempted", "backup_failed",
+					    "not_started" };
 	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
 		if (!strcmp(name, ends[i]))
 			return 1;
@@ -427,7 +432,7 @@ static void resolve_times(struct report *r, struct rattempt *a)
 	for (size_t i = lo; a->token[0] && i < r->n_ev && !strcmp(r->ev[i].token, a->token); i++) {
 		const struct revent *e = &r->ev[i];
 		a->timed_by_events = 1;
-		if (!strcmp(e->name, "claim")) {
+		if (!strcmp(e->name, "claim") || !strcmp(e->name, "backup")) {
 			a->claim = e->time;
 		} else if (!strcmp(e->name, "start")) {
 			a->start = e->time;
@@ -505,6 +510,8 @@ static void resolve(struct report *r)
 		if (a->end < 0)
 			a->end = a->status == ST_RUNNING && r->t1 > a->claim ? r->t1 : a->claim;
 		r->by_status[a->status]++;
+		r->n_backups += a->backup;
+		r->n_backups_won += a->backup && a->status == ST_DONE;
 	}
 }
 
@@ -756,6 +763,7 @@ static void put_style(struct html *h)
 	h_adds(h, css);
 	for (int s = 0; s < ST_N; s++)
 		h_printf(h, "g.attempt[data-status=\"%s\"] rect{fill:%s}\n", status_names[s], status_colors[s]);
+	h_adds(h, "g.attempt[data-backup=\"1\"] rect{stroke:#222;stroke-width:1.5;stroke-dasharray:3 2}\n");
 	h_adds(h, "</style>\n");
 }
 
@@ -780,8 +788,9 @@ static void put_summary(struct html *h, const struct report *r)
 	snprintf(v, sizeof(v), "%lld", (long long)c->failed);
 	card(h, v, "shards failed");
 	snprintf(v, sizeof(v), "%zu", r->n_a);
-	snprintf(l, sizeof(l), "attempts (%zu failed, %zu stale, %zu lost, %zu preempted)", r->by_status[ST_FAILED],
-		 r->by_status[ST_STALE], r->by_status[ST_LOST], r->by_status[ST_PREEMPTED]);
+	snprintf(l, sizeof(l), "attempts (%zu failed, %zu stale, %zu lost, %zu preempted; %zu backups, %zu of them won)",
+		 r->by_status[ST_FAILED], r->by_status[ST_STALE], r->by_status[ST_LOST], r->by_status[ST_PREEMPTED],
+		 r->n_backups, r->n_backups_won);
 	card(h, v, l);
 	snprintf(v, sizeof(v), "%lld", (long long)r->m.total_rows);
 	snprintf(l, sizeof(l), "rows in (%lld in done shards)", (long long)r->st.rows_done);
@@ -884,6 +893,9 @@ static void put_legend(struct html *h, const struct report *r)
 	for (int s = 0; s < ST_N; s++)
 		h_printf(h, "<span><i style=\"background:%s\"></i>%s (%zu)</span>", status_colors[s], status_names[s],
 			 r->by_status[s]);
+	if (r->n_backups)
+		h_printf(h, "<span><i style=\"border:1.5px dashed #222\"></i>backup attempts (%zu, %zu won)</span>",
+			 r->n_backups, r->n_backups_won);
 	h_adds(h, "</div>\n");
 }
 
@@ -898,7 +910,7 @@ static void put_tooltip(struct html *h, const struct report *r, const struct rat
 	h_esc(h, a->shard);
 	h_printf(h, " attempt %d (%.8s)\nhost ", a->number, a->token);
 	h_esc(h, a->host);
-	h_printf(h, ", pid %lld\nstatus %s", (long long)a->pid, status_names[a->status]);
+	h_printf(h, ", pid %lld\nstatus %s%s", (long long)a->pid, status_names[a->status], a->backup ? " (a backup attempt)" : "");
 	if (a->raw_status) {
 		h_adds(h, " (attempt.json: ");
 		h_esc(h, a->raw_status);
@@ -968,8 +980,8 @@ static void put_timeline(struct html *h, const struct report *r)
 		h_esc(h, a->shard);
 		h_adds(h, "\" data-host=\"");
 		h_esc(h, a->host);
-		h_printf(h, "\" data-status=\"%s\" data-attempt=\"%d\" data-pid=\"%lld\">", status_names[a->status],
-			 a->number, (long long)a->pid);
+		h_printf(h, "\" data-status=\"%s\" data-attempt=\"%d\" data-pid=\"%lld\"%s>", status_names[a->status],
+			 a->number, (long long)a->pid, a->backup ? " data-backup=\"1\"" : "");
 		put_tooltip(h, r, a);
 		h_printf(h, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" rx=\"2\"/>", x0, y, wpx, ROW_H - 6);
 		if (wpx > 34 && a->shard_index >= 0)

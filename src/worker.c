@@ -1,5 +1,6 @@
 #include "eshard/worker.h"
 #include "eshard/attempt.h"
+#include "eshard/backup.h"
 #include "eshard/materialize.h"
 #include "eshard/claim.h"
 #include "eshard/djrunner.h"
@@ -51,6 +52,14 @@ struct worker {
 	long long work_left;         /* pending + stale shards at the last count; -1: not counted */
 	int broken;                  /* this node cannot start the processor: the error code */
 	char last_idle[256];
+	/* Backups (backup.h): the attempt in hand is one; the primary token each shard was last
+	 * tried for; scratch for the rule; since when a finished job waits for a yield. */
+	int backup;
+	char (*backup_tried)[33];
+	struct es_claim_seen *seen;
+	unsigned char *skip;
+	double yield_wait_since;
+	double backup_due;           /* seconds until a running shard is overdue, -1: none */
 };
 
 /* ---------------- attempt.json updates ---------------- */
@@ -93,6 +102,7 @@ struct tick_arg {
 	size_t i;
 	int lost;
 	int released;        /* the lock was released on a stop, before the child was stopped */
+	int superseded;      /* the shard's done record is another attempt's: stop */
 	double last_beat;
 };
 
@@ -102,7 +112,9 @@ struct tick_arg {
 static void release_on_stop(void *arg)
 {
 	struct tick_arg *t = arg;
-	if (!t->released && es_claim_release(&t->w->c, t->i, t->w->c.token) == 0)
+	if (t->w->backup)
+		t->released = 1; /* a backup holds no lock */
+	else if (!t->released && es_claim_release(&t->w->c, t->i, t->w->c.token) == 0)
 		t->released = 1;
 }
 
@@ -118,17 +130,52 @@ static int stopped(const struct es_worker_opts *o)
 	return 0;
 }
 
-/* Called about once a second while the child runs: refresh the lease when one is due, and
+/* A backup's race is over when the shard is terminal (its lock is a fence) or has a done
+ * record: the primary won, or failed for good, or another attempt published. */
+static int backup_outrun(struct worker *w, size_t i)
+{
+	char lock_path[4096];
+	struct es_lock_info li;
+	if (es_claim_marker_exists(&w->m, "done", w->m.shards[i].id) == 1)
+		return 1;
+	es_log_quiet_begin();
+	int rc = es_claim_lock_path(&w->m, w->m.shards[i].id, lock_path, sizeof(lock_path));
+	if (!rc)
+		rc = es_claim_lock_read(lock_path, &li);
+	es_log_quiet_end();
+	return !rc && li.exists && li.terminal;
+}
+
+/* Called twice a second while the child runs: refresh the lease when one is due, and
  * notice a stop asked for by the caller (the attempt sees *stop_flag at once). */
 static int tick(void *arg)
 {
 	struct tick_arg *t = arg;
+	struct worker *w = t->w;
 	es_crash_point("worker-child-running");
-	stopped(t->w->o);
+	stopped(w->o);
 	double now = es_time_mono();
-	if (now - t->last_beat < t->w->c.policy.heartbeat_secs)
+	int beat = now - t->last_beat >= w->c.policy.heartbeat_secs;
+	if (beat)
+		t->last_beat = now;
+	if (w->backup) {
+		if (backup_outrun(w, t->i)) {
+			t->superseded = 1;
+			return 1;
+		}
+		if (beat)
+			es_claim_backup_beat(&w->c, t->i); /* an error is not fatal (claim.h) */
 		return 0;
-	t->last_beat = now;
+	}
+	/* A backup of this shard may have won: its done record is there. No backup starts before
+	 * the attempt is ES_BACKUP_MIN_EXTRA_SECS old, so short attempts never look. */
+	if (es_time_epoch() - w->c.claimed_at_epoch >= ES_BACKUP_MIN_EXTRA_SECS &&
+	    es_claim_yield(&w->c, t->i, w->c.token) == 1) {
+		t->superseded = 1;
+		return 1;
+	}
+	if (!beat)
+		return 0;
 	int rc = es_claim_heartbeat(&t->w->c, t->i);
 	if (rc == 1) {
 		t->lost = 1;
@@ -175,6 +222,14 @@ static cJSON *result_json(const struct es_materialized *mat)
 static const char *finish_failure(struct worker *w, size_t i, cJSON *a, const char *error)
 {
 	const char *id = w->m.shards[i].id;
+	if (w->backup) {
+		/* A backup's failure is not the shard's: it is not counted, and the primary runs on. */
+		es_json_set_str(a, "status", "backup_failed");
+		es_json_set_str(a, "error", error);
+		save_attempt(w, a);
+		event(w, "backup_failed", i, -1, -1, -1, error);
+		return "backup_failed";
+	}
 	es_json_set_str(a, "status", "failed");
 	es_json_set_str(a, "error", error);
 	save_attempt(w, a);
@@ -323,7 +378,8 @@ static const char *head_unavailable(struct worker *w, size_t i)
 	} else {
 		es_json_set_str(a, "status", "preempted");
 		save_attempt(w, a);
-		es_claim_release(&w->c, i, w->c.token);
+		if (!w->backup)
+			es_claim_release(&w->c, i, w->c.token);
 	}
 	cJSON_Delete(a);
 	return r;
@@ -374,8 +430,10 @@ static void shard_setup(struct shard_run *r, struct worker *w, size_t i)
 	s->ray_address = w->ray_address;
 	s->supervisor_exe = w->o->supervisor_exe;
 	s->timeout_secs = w->o->attempt_timeout_secs;
-	s->tick_secs = w->c.policy.heartbeat_secs < 1.0 ? w->c.policy.heartbeat_secs : 1.0;
-	r->ta = (struct tick_arg){ w, i, 0, 0, es_time_mono() };
+	/* Twice a second: the lease is refreshed when due, and a primary notices within half a
+	 * second that a backup's result won (so the job's end does not wait for it). */
+	s->tick_secs = w->c.policy.heartbeat_secs < 0.5 ? w->c.policy.heartbeat_secs : 0.5;
+	r->ta = (struct tick_arg){ .w = w, .i = i, .last_beat = es_time_mono() };
 	s->tick = tick;
 	s->tick_arg = &r->ta;
 	s->on_stop = release_on_stop;
@@ -454,7 +512,7 @@ static const char *finish_preempted(struct shard_run *r)
 	struct worker *w = r->w;
 	es_json_set_str(r->a, "status", "preempted");
 	save_attempt(w, r->a);
-	if (!r->ta.released)
+	if (!r->ta.released && !w->backup)
 		es_claim_release(&w->c, r->i, w->c.token);
 	event(w, "preempted", r->i, -1, -1, r->oc.duration_secs, NULL);
 	return "preempted";
@@ -470,7 +528,8 @@ static const char *finish_unrunnable(struct shard_run *r, int code, const char *
 	es_json_set_str(r->a, "status", "not_started");
 	es_json_set_str(r->a, "error", why);
 	save_attempt(w, r->a);
-	es_claim_release(&w->c, r->i, w->c.token);
+	if (!w->backup)
+		es_claim_release(&w->c, r->i, w->c.token);
 	event(w, "not_started", r->i, -1, -1, -1, why);
 	w->broken = es_error(code, "%s; this worker stops, and %s was released for other workers", why,
 			     w->m.shards[r->i].id);
@@ -506,12 +565,27 @@ static const char *check_input(struct shard_run *r)
 	return res;
 }
 
+/* Another attempt's done record is the shard's (a backup beat this primary, or the primary
+ * beat this backup): the child was stopped; a primary turns its lock into that record's fence. */
+static const char *finish_superseded(struct shard_run *r)
+{
+	struct worker *w = r->w;
+	if (!w->backup)
+		es_claim_yield(&w->c, r->i, w->c.token);
+	es_json_set_str(r->a, "status", "superseded");
+	save_attempt(w, r->a);
+	event(w, "superseded", r->i, -1, -1, r->oc.duration_secs, w->backup ? "backup" : NULL);
+	return "superseded";
+}
+
 static const char *settle_unclean(struct shard_run *r)
 {
 	struct worker *w = r->w;
 	const struct es_attempt_outcome *oc = &r->oc;
 	if (oc->preempted)
 		return finish_preempted(r);
+	if (r->ta.superseded)
+		return finish_superseded(r);
 	if (oc->aborted || r->ta.lost)
 		return finish_lost(w, r->i);
 	if (!oc->started)
@@ -570,6 +644,8 @@ static const char *publish_result(struct shard_run *r)
 	es_log_quiet_end();
 	if (rc == ES_EINTR && r->ta.lost)
 		return finish_lost(w, r->i);
+	if (rc == ES_EINTR && r->ta.superseded)
+		return finish_superseded(r);
 	if (rc == ES_EINTR && stopped(w->o))
 		return finish_preempted(r);
 	if (rc)
@@ -578,7 +654,9 @@ static const char *publish_result(struct shard_run *r)
 	struct es_buf rec = ES_BUF_INIT;
 	int published = 0;
 	rc = es_json_dump(d, 1, &rec);
-	if (!rc)
+	if (!rc && w->backup)
+		rc = es_claim_publish_backup(&w->c, r->i, rec.data, rec.len, &published);
+	else if (!rc)
 		rc = es_claim_publish(&w->c, r->i, w->c.token, "done", rec.data, rec.len, &published);
 	es_buf_free(&rec);
 	cJSON_Delete(d);
@@ -696,6 +774,7 @@ static int worker_init(struct worker *w)
 	es_events_open(&w->ev, w->m.job_dir, o->run_id);
 	w->poll = o->poll_interval_override > 0 ? o->poll_interval_override : (double)p->poll_interval_secs;
 	w->work_left = -1;
+	w->backup_due = -1;
 	printf("Worker %s:%d started for %s\n", es_hostname(), (int)getpid(), w->m.job_id);
 	fflush(stdout);
 	return 0;
@@ -762,6 +841,83 @@ static int handle_claim(struct worker *w, size_t i, struct es_worker_result *res
 	return 0;
 }
 
+/* Nothing to claim (no pending or stale shard this scan): back up the most overdue running
+ * shard (backup.h). 1 when a backup was run, 0 when none was due. */
+static int try_backup(struct worker *w, struct es_worker_result *res)
+{
+	const struct es_worker_opts *o = w->o;
+	size_t n = w->m.n_shards;
+	w->backup_due = -1;
+	if (o->no_backup || w->capped || w->broken || stopped(o))
+		return 0;
+	if (!w->seen) {
+		w->seen = calloc(n, sizeof(*w->seen));
+		w->skip = calloc(n, 1);
+		w->backup_tried = calloc(n, sizeof(*w->backup_tried));
+		if (!w->seen || !w->skip || !w->backup_tried)
+			return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		es_claim_seen(&w->c, i, &w->seen[i]);
+		w->skip[i] = w->seen[i].running && !strcmp(w->backup_tried[i], w->seen[i].token);
+	}
+	struct es_backup_rule rule = { 0, -1, o->backup_keep_hosts };
+	struct es_backup_choice ch;
+	long k = es_backup_choose(w->seen, n, w->skip, es_time_epoch(), &rule, &ch);
+	w->backup_due = k < 0 ? ch.next_due_secs : -1;
+	if (k < 0)
+		return 0;
+	size_t i = (size_t)k;
+	char primary[33], host[256];
+	snprintf(primary, sizeof(primary), "%s", w->seen[i].token);
+	snprintf(host, sizeof(host), "%s", w->seen[i].host);
+	snprintf(w->backup_tried[i], sizeof(w->backup_tried[i]), "%s", primary);
+	int rc = es_claim_backup(&w->c, i, primary);
+	if (rc != ES_CLAIM_OK)
+		return 0; /* it has a backup already (or the marker could not be made: the primary runs on) */
+	printf("Backup of %s (attempt %d): its attempt on %s has run %.1f s, the median shard %.1f s\n", w->m.shards[i].id,
+	       w->c.attempt_number, host, ch.age_secs, ch.median_secs);
+	fflush(stdout);
+	char detail[64];
+	snprintf(detail, sizeof(detail), "of %s", primary);
+	event(w, "backup", i, -1, -1, -1, detail);
+	w->backup = 1;
+	const char *r = process_shard(w, i);
+	w->backup = 0;
+	printf("Finished %s: %s (backup)\n", w->m.shards[i].id, r);
+	fflush(stdout);
+	if (!strcmp(r, "done")) {
+		/* A backup that wins is a shard this worker completed (it counts toward a cap). */
+		w->done_here++;
+		res->processed++;
+	}
+	return 1;
+}
+
+/* A finished job whose shard has a done record of a backup beside its primary's running lock:
+ * the primary fences it within a second or so; one whose primary died is taken over once its
+ * lease has run out. 1 while the worker should wait for that (never longer than two leases). */
+static int await_yields(struct worker *w)
+{
+	int waiting = 0;
+	for (size_t i = 0; i < w->m.n_shards; i++)
+		if (es_claim_repair(&w->c, i) == 2)
+			waiting = 1;
+	if (!waiting) {
+		w->yield_wait_since = 0;
+		return 0;
+	}
+	double now = es_time_mono();
+	if (!w->yield_wait_since)
+		w->yield_wait_since = now;
+	if (now - w->yield_wait_since > 2 * w->policy.lease_secs) {
+		es_warning("a shard's done record was published by a backup and its primary's lock is still running; "
+			   "leaving it for a later worker or status to see");
+		return 0;
+	}
+	return 1;
+}
+
 /* Nothing to claim: end when the job is terminal (1, exit code set), else wait one poll (0). */
 static int idle(struct worker *w, struct es_worker_result *res, int *rc)
 {
@@ -775,9 +931,10 @@ static int idle(struct worker *w, struct es_worker_result *res, int *rc)
 	/* A finished job can still have a running lock: a publisher that died between its record
 	 * and its fence (its record makes the shard count as finished). Fence it before leaving,
 	 * so that no lock outlives the job; shards this worker knows finished cost nothing. */
-	if (done + failed == total)
-		for (size_t i = 0; i < w->m.n_shards; i++)
-			es_claim_repair(&w->c, i);
+	if (done + failed == total && await_yields(w)) {
+		es_sleep(0.1);
+		return 0;
+	}
 	if (done == total) {
 		printf("All %lld shards completed\n", total);
 		fflush(stdout);
@@ -797,9 +954,13 @@ static int idle(struct worker *w, struct es_worker_result *res, int *rc)
 		fflush(stdout);
 		snprintf(w->last_idle, sizeof(w->last_idle), "%s", line);
 	}
-	/* Sleep in short steps so that SIGTERM is acted on at once. */
-	for (double slept = 0; slept < w->poll && !stopped(o); slept += 0.1)
-		es_sleep(w->poll - slept < 0.1 ? w->poll - slept : 0.1);
+	/* Sleep in short steps so that SIGTERM is acted on at once; wake up when a running shard
+	 * becomes overdue for a backup. */
+	double nap = w->poll;
+	if (w->backup_due >= 0 && w->backup_due + 0.05 < nap)
+		nap = w->backup_due + 0.05;
+	for (double slept = 0; slept < nap && !stopped(o); slept += 0.1)
+		es_sleep(nap - slept < 0.1 ? nap - slept : 0.1);
 	return 0;
 }
 
@@ -855,6 +1016,8 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		}
 		if (stopped(o))
 			break;
+		if (try_backup(&w, res))
+			continue;
 		end = idle(&w, res, &rc);
 	}
 	if (!end && !rc && stopped(o)) {
@@ -866,6 +1029,9 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	es_djrunner_stop(&w.dj, res->stopped_by_signal);
 	es_events_close(&w.ev);
 	es_claimer_free(&w.c);
+	free(w.seen);
+	free(w.skip);
+	free(w.backup_tried);
 	if (w.have_manifest)
 		es_manifest_free(&w.m);
 	free(w.dj_commit);

@@ -45,6 +45,8 @@ struct es_claimer {
 	int took_over;
 	char took_over_token[33];
 	int took_over_attempt;       /* the taken-over lock's attempt_number, 0 when unknown */
+	/* Set by es_claim_backup: the primary token of the backup in hand. */
+	char backup_of[33];
 };
 
 enum es_claim_result { ES_CLAIM_NONE = 0, ES_CLAIM_OK = 1, ES_CLAIM_FAILED_LIMIT = 2 };
@@ -63,8 +65,59 @@ int es_claim_try(struct es_claimer *c, size_t i);
  * token: its owner published and died before writing the fence (or is writing it now). Write
  * the fence (and mark the attempt done or failed, recovered_at). 1 when repaired, 0 when there
  * was nothing to repair, negative on error. Safe at any time: the fence it writes is the one
- * the owner would write. */
+ * the owner would write. A running lock beside a done record of another token (a backup won)
+ * is its owner's to fence (es_claim_yield); it is repaired here only once it is stale (the
+ * owner is gone), and 2 means "not yet: its owner has a lease left". */
 int es_claim_repair(struct es_claimer *c, size_t i);
+
+/* ---- backup attempts (speculative execution; the rule that picks a shard is in backup.h) ----
+ *
+ * A backup runs a second attempt of a shard whose (primary) attempt is still running and
+ * overdue. It takes no lock: at most one backup per primary attempt is made sure of by the
+ * exclusive create of state/backups/<id>.<primary token>.json, and the result counts through
+ * the same exclusive link of state/done/<id>.json as a primary's, so exactly one of the two
+ * results is the shard's. A backup never writes the primary's lock: the primary sees the done
+ * record that is not its own (es_claim_yield), stops its child and turns its lock into the
+ * fence of that record; a dead primary's lock is taken over after one lease, and the takeover
+ * writes the fence. While a backup runs, its owner touches the marker (es_claim_backup_beat):
+ * a dead primary's lock is not taken over while its backup's marker changed within one lease,
+ * since the backup is running the shard already (a takeover would run it a third time and
+ * one of the two would be thrown away); a dead backup stops touching it, and the takeover
+ * follows one lease later. A backup's attempt.json says "backup": true and "backup_of": <token>; its
+ * ends are done, superseded, backup_failed, preempted or not_started, none of which counts
+ * toward the retry limit. */
+
+/* Start a backup of shard i whose running lock has primary_token: the marker, then the
+ * attempt folder and attempt.json (c->token, attempt_number, attempt_rel, claimed_at set as
+ * for a claim). ES_CLAIM_OK, ES_CLAIM_NONE (this primary attempt has a backup already), or a
+ * negative error. */
+int es_claim_backup(struct es_claimer *c, size_t i, const char *primary_token);
+
+/* The lease of the backup in hand (es_claim_backup): set the marker's mtime to now. 0, or a
+ * negative error (not fatal: a missed beat lets a takeover run the shard too, which the
+ * done-record link fences). */
+int es_claim_backup_beat(struct es_claimer *c, size_t i);
+
+/* A backup's result: the done record is linked unless the shard is terminal already (a fence,
+ * or a failed record); *published tells whether it is the shard's. 0, or a negative error. */
+int es_claim_publish_backup(struct es_claimer *c, size_t i, const char *record, size_t record_len,
+			    int *published);
+
+/* The primary holding token: when the shard's done record is visible (a backup won; never our
+ * own, since we have not published), our lock becomes the fence of that record. 1 when the
+ * record is there (stop the attempt: it is superseded), 0 when not, negative on error. */
+int es_claim_yield(struct es_claimer *c, size_t i, const char *token);
+
+/* What the last look of this claimer at a shard's lock showed (es_claim_try's scan). */
+struct es_claim_seen {
+	int terminal;                /* a fence (or a record this claimer published) */
+	int running;                 /* a running lock that was not stale */
+	double claimed_at_epoch;     /* a running lock's claim time (owner's clock), -1 unknown */
+	double done_secs;            /* a done shard's claim-to-fence time, -1 unknown */
+	const char *host;            /* a running lock's owner, a done shard's completer ("" unknown) */
+	const char *token;           /* a running lock's token */
+};
+void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s);
 
 /* Refresh the lease: rewrite the lock in place with heartbeat+1. Returns 0, 1 when the lock is
  * no longer ours (taken over: stop working on it), or negative on an I/O error. */
@@ -106,6 +159,8 @@ struct es_lock_info {
 	char state[16];            /* "running" (also when absent: a reference lock), "done", "failed" */
 	int terminal;              /* state is done or failed: a terminal fence */
 	char terminal_path[600];   /* a fence's record, relative to the job folder */
+	double terminal_at_epoch;  /* a fence's terminal_at, -1 when absent */
+	char record_host[256];     /* a fence's copy of its record: the hostname that completed it */
 };
 
 /* Read the lock at path without locking it (open(): a fresh answer on NFS). 0 with li->exists

@@ -57,6 +57,11 @@ struct es_worker_opts {
 	 * the worker waits this long (<= 0: 5 s) for its own stop before it counts the attempt
 	 * as failed; if the stop comes, the attempt is preempted. */
 	double preempt_grace_secs;
+	/* Backups (backup.h, claim.h): an idle worker runs a second attempt of the most overdue
+	 * running shard unless no_backup; keep_hosts is strict mode's rule (a backup never takes
+	 * a host's only shard). */
+	int no_backup;
+	int backup_keep_hosts;
 };
 
 struct es_worker_result {

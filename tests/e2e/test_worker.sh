@@ -341,7 +341,9 @@ gone "$C" && gone "$G" && group_gone "$C" || fail "killed: the child's tree outl
 check "tg - tk < 2.5" "killed: the child's tree took more than 2 s to die" tg="$tg" tk="$tk"
 [ -e "$J/state/locks/$S.lock" ] || fail "killed: the dead worker's lock is gone"
 echo 0 >"$T/sleep_secs"
-run_expect 0 "$BIN" worker --job-dir "$J"
+# --no-backup: this is the takeover path (an idle worker would otherwise back the dead one's
+# shard up first; test_backup covers that).
+run_expect 0 "$BIN" worker --job-dir "$J" --no-backup
 expect_out "Claimed $S (attempt 2)"
 expect_out "All 2 shards completed"
 TT=$(grep -h '"event": "stale_takeover"' "$J"/state/events/*.jsonl | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["time"])')

@@ -714,6 +714,169 @@ static void test_fences(void)
 	es_manifest_free(&m);
 }
 
+/* The status an attempt.json says, "" when unreadable. */
+static const char *attempt_status(const struct es_manifest *m, const char *rel)
+{
+	static char st[32];
+	char p[PATH_MAX];
+	cJSON *a = NULL;
+	sfmt(p, sizeof(p), "%s/%s/attempt.json", m->job_dir, rel);
+	st[0] = '\0';
+	if (es_json_load(p, &a) == 0 && es_json_get_str(a, "status"))
+		snprintf(st, sizeof(st), "%s", es_json_get_str(a, "status"));
+	cJSON_Delete(a);
+	return st;
+}
+
+/* Backup attempts: the marker allows one backup per primary attempt; the backup's record is
+ * linked without touching the primary's lock; the primary yields (its lock becomes the fence of
+ * the backup's record, and the backup's attempt says done); a job-end repair waits for a live
+ * primary (2) and has nothing to do once fenced; a backup cannot publish over a fence or a
+ * failed record; a primary that published first wins. */
+static void test_backups(void)
+{
+	struct es_manifest m;
+	make_job("backups", 3, &m);
+	struct es_policy pol = policy(&m, 1000000000, 30.0, 3);
+	struct es_claimer p, b, b2;
+	CHECK_INT_EQ(es_claimer_init(&p, &m, &pol), 0);
+	CHECK_INT_EQ(es_claimer_init(&b, &m, &pol), 0);
+	CHECK_INT_EQ(es_claimer_init(&b2, &m, &pol), 0);
+	char path[PATH_MAX], rec[PATH_MAX], body[256], ptok[33];
+
+	/* Shard 0: the backup wins. */
+	CHECK_INT_EQ(es_claim_try(&p, 0), ES_CLAIM_OK);
+	snprintf(ptok, sizeof(ptok), "%s", p.token);
+	CHECK_INT_EQ(es_claim_try(&b, 0), ES_CLAIM_NONE);
+	struct es_claim_seen seen;
+	es_claim_seen(&b, 0, &seen);
+	CHECK(seen.running && !seen.terminal);
+	CHECK_STR_EQ(seen.token, ptok);
+	CHECK_STR_EQ(seen.host, es_hostname());
+	CHECK(seen.claimed_at_epoch > 0 && es_time_epoch() - seen.claimed_at_epoch < 5);
+	CHECK_INT_EQ(es_claim_backup(&b, 0, ptok), ES_CLAIM_OK);
+	CHECK(strcmp(b.token, ptok) != 0);
+	CHECK_INT_EQ(b.attempt_number, 2);
+	CHECK_STR_EQ(attempt_status(&m, b.attempt_rel), "running");
+	sfmt(path, sizeof(path), "%s/%s/attempt.json", m.job_dir, b.attempt_rel);
+	cJSON *a = NULL;
+	if (CHECK_INT_EQ(es_json_load(path, &a), 0)) {
+		CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "backup")));
+		CHECK_STR_EQ(es_json_get_str(a, "backup_of"), ptok);
+	}
+	cJSON_Delete(a);
+	sfmt(path, sizeof(path), "%s/state/backups/%s.%s.json", m.job_dir, m.shards[0].id, ptok);
+	CHECK(exists(path));
+	CHECK_INT_EQ(es_claim_backup(&b2, 0, ptok), ES_CLAIM_NONE); /* one backup per primary attempt */
+	CHECK_INT_EQ(es_claim_yield(&p, 0, ptok), 0);                /* nothing published yet */
+	sfmt(body, sizeof(body), "{\n  \"output_path\": \"%s/processed.jsonl\",\n  \"token\": \"%s\"\n}\n", b.attempt_rel, b.token);
+	int published = 0;
+	CHECK_INT_EQ(es_claim_publish_backup(&b, 0, body, strlen(body), &published), 0);
+	CHECK(published);
+	CHECK_STR_EQ(lock_state(&m, 0, NULL, 0), "running"); /* the primary's lock is the primary's */
+	CHECK_INT_EQ(es_claim_repair(&b, 0), 2);             /* its owner is alive: wait */
+	CHECK_INT_EQ(es_claim_yield(&p, 0, ptok), 1);
+	CHECK_STR_EQ(lock_state(&m, 0, rec, sizeof(rec)), "done");
+	CHECK_STR_EQ(attempt_status(&m, b.attempt_rel), "done"); /* said for it (recovered_at) */
+	CHECK_INT_EQ(es_claim_repair(&b, 0), 0);
+	int published2 = 0;
+	CHECK_INT_EQ(es_claim_publish_backup(&b2, 0, body, strlen(body), &published2), 0);
+	CHECK(!published2);
+
+	/* Shard 1: the primary wins; the backup's record is refused (the lock is a fence). */
+	CHECK_INT_EQ(es_claim_try(&p, 1), ES_CLAIM_OK);
+	snprintf(ptok, sizeof(ptok), "%s", p.token);
+	CHECK_INT_EQ(es_claim_backup(&b, 1, ptok), ES_CLAIM_OK);
+	sfmt(body, sizeof(body), "{\n  \"token\": \"%s\"\n}\n", ptok);
+	CHECK_INT_EQ(es_claim_publish(&p, 1, ptok, "done", body, strlen(body), &published), 0);
+	CHECK(published);
+	sfmt(body, sizeof(body), "{\n  \"token\": \"%s\"\n}\n", b.token);
+	CHECK_INT_EQ(es_claim_publish_backup(&b, 1, body, strlen(body), &published), 0);
+	CHECK(!published);
+	jpath(path, &m, "state/done/%s.json", m.shards[1].id);
+	struct es_buf t = ES_BUF_INIT;
+	if (CHECK_INT_EQ(es_fs_read_file(path, &t, 1 << 20), 0))
+		CHECK(strstr(t.data, ptok) != NULL);
+	es_buf_free(&t);
+
+	/* Shard 2: failed for good while the backup ran: the backup cannot publish. */
+	CHECK_INT_EQ(es_claim_try(&p, 2), ES_CLAIM_OK);
+	snprintf(ptok, sizeof(ptok), "%s", p.token);
+	CHECK_INT_EQ(es_claim_backup(&b, 2, ptok), ES_CLAIM_OK);
+	sfmt(body, sizeof(body), "{\n  \"status\": \"failed\",\n  \"token\": \"%s\"\n}\n", ptok);
+	CHECK_INT_EQ(es_claim_publish(&p, 2, ptok, "failed", body, strlen(body), &published), 0);
+	CHECK(published);
+	CHECK_INT_EQ(es_claim_publish_backup(&b, 2, body, strlen(body), &published), 0);
+	CHECK(!published);
+	jpath(path, &m, "state/done/%s.json", m.shards[2].id);
+	CHECK(!exists(path));
+	/* The backups' attempts never count toward the retry limit. */
+	int failures = -1, folders = 0;
+	CHECK_INT_EQ(es_claim_count_failures(m.job_dir, m.shards[2].id, &failures, &folders), 0);
+	CHECK_INT_EQ(folders, 2);
+	es_claimer_free(&p);
+	es_claimer_free(&b);
+	es_claimer_free(&b2);
+	es_manifest_free(&m);
+}
+
+/* A dead primary whose backup runs: its lock, stale by the lease, is not taken over while the
+ * backup touches its marker within one lease; once the backup goes silent, the takeover
+ * follows one lease after its last touch. */
+static void test_backup_lease(void)
+{
+	struct es_manifest m;
+	make_job("backup-lease", 1, &m);
+	struct es_policy pol = policy(&m, 1000000000, 1.0, 3);
+	struct es_claimer p, b, obs;
+	CHECK_INT_EQ(es_claimer_init(&p, &m, &pol), 0);
+	CHECK_INT_EQ(es_claimer_init(&b, &m, &pol), 0);
+	CHECK_INT_EQ(es_claimer_init(&obs, &m, &pol), 0);
+	char ptok[33], now_tok[33], sl[PATH_MAX];
+	CHECK_INT_EQ(es_claim_try(&p, 0), ES_CLAIM_OK);
+	CHECK_INT_EQ(es_claim_heartbeat(&p, 0), 0); /* a lock with a heartbeat: the lease rule applies */
+	snprintf(ptok, sizeof(ptok), "%s", p.token);
+	CHECK_INT_EQ(es_claim_backup(&b, 0, ptok), ES_CLAIM_OK);
+	/* The primary is silent from now on; the backup beats every 0.3 s for 2.5 s. */
+	double t0 = es_time_mono(), last = 0;
+	int tries = 0;
+	while (es_time_mono() - t0 < 2.5) {
+		if (es_time_mono() - last >= 0.3) {
+			CHECK_INT_EQ(es_claim_backup_beat(&b, 0), 0);
+			last = es_time_mono();
+		}
+		CHECK_INT_EQ(es_claim_try(&obs, 0), ES_CLAIM_NONE);
+		tries++;
+		usleep(50 * 1000);
+	}
+	CHECK(tries > 20);
+	lock_token(&m, 0, now_tok);
+	CHECK_STR_EQ(now_tok, ptok);
+	sfmt(sl, sizeof(sl), "%s/state/stale_locks", m.job_dir);
+	CHECK_INT_EQ(count_entries(sl, NULL, NULL, 0), 0);
+	/* The backup goes silent too. */
+	double taken = -1;
+	while (es_time_mono() - last < 4.0) {
+		int rc = es_claim_try(&obs, 0);
+		if (rc == ES_CLAIM_OK) {
+			taken = es_time_mono();
+			break;
+		}
+		CHECK_INT_EQ(rc, ES_CLAIM_NONE);
+		usleep(50 * 1000);
+	}
+	CHECK(taken > 0);
+	fprintf(stderr, "backup lease: taken over %.3f s after the backup's last beat (lease 1 s)\n", taken - last);
+	CHECK(taken - last >= 0.9); /* the marker's mtime has the file system's time granularity */
+	CHECK(obs.took_over);
+	CHECK_STR_EQ(obs.took_over_token, ptok);
+	CHECK_INT_EQ(count_entries(sl, ".lock", NULL, 0), 1);
+	es_claimer_free(&p);
+	es_claimer_free(&b);
+	es_claimer_free(&obs);
+	es_manifest_free(&m);
+}
+
 int main(void)
 {
 	char *t = test_tmpdir();
@@ -723,5 +886,7 @@ int main(void)
 	test_lease();
 	test_retry_limit();
 	test_fences();
+	test_backups();
+	test_backup_lease();
 	return test_done();
 }
