@@ -1,6 +1,6 @@
 /*
- * backup: which running shard deserves a backup attempt (speculative execution, DESIGN.md
- * "Backups"). The mechanics (marker, attempt, publication, the primary's yield) are in claim.h;
+ * backup: which running shard deserves a backup attempt (speculative execution, README
+ * "Failure handling"). The mechanics (marker, attempt, publication, the primary's yield) are in claim.h;
  * this is the rule alone, a pure function of what a claimer saw, so it can be tested alone.
  *
  * The rule. A worker that found nothing to claim (no pending or stale shard) looks at the
