@@ -119,8 +119,13 @@ void agree_finish(struct agree *a)
 			MPI_Wait(&a->stop_recv, MPI_STATUS_IGNORE);
 		}
 	}
-	if (a->stop_sent && a->size > 1)
-		MPI_Waitall(a->size - 1, a->stop_sends, MPI_STATUSES_IGNORE);
+	/* One MPI_Wait per send, not MPI_Waitall(..., MPI_STATUSES_IGNORE): MPICH defines that
+	 * sentinel as (MPI_Status *)1 and declares the parameter as an array, so GCC 11+ checks
+	 * the count against an object of size 0 (-Wstringop-overflow, pmodels/mpich#5687).
+	 * MPI_Wait's status is a plain pointer, and no status array is needed for ignored ones. */
+	if (a->stop_sent)
+		for (int i = 0; i < a->size - 1; i++)
+			MPI_Wait(&a->stop_sends[i], MPI_STATUS_IGNORE);
 	free(a->stop_sends);
 	a->stop_sends = NULL;
 }
