@@ -92,8 +92,10 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 	static const struct es_cmd_help help = {
 		"run",
 		"Run the whole job under MPI: rank 0 prepares, every rank claims and processes shards, rank 0 verifies and merges.",
-		"Start it as 'mpirun -np N -npernode 1 eshard-mpi run ...' (one rank per node), with srun in a\n"
-		"Slurm allocation, or alone for one machine. Every rank exits with the same code:\n"
+		"Start it as 'mpirun -np N -npernode 1 eshard-mpi run ...' (one rank per node; MPICH:\n"
+		"'mpiexec -n N -ppn 1'), with srun in a Slurm allocation, or alone for one machine. The\n"
+		"launcher returns the ranks' code, except Open MPI's mpirun when it gets SIGTERM or SIGINT\n"
+		"itself: it returns 1 (the ranks still stop as below). Every rank exits with the same code:\n"
 		"0 PASS; 2 bad input, failed shards or failed verification; 128+signal when stopped\n"
 		"(SIGTERM on any rank stops all ranks and releases their claims, so running the same\n"
 		"command again resumes the job).",

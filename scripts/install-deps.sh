@@ -3,7 +3,9 @@
 # Idempotent: a machine that has them all is left alone (no apt-get update, no network).
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libcjson-dev libyaml-dev
+# mpich libmpich-dev: the second tested MPI (build-mpich/); Debian gives Open MPI the higher
+# alternatives priority, so mpirun, mpiexec and mpicc stay Open MPI's.
+packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev mpich libmpich-dev libcjson-dev libyaml-dev
           libssl-dev python3 python3-venv time util-linux procps locales
           slurm-wlm munge
           python3-fusepy fuse strace

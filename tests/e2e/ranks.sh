@@ -9,9 +9,22 @@
 #   ranks_reset              forgets the files of the last run
 #   ranks_expect N CODE      exactly N ranks ran and each exited with CODE
 #   ranks_wait_pids N SECS   waits until the N ranks wrote their pids
+#
+# The same tests run under Open MPI's mpirun and under MPICH's hydra (MPIEXEC=mpiexec.mpich, the
+# CTest label mpich). Where the two launchers differ:
+#   MPI_FLAVOR               openmpi or mpich, from the launcher's --version
+#   MPI_EXPORT NAME          the launcher option that passes NAME to every rank (-x, -genvlist)
+#   RANKS_NOABORT            see below
+#   noabort_rc CODE          the launcher's own code for a RANKS_NOABORT run whose ranks exit CODE
+#   MPI_KILLED_MSG           what the launcher prints (stdout or stderr) when a rank died of SIGKILL
 
 MPIRUN=${MPIEXEC:-mpirun}
 [ -n "$MPIRUN" ] || MPIRUN=mpirun
+if "$MPIRUN" --version 2>&1 | grep -q HYDRA; then
+  MPI_FLAVOR=mpich
+else
+  MPI_FLAVOR=openmpi
+fi
 
 # By default mpirun ends the whole job as soon as one rank exits with a non-zero code, even
 # after MPI_Finalize: the other ranks, still tearing down, get SIGTERM and SIGKILL a second
@@ -19,13 +32,34 @@ MPIRUN=${MPIEXEC:-mpirun}
 # every rank's code passes RANKS_NOABORT. Beware: with it mpirun exits 0 whatever the ranks
 # return, and a rank killed under the wrapper leaves the job hanging, so the runs that check
 # mpirun's code or kill a rank use the default.
-export RANKS_NOABORT="--mca orte_abort_on_non_zero_status 0"
+#
+# Hydra never ends the other ranks because one exited non-zero (only when one dies of a signal),
+# and its own code is the bitwise OR of the ranks' codes: it needs no option, and a run whose
+# ranks all exit CODE returns CODE.
+if [ "$MPI_FLAVOR" = mpich ]; then
+  export RANKS_NOABORT=""
+  MPI_EXPORT=-genvlist
+  MPI_KILLED_MSG="Killed (signal 9)"
+else
+  export RANKS_NOABORT="--mca orte_abort_on_non_zero_status 0"
+  MPI_EXPORT=-x
+  MPI_KILLED_MSG="exited on signal 9"
+fi
+noabort_rc() { if [ "$MPI_FLAVOR" = mpich ]; then echo "$1"; else echo 0; fi; }
 
 ranks_setup() {
+  # A binary linked against the other MPI would start as N singletons, each its own rank 0.
+  local lib=openmpi
+  local libs
+  libs=$(ldd "$BIN")
+  case $libs in *libmpich.so*) lib=mpich ;; esac
+  case $lib/$libs in mpich/*libopen-pal*|mpich/*libmpi.so.40*) fail "$BIN mixes MPICH and Open MPI: $libs" ;; esac
+  [ "$lib" = "$MPI_FLAVOR" ] ||
+    fail "$BIN is linked against $lib but the launcher $MPIRUN is $MPI_FLAVOR's (set MPIEXEC to match)"
   mkdir -p "$T/ranks"
   cat >"$T/rank.sh" <<EOF
 #!/bin/bash
-r=\${OMPI_COMM_WORLD_RANK:-\${PMIX_RANK:-\${SLURM_PROCID:-0}}}
+r=\${OMPI_COMM_WORLD_RANK:-\${PMIX_RANK:-\${PMI_RANK:-\${SLURM_PROCID:-0}}}}
 d=$T/ranks
 hostname >"\$d/host.\$r"
 # mpirun ends the other ranks (SIGTERM, SIGKILL 1 s later) as soon as one exits non-zero,

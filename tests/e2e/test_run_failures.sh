@@ -77,7 +77,7 @@ J=$T/fail
 touch "$F/fail.$S2"
 ranks_reset
 # shellcheck disable=SC2086
-run_expect 0 timeout 100 "$MPIRUN" $RANKS_NOABORT -np 2 "$T/rank.sh" "$BIN" run "${COMMON[@]}" --job-dir "$J"
+run_expect "$(noabort_rc 2)" timeout 100 "$MPIRUN" $RANKS_NOABORT -np 2 "$T/rank.sh" "$BIN" run "${COMMON[@]}" --job-dir "$J"
 ranks_expect 2 2
 expect_err "the job did not complete (exit code 2 on at least one rank)"
 [ "$(grep -c 'the job did not complete' "$T/err")" = 1 ] || fail "the summary error should be printed once"
@@ -108,7 +108,7 @@ rm -f "$F"/started.*
 ranks_reset
 start=$(date +%s)
 # shellcheck disable=SC2086
-run_expect 0 timeout 100 "$MPIRUN" $RANKS_NOABORT -np 3 "$T/rank.sh" "$BIN" run --config "$T/recipe.yaml" \
+run_expect "$(noabort_rc 2)" timeout 100 "$MPIRUN" $RANKS_NOABORT -np 3 "$T/rank.sh" "$BIN" run --config "$T/recipe.yaml" \
   --dataset-path "$T/bad.jsonl" --num-shards 2 --process-cmd "$T/proc.sh {input} {output} {shard_id}" --job-dir "$T/badjob"
 ranks_expect 3 2
 [ $(($(date +%s) - start)) -lt 15 ] || fail "bad input took $(($(date +%s) - start)) s"
@@ -137,7 +137,7 @@ if [ "$got" = 0 ] || [ "$got" = 124 ]; then cat "$T/kill.err"; fail "mpirun exit
 no_processor_left
 [ -e "$J/state/locks/$S1.lock" ] || fail "the killed rank's lock vanished"
 [ "$(json_get "$J/state/locks/$S1.lock" '["pid"]')" = "$victim" ] || fail "the lock changed owner"
-grep -q 'exited on signal 9' "$T/kill.err" || { cat "$T/kill.err"; fail "mpirun did not report the killed rank"; }
+cat "$T/kill.out" "$T/kill.err" | grep -qF "$MPI_KILLED_MSG" || { cat "$T/kill.out" "$T/kill.err"; fail "mpirun did not report the killed rank"; }
 rm -f "$F/slow.$S1"
 ranks_reset
 run_expect 0 timeout 100 "$MPIRUN" -np 2 "$T/rank.sh" "${RUNARGS[@]}"
@@ -201,3 +201,33 @@ ranks_expect 2 130
 no_processor_left
 [ -z "$(running_locks "$J")" ] || fail "running locks left after SIGINT: $(running_locks "$J")"
 pass "SIGINT to one rank: every rank exits 130, no lock left"
+
+# ---- 7. SIGTERM to the launcher itself: every rank stops and releases its claims. The
+# launcher's own code, as README and 'run --help' say: Open MPI's mpirun returns 1 (its abort
+# path on SIGTERM/SIGINT sets 1 whatever the ranks return); hydra forwards the signal and
+# returns the ranks' 143, but in a few runs in ten it returns 0 although every rank exited 143
+# (measured with MPICH 4.0.2), so only the job folder tells whether the job completed. Without
+# the rank wrapper, as a user starts it (a wrapper that outlives the signal changes what the
+# launchers see), and not under timeout: the signal must reach the launcher itself.
+J=$T/lterm
+rm -f "$F"/started.*
+touch "$F/slow.all"
+"$MPIRUN" -np 2 "$BIN" run "${COMMON[@]}" --job-dir "$J" >"$T/lt.out" 2>"$T/lt.err" &
+mpi=$!
+wait_for 30 two_started
+kill -TERM "$mpi"
+got=0
+wait "$mpi" || got=$?
+rm -f "$F/slow.all"
+want=1
+[ "$MPI_FLAVOR" = openmpi ] || want="143 or 0"
+case "$MPI_FLAVOR/$got" in openmpi/1|mpich/143|mpich/0) ;;
+  *) cat "$T/lt.out" "$T/lt.err"; fail "$MPI_FLAVOR's launcher exited $got after SIGTERM to it, expected $want" ;;
+esac
+[ "$(cat "$T/lt.out" "$T/lt.err" | grep -c 'stopped by signal 15')" = 2 ] || { cat "$T/lt.out" "$T/lt.err"; fail "both ranks should report their stop"; }
+grep -qF "the job did not complete (exit code 143 on at least one rank)" "$T/lt.err" || { cat "$T/lt.err"; fail "rank 0 did not end with 143"; }
+no_processor_left
+[ -z "$(running_locks "$J")" ] || fail "running locks left after SIGTERM to the launcher: $(running_locks "$J")"
+[ "$(attempt_statuses "$J" '*' | grep -c '^preempted$')" = 2 ] ||
+  fail "expected 2 preempted attempts: $(attempt_statuses "$J" '*' | tr '\n' ' ')"
+pass "SIGTERM to $MPI_FLAVOR's launcher: it exits $got, both ranks stop with 143, no lock left, attempts preempted"

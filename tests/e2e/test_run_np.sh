@@ -87,7 +87,7 @@ done
 expect_out "eshard-mpi run my-run-7 on 2 rank(s)"
 # Without --run-id: the launcher's job id (JOB_ID here), the same on every rank.
 ranks_reset
-run_expect 0 env JOB_ID=env-job-9 timeout 100 "$MPIRUN" -x JOB_ID -np 2 "$T/rank.sh" "$BIN" run "${COMMON[@]}" \
+run_expect 0 env JOB_ID=env-job-9 timeout 100 "$MPIRUN" $MPI_EXPORT JOB_ID -np 2 "$T/rank.sh" "$BIN" run "${COMMON[@]}" \
   --job-dir "$T/job-envid" --output "$T/out-envid.jsonl"
 ranks_expect 2 0
 for f in "$T"/job-envid/state/done/*.json; do
