@@ -6,13 +6,16 @@
 # every processor it starts) sees gethostname() == node1, node2, ... while all of them really run
 # here. They talk over the tcp BTL on loopback (lib.sh exports btl=self,tcp and the lo interface);
 # the names never need to resolve, because every daemon connects back to mpirun's loopback URI.
-# Checked with Debian 12's Open MPI 4.1.4.
+# Checked with Debian 12's Open MPI 4.1.4. MPICH's hydra (MPI_FLAVOR=mpich from ranks.sh, source
+# it first) starts its hydra_pmi_proxy through the same agent (-launcher rsh -launcher-exec), and
+# MPICH 4.0.2's ranks on different fake hosts talk over loopback as well.
 #
 #   fakehosts_setup N         writes $T/fakehosts/{agent.sh,hostfile} with node1..nodeN (2 slots
 #                             each) and exports:
-#     FAKEHOSTS_HOSTFILE      the hostfile
-#     FAKEHOSTS_AGENT_ARGS    the mpirun options that select the agent (no hostfile)
-#     FAKEHOSTS_MPIRUN_ARGS   --hostfile + the agent options: mpirun $FAKEHOSTS_MPIRUN_ARGS -np N -npernode 1 ...
+#     FAKEHOSTS_HOSTFILE      the hostfile (mpirun's "node1 slots=2", hydra's "node1:2")
+#     FAKEHOSTS_AGENT_ARGS    the launcher options that select the agent (no hostfile)
+#     FAKEHOSTS_MPIRUN_ARGS   the hostfile + the agent options
+#     FAKEHOSTS_PER_NODE_1    one rank per host: mpirun $FAKEHOSTS_MPIRUN_ARGS -np N $FAKEHOSTS_PER_NODE_1 ...
 #
 # FAKEHOSTS_HIDE="nodeK DIR" in mpirun's environment hides DIR on nodeK (an empty folder is
 # mounted over it there): a node whose shared file system is not mounted.
@@ -47,13 +50,21 @@ exec unshare --uts sh -c "hostname $h; $*"
 EOF
   chmod +x "$d/agent.sh"
   : >"$d/hostfile"
-  for i in $(seq 1 "$n"); do echo "node$i slots=2" >>"$d/hostfile"; done
   FAKEHOSTS_HOSTFILE=$d/hostfile
   FAKEHOSTS_CACHEFS_RUN=$SRC/tests/e2e/cachefs-run.sh
-  # plm_rsh_no_tree_spawn: mpirun starts every daemon itself (no daemon-to-daemon ssh tree).
-  FAKEHOSTS_AGENT_ARGS="--mca plm_rsh_agent $d/agent.sh --mca plm_rsh_no_tree_spawn 1"
-  FAKEHOSTS_MPIRUN_ARGS="--hostfile $d/hostfile $FAKEHOSTS_AGENT_ARGS"
-  export FAKEHOSTS_HOSTFILE FAKEHOSTS_AGENT_ARGS FAKEHOSTS_MPIRUN_ARGS FAKEHOSTS_CACHEFS_RUN
+  if [ "${MPI_FLAVOR:-openmpi}" = mpich ]; then
+    for i in $(seq 1 "$n"); do echo "node$i:2" >>"$d/hostfile"; done
+    FAKEHOSTS_AGENT_ARGS="-launcher rsh -launcher-exec $d/agent.sh"
+    FAKEHOSTS_MPIRUN_ARGS="-f $d/hostfile $FAKEHOSTS_AGENT_ARGS"
+    FAKEHOSTS_PER_NODE_1="-ppn 1"
+  else
+    for i in $(seq 1 "$n"); do echo "node$i slots=2" >>"$d/hostfile"; done
+    # plm_rsh_no_tree_spawn: mpirun starts every daemon itself (no daemon-to-daemon ssh tree).
+    FAKEHOSTS_AGENT_ARGS="--mca plm_rsh_agent $d/agent.sh --mca plm_rsh_no_tree_spawn 1"
+    FAKEHOSTS_MPIRUN_ARGS="--hostfile $d/hostfile $FAKEHOSTS_AGENT_ARGS"
+    FAKEHOSTS_PER_NODE_1="-npernode 1"
+  fi
+  export FAKEHOSTS_HOSTFILE FAKEHOSTS_AGENT_ARGS FAKEHOSTS_MPIRUN_ARGS FAKEHOSTS_PER_NODE_1 FAKEHOSTS_CACHEFS_RUN
 }
 
 # fakehosts_check: fail early with a clear message when this machine cannot make namespaces.

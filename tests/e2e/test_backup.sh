@@ -89,7 +89,7 @@ chmod +x "$T/slow-host.sh"
 J=$T/straggler
 t0=$(date +%s.%N)
 # shellcheck disable=SC2086
-timeout 60 "$MPIRUN" $FAKEHOSTS_MPIRUN_ARGS -np 2 -npernode 1 "$T/rank.sh" "$BIN" run "${IN[@]}" --job-dir "$J" \
+timeout 60 "$MPIRUN" $FAKEHOSTS_MPIRUN_ARGS -np 2 $FAKEHOSTS_PER_NODE_1 "$T/rank.sh" "$BIN" run "${IN[@]}" --job-dir "$J" \
   --max-retries 0 --poll-interval-secs 1 --process-cmd "$T/slow-host.sh {input} {output}" >"$T/out" 2>"$T/err" ||
   { cat "$T/out" "$T/err"; fail "the straggler job failed"; }
 wall=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
@@ -123,7 +123,7 @@ chmod +x "$T/first-fast.sh"
 J=$T/loses
 t0=$(date +%s.%N)
 # shellcheck disable=SC2086
-timeout 60 "$MPIRUN" $FAKEHOSTS_MPIRUN_ARGS -np 2 -npernode 1 "$T/rank.sh" "$BIN" run "${IN[@]}" --job-dir "$J" \
+timeout 60 "$MPIRUN" $FAKEHOSTS_MPIRUN_ARGS -np 2 $FAKEHOSTS_PER_NODE_1 "$T/rank.sh" "$BIN" run "${IN[@]}" --job-dir "$J" \
   --max-retries 0 --poll-interval-secs 1 --process-cmd "$T/first-fast.sh {input} {output} {shard_id}" >"$T/out" 2>"$T/err" ||
   { cat "$T/out" "$T/err"; fail "the job with a losing backup failed"; }
 wall=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
