@@ -26,11 +26,38 @@ static void wait_request(MPI_Request *r)
 	}
 }
 
+#if defined(MPICH_VERSION)
+#define LINKED_MPI "MPICH"
+#elif defined(OMPI_MAJOR_VERSION)
+#define LINKED_MPI "Open MPI"
+#else
+#define LINKED_MPI "this MPI"
+#endif
+
+/* A launcher of another MPI (Open MPI's mpirun for an MPICH build, hydra for an Open MPI one)
+ * starts every process as a singleton: N jobs of one rank each, every one of them rank 0,
+ * preparing and merging the same job folder. The launcher's own size variable tells. */
+static int check_launcher(const struct agree *a)
+{
+	static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE" };
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+		int64_t n;
+		if (!v || es_parse_i64(v, &n) || n <= 1 || n == a->size)
+			continue;
+		return es_error(ES_EINVAL, "the launcher started %lld processes (%s=%s) but MPI sees a world of %d: "
+				"eshard-mpi is linked against " LINKED_MPI " and was started by another MPI's launcher; "
+				"start it with " LINKED_MPI "'s mpiexec", (long long)n, vars[i], v, a->size);
+	}
+	return 0;
+}
+
 int agree_init(struct agree *a)
 {
 	memset(a, 0, sizeof(*a));
 	MPI_Comm_rank(MPI_COMM_WORLD, &a->rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &a->size);
+	a->stop_recv = MPI_REQUEST_NULL; /* agree_finish after an early return */
 	if (a->size > 1) {
 		a->stop_sends = calloc((size_t)a->size - 1, sizeof(*a->stop_sends));
 		if (!a->stop_sends)
@@ -39,7 +66,7 @@ int agree_init(struct agree *a)
 			a->stop_sends[i] = MPI_REQUEST_NULL;
 	}
 	MPI_Irecv(&a->stop_buf, 1, MPI_INT, MPI_ANY_SOURCE, TAG_STOP, MPI_COMM_WORLD, &a->stop_recv);
-	return 0;
+	return check_launcher(a);
 }
 
 int agree_bcast_int(int value)

@@ -22,7 +22,8 @@ struct agree {
 	MPI_Request *stop_sends;     /* one per other rank (size - 1 of them) */
 };
 
-/* After MPI_Init: rank, size, and the receive of a stop notice. 0, or ES_ENOMEM. */
+/* After MPI_Init: rank, size, and the receive of a stop notice. 0, ES_ENOMEM, or ES_EINVAL when
+ * another MPI's launcher started this process (it then sees a world of one). */
 int agree_init(struct agree *a);
 
 /* rank 0's value, learnt by all. */

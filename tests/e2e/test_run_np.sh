@@ -76,6 +76,17 @@ check_job "$T/job-single" "$T/out-single.jsonl" 1
 expect_out "on 1 rank(s), 1 host(s)"
 pass "singleton start (no mpirun) works as one rank"
 
+# ---- the launcher of the other MPI (Open MPI's mpirun for an MPICH build, hydra for an Open MPI
+# one) would start every process as a singleton, each its own rank 0 of the same job folder:
+# every process refuses at once with exit 2, before anything is written.
+case $MPI_FLAVOR in openmpi) other=mpiexec.mpich ;; *) other=mpirun.openmpi ;; esac
+command -v "$other" >/dev/null || fail "$other is missing (scripts/install-deps.sh installs Open MPI and MPICH)"
+run_expect 2 timeout 100 "$other" -n 2 "$BIN" run "${COMMON[@]}" --job-dir "$T/job-other" --output "$T/out-other.jsonl"
+[ "$(grep -c "the launcher started 2 processes .* but MPI sees a world of 1: eshard-mpi is linked against" "$T/err")" = 2 ] ||
+  { cat "$T/out" "$T/err"; fail "each process should refuse the other MPI's launcher"; }
+no_job_left "$T/job-other"
+pass "the other MPI's launcher ($other): every process exits 2 at once, no job folder"
+
 # ---- an explicit run id reaches every done record
 ranks_reset
 run_expect 0 timeout 100 "$MPIRUN" -np 2 "$T/rank.sh" "$BIN" run "${COMMON[@]}" \
