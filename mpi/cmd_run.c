@@ -15,6 +15,7 @@
 
 #include "eshard/buf.h"
 #include "eshard/log.h"
+#include "eshard/merge.h"
 #include "eshard/prepare.h"
 #include "eshard/report.h"
 #include "eshard/retry.h"
@@ -37,7 +38,7 @@ struct run_cli {
 	struct prepare_cli pc;
 	const char *output, *run_id, *ray_mode;
 	int64_t nodes;
-	int require_all, retry_failed, allow_mismatch, no_runner, no_backup;
+	int require_all, retry_failed, allow_mismatch, no_runner, no_backup, merge_at_end;
 	int seen_lease, seen_hb, seen_lt, seen_mr;
 	double attempt_timeout, preempt_grace;
 };
@@ -51,6 +52,7 @@ struct run {
 	int64_t nodes, cap;
 	char rid[128];
 	struct es_worker_result wres;
+	struct es_merge_follow *follow; /* rank 0: the merge while working */
 };
 
 static const char *env_run_id(void)
@@ -83,6 +85,7 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 	opts[n++] = (struct es_opt){ "require-all-nodes", ES_OPT_FLAG, &c->require_all, NULL, NULL, "strict mode: every node must complete shards; claim cap ceil(shards/nodes)" };
 	opts[n++] = (struct es_opt){ "run-id", ES_OPT_STR, &c->run_id, NULL, "ID", "submission id (default PAI_JOB_ID, DLC_JOB_ID, JOB_ID, SLURM_JOB_ID, or made up)" };
 	opts[n++] = (struct es_opt){ "no-backup", ES_OPT_FLAG, &c->no_backup, NULL, NULL, "never run a backup attempt of an overdue shard on an idle rank (default: backups on)" };
+	opts[n++] = (struct es_opt){ "merge-at-end", ES_OPT_FLAG, &c->merge_at_end, NULL, NULL, "merge only after the last shard (default: rank 0 appends each shard to the output's temporary as soon as it and every earlier shard are done)" };
 	opts[n++] = (struct es_opt){ "retry-failed", ES_OPT_FLAG, &c->retry_failed, NULL, NULL, "requeue failed shards before work starts" };
 	opts[n++] = (struct es_opt){ "attempt-timeout-secs", ES_OPT_POS_NUM, &c->attempt_timeout, NULL, NULL, "kill an attempt that runs longer (counted as failed)" };
 	opts[n++] = (struct es_opt){ "preempt-grace-secs", ES_OPT_POS_NUM, &c->preempt_grace, NULL, NULL, "a processor killed by a stop signal from outside: wait this long (default 5) for the rank's own stop before counting a failure" };
@@ -261,6 +264,26 @@ static void write_report(const char *job_dir)
 	es_buf_free(&path);
 }
 
+static void output_path(const struct run *r, struct es_buf *out)
+{
+	if (r->cli->output)
+		es_buf_adds(out, r->cli->output);
+	else
+		es_buf_printf(out, "%s/merged.jsonl", r->cli->pc.o.job_dir);
+}
+
+/* Rank 0 merges while the ranks work (merge.h); without it the whole merge runs at the end. */
+static void start_follow(struct run *r)
+{
+	if (r->ag.rank != 0 || r->cli->merge_at_end)
+		return;
+	struct es_buf out = ES_BUF_INIT;
+	output_path(r, &out);
+	if (es_merge_follow_start(r->cli->pc.o.job_dir, out.data, 1.0, &r->follow))
+		es_warning("the output cannot be merged while the job runs (see above); it is merged at the end");
+	es_buf_free(&out);
+}
+
 /* Phase 3: the ranks agree how the work ended; rank 0 verifies and merges; all learn the code. */
 static int finalize_phase(struct run *r, int code, int wcode)
 {
@@ -277,16 +300,20 @@ static int finalize_phase(struct run *r, int code, int wcode)
 	const char *job_dir = r->cli->pc.o.job_dir;
 	if (r->ag.rank == 0 && !agreed) {
 		struct es_buf out = ES_BUF_INIT;
-		if (r->cli->output)
-			es_buf_adds(&out, r->cli->output);
-		else
-			es_buf_printf(&out, "%s/merged.jsonl", job_dir);
+		output_path(r, &out);
 		struct es_verify_result vr;
-		final = es_exit_code(es_verify_run(job_dir, out.data, r->cli->require_all ? (int)r->nodes : 1, &vr));
+		final = es_exit_code(es_verify_run_follow(job_dir, out.data, r->cli->require_all ? (int)r->nodes : 1,
+							  r->follow, &vr));
+		r->follow = NULL;
+		free(vr.output);
 		es_buf_free(&out);
 	} else if (r->ag.rank == 0 && agreed && !code) {
 		es_error(ES_EINVAL, "the job did not complete (exit code %d on at least one rank); see the rank messages above and 'eshard-mpi status --job-dir %s'",
 			 agreed, job_dir);
+	}
+	if (r->follow) {
+		es_merge_follow_abort(r->follow); /* the job did not complete: its temporary goes */
+		r->follow = NULL;
 	}
 	if (r->ag.rank == 0 && !code && !*stop_flag())
 		write_report(job_dir);
@@ -314,6 +341,8 @@ int cmd_run(int argc, char **argv)
 	code = agree_max_int(code ? code : check_strict(&r));
 	if (!code)
 		code = prepare_phase(&r);
+	if (!code)
+		start_follow(&r);
 	int wcode = code ? code : work_phase(&r);
 	int final = finalize_phase(&r, code, wcode);
 	agree_finish(&r.ag);
