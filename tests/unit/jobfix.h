@@ -37,7 +37,10 @@ struct jf {
 static inline void jf_write(const char *path, const char *data, size_t len)
 {
 	char tmp[4200];
-	snprintf(tmp, sizeof(tmp), "%s.jf-tmp", path);
+	if (snprintf(tmp, sizeof(tmp), "%s.jf-tmp", path) >= (int)sizeof(tmp)) {
+		fprintf(stderr, "path too long: %s\n", path);
+		exit(3);
+	}
 	FILE *f = fopen(tmp, "wb");
 	if (!f) {
 		perror(tmp);
