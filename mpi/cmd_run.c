@@ -153,19 +153,11 @@ static void choose_run_id(struct run *r)
 	agree_bcast_bytes(r->rid, sizeof(r->rid));
 }
 
-/* Strict mode's cap and its refusals (the same decision on every rank); 0 or 2. */
-static int check_strict(struct run *r)
+/* Strict mode's cap and its refusal for too few shards (the same decision on every rank); 0 or 2. */
+static int check_strict_shards(struct run *r)
 {
 	int64_t shards = r->cli->pc.o.num_shards, nodes = r->nodes;
-	if (!r->cli->require_all)
-		return 0;
 	r->cap = (shards + nodes - 1) / nodes;
-	if (r->distinct < nodes) {
-		if (r->ag.rank == 0)
-			es_error(ES_EUSAGE, "strict mode (--require-all-nodes) needs %lld nodes, but the job's %d rank(s) run on %d distinct host(s)",
-				 (long long)nodes, r->ag.size, r->distinct);
-		return 2;
-	}
 	if (shards < nodes || (nodes - 1) * r->cap >= shards) {
 		if (r->ag.rank == 0)
 			es_error(ES_EUSAGE, "strict mode cannot give every one of %lld nodes a shard with %lld shards (cap %lld per node); "
@@ -175,23 +167,54 @@ static int check_strict(struct run *r)
 	return 0;
 }
 
-/* Phase 1: rank 0 prepares (an unchanged job is a no-op, so a resubmission resumes). */
+/* Strict mode's refusals (the same decision on every rank); 0 or 2. An automatic shard count
+ * is checked once prepare has made it. */
+static int check_strict(struct run *r)
+{
+	int64_t nodes = r->nodes;
+	if (!r->cli->require_all)
+		return 0;
+	if (r->distinct < nodes) {
+		if (r->ag.rank == 0)
+			es_error(ES_EUSAGE, "strict mode (--require-all-nodes) needs %lld nodes, but the job's %d rank(s) run on %d distinct host(s)",
+				 (long long)nodes, r->ag.size, r->distinct);
+		return 2;
+	}
+	return r->cli->pc.o.num_shards ? check_strict_shards(r) : 0;
+}
+
+/* Phase 1: rank 0 prepares (an unchanged job is a no-op, so a resubmission resumes); every rank
+ * learns the shard count (an automatic one is made here). */
 static int prepare_phase(struct run *r)
 {
 	int code = 0;
+	struct es_prepare_opts *o = &r->cli->pc.o;
+	int automatic = !o->num_shards;
+	int64_t shards = o->num_shards;
 	if (r->ag.rank == 0) {
-		printf("eshard-mpi run %s on %d rank(s), %d host(s): nodes=%lld shards=%lld mode=%s cap=%s\n", r->rid,
-		       r->ag.size, r->distinct, (long long)r->nodes, (long long)r->cli->pc.o.num_shards,
-		       r->cli->require_all ? "strict" : "elastic", r->cap ? "ceil(shards/nodes)" : "unlimited");
+		char count[32];
+		snprintf(count, sizeof(count), "%lld", (long long)shards);
+		printf("eshard-mpi run %s on %d rank(s), %d host(s): nodes=%lld shards=%s mode=%s cap=%s\n", r->rid,
+		       r->ag.size, r->distinct, (long long)r->nodes, automatic ? "auto" : count,
+		       r->cli->require_all ? "strict" : "elastic", r->cli->require_all ? "ceil(shards/nodes)" : "unlimited");
 		fflush(stdout);
+		/* At least 4 shards per rank; strict mode's nodes when it counts fewer ranks' hosts. */
+		o->auto_ranks = r->ag.size;
 		struct es_prepare_result pres;
-		int prc = es_prepare_run(&r->cli->pc.o, &pres);
+		int prc = es_prepare_run(o, &pres);
 		if (!prc && r->cli->retry_failed)
 			prc = es_retry_run(pres.job_dir, 1, NULL, 0, 0);
 		code = es_exit_code(prc);
+		if (!prc)
+			shards = pres.num_shards;
 		free(pres.job_dir);
 	}
-	return agree_bcast_int(code);
+	code = agree_bcast_int(code);
+	agree_bcast_bytes(&shards, (int)sizeof(shards));
+	o->num_shards = shards;
+	if (!code && automatic && r->cli->require_all)
+		code = check_strict_shards(r);
+	return code;
 }
 
 static void worker_options(struct run *r, struct es_worker_opts *wo)
