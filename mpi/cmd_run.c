@@ -230,6 +230,7 @@ static void worker_options(struct run *r, struct es_worker_opts *wo)
 	/* Idle ranks poll every second for a quick end; a huge job polls less often, since each
 	 * poll opens every shard's markers on the shared file system. */
 	wo->poll_interval_override = shards / 2000.0 > 1.0 ? (shards / 2000.0 < 20.0 ? shards / 2000.0 : 20.0) : 1.0;
+	wo->tail_poll_secs = 0.25;
 	wo->run_id = r->rid;
 	wo->stop_flag = stop_flag();
 	wo->should_stop = agree_peer_stopped;
