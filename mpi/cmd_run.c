@@ -311,13 +311,15 @@ static void start_follow(struct run *r)
 /* Phase 3: the ranks agree how the work ended; rank 0 verifies and merges; all learn the code. */
 static int finalize_phase(struct run *r, int code, int wcode)
 {
-	int agreed = agree_max_int(wcode);
+	/* One collective: the worst exit code, and the spread of the first claims (only ranks
+	 * that claimed something count; the earliest is the largest negated time). */
+	double first = r->wres.first_claim_epoch;
+	double mine[3] = { (double)wcode, first > 0 ? -first : -INFINITY, first > 0 ? first : -INFINITY }, all[3];
+	agree_max_doubles(mine, all, 3);
+	int agreed = (int)all[0];
+	double first_min = -all[1], first_max = all[2];
 	if (r->ag.rank == 0)
 		es_crash_point("run-before-finalize");
-	/* The spread of the first claims (only ranks that claimed something count). */
-	double first = r->wres.first_claim_epoch;
-	double first_min = agree_reduce_double(first > 0 ? first : INFINITY, MPI_MIN);
-	double first_max = agree_reduce_double(first > 0 ? first : -INFINITY, MPI_MAX);
 	if (r->ag.rank == 0 && isfinite(first_min) && isfinite(first_max) && !code)
 		printf("First claims of the ranks were %.3f s apart\n", first_max - first_min);
 	int final = agreed;
