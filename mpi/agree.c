@@ -11,7 +11,9 @@
 
 #define TAG_STOP 7101
 
-/* Wait for a request without spinning on the core. */
+/* Wait for a request without spinning on the core. A collective makes progress only while its
+ * ranks call MPI_Test, and each of its rounds waits for the slowest poller: the pause stays
+ * short (at most 10 ms; these waits last only while the ranks hand over). */
 static void wait_request(MPI_Request *r)
 {
 	int done = 0;
@@ -21,7 +23,7 @@ static void wait_request(MPI_Request *r)
 		if (done)
 			return;
 		es_sleep(pause);
-		if (pause < 0.05)
+		if (pause < 0.01)
 			pause *= 2;
 	}
 }
@@ -93,13 +95,11 @@ int agree_max_int(int value)
 	return out;
 }
 
-double agree_reduce_double(double value, MPI_Op op)
+void agree_max_doubles(const double *mine, double *out, int n)
 {
-	double out = 0;
 	MPI_Request r;
-	MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &r);
+	MPI_Iallreduce(mine, out, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &r);
 	wait_request(&r);
-	return out;
 }
 
 void agree_allgather(const void *mine, void *all, int n)

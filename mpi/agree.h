@@ -30,9 +30,10 @@ int agree_init(struct agree *a);
 int agree_bcast_int(int value);
 void agree_bcast_bytes(void *buf, int n);
 
-/* The largest (MPI_MAX) or smallest (MPI_MIN) value of any rank. */
+/* The largest value of any rank. */
 int agree_max_int(int value);
-double agree_reduce_double(double value, MPI_Op op);
+/* The element-wise largest of every rank's n doubles, in one collective. */
+void agree_max_doubles(const double *mine, double *out, int n);
 
 /* Every rank's n bytes of mine, in rank order, into all (size * n bytes). */
 void agree_allgather(const void *mine, void *all, int n);

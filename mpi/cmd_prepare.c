@@ -2,7 +2,9 @@
 
 #include "eshard/template.h"
 #include "eshard/log.h"
+#include "eshard/util.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,8 @@ size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts)
 		{ "config", ES_OPT_STR, &o->config, NULL, "PATH", "Data-Juicer YAML recipe (required)" },
 		{ "dataset-path", ES_OPT_STR, &o->dataset_path, NULL, "PATH", "JSONL file or folder; overrides the recipe's dataset_path" },
 		{ "job-dir", ES_OPT_STR, &o->job_dir, NULL, "DIR", "new job folder on the shared file system (required)" },
-		{ "num-shards", ES_OPT_POS_INT, &o->num_shards, NULL, NULL, "exact number of non-empty shards (required)" },
+		{ "num-shards", ES_OPT_STR, &c->num_shards, NULL, "N", "exact number of non-empty shards, or auto (the default): max(4 x ranks, input / --target-shard-mb), at most the rows" },
+		{ "target-shard-mb", ES_OPT_POS_INT, &c->target_shard_mb, NULL, NULL, "--num-shards auto: the largest shard wanted, in MiB (default 128)" },
 		{ "lock-timeout-secs", ES_OPT_POS_INT, &o->policy.lock_timeout_secs, NULL, NULL, "a lock older than this is stale (default 126000)" },
 		{ "max-retries", ES_OPT_NONNEG_INT, &o->policy.max_retries, NULL, NULL, "failed or stale attempts allowed after the first (default 3)" },
 		{ "poll-interval-secs", ES_OPT_POS_INT, &o->policy.poll_interval_secs, NULL, NULL, "idle worker poll interval (default 20)" },
@@ -40,12 +43,21 @@ size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts)
 int prepare_cli_finish(struct prepare_cli *c, const char *cmd)
 {
 	struct es_prepare_opts *o = &c->o;
+	o->num_shards = 0;
 	if (!o->config)
 		return es_error(ES_EUSAGE, "eshard-mpi %s: --config is required", cmd);
 	if (!o->job_dir)
 		return es_error(ES_EUSAGE, "eshard-mpi %s: --job-dir is required", cmd);
-	if (!o->num_shards)
-		return es_error(ES_EUSAGE, "eshard-mpi %s: --num-shards is required", cmd);
+	if (c->num_shards && strcmp(c->num_shards, "auto")) {
+		if (es_parse_i64(c->num_shards, &o->num_shards) || o->num_shards <= 0)
+			return es_error(ES_EUSAGE, "eshard-mpi %s: --num-shards must be a positive integer or 'auto', got '%s'",
+					cmd, c->num_shards);
+		if (c->target_shard_mb)
+			return es_error(ES_EUSAGE, "eshard-mpi %s: --target-shard-mb goes with --num-shards auto, not with a count", cmd);
+	}
+	if (c->target_shard_mb > INT64_MAX / (1 << 20))
+		return es_error(ES_EUSAGE, "eshard-mpi %s: --target-shard-mb %lld is too large", cmd, (long long)c->target_shard_mb);
+	o->target_shard_bytes = c->target_shard_mb << 20;
 	if ((c->dj_process != NULL) + (c->dj_root != NULL) + (c->process_cmd != NULL) > 1)
 		return es_error(ES_EUSAGE, "eshard-mpi %s: give at most one of --dj-process, --dj-root and --process-cmd", cmd);
 	if (c->process_cmd && es_template_check(c->process_cmd))
@@ -65,18 +77,24 @@ int cmd_prepare(int argc, char **argv)
 	struct es_opt opts[ES_PREPARE_MAX_OPTS];
 	prepare_cli_init(&c);
 	size_t n = prepare_cli_options(&c, opts);
+	opts[n++] = (struct es_opt){ "nodes", ES_OPT_POS_INT, &c.o.auto_ranks, NULL, NULL, "--num-shards auto: the nodes (ranks) that will work, for at least 4 shards each (default: the size rule alone)" };
 	static const struct es_cmd_help help = {
 		"prepare",
 		"Validate the recipe and the input, cut the input into deterministic shards and publish the job folder.",
 		"An existing job folder is accepted only when it was prepared from the very same request\n"
-		"(same dataset, recipe bytes, shard count, Ray address and processor, input files re-hashed);\n"
-		"then nothing is written and the exit code is 0. Exit codes: 0 prepared or unchanged, 2 error.",
+		"(same dataset, recipe bytes, shard count, Ray address and processor, input files re-hashed;\n"
+		"--num-shards auto accepts the count the job was made with); then nothing is written and\n"
+		"the exit code is 0. Exit codes: 0 prepared or unchanged, 2 error.",
 	};
 	int rc = es_args_parse(argc, argv, opts, n, &help);
 	if (rc)
 		return rc > 0 ? 0 : 2;
 	if ((rc = prepare_cli_finish(&c, "prepare")))
 		return 2;
+	if (c.o.auto_ranks && c.o.num_shards) {
+		es_error(ES_EUSAGE, "eshard-mpi prepare: --nodes goes with --num-shards auto, not with a count");
+		return 2;
+	}
 	install_stop_handlers(); /* SIGTERM/SIGINT: stop at once, removing the stage folder */
 	struct es_prepare_result res;
 	rc = es_prepare_run(&c.o, &res);

@@ -15,6 +15,7 @@
 
 #include "eshard/buf.h"
 #include "eshard/log.h"
+#include "eshard/merge.h"
 #include "eshard/prepare.h"
 #include "eshard/report.h"
 #include "eshard/retry.h"
@@ -37,7 +38,7 @@ struct run_cli {
 	struct prepare_cli pc;
 	const char *output, *run_id, *ray_mode;
 	int64_t nodes;
-	int require_all, retry_failed, allow_mismatch, no_runner, no_backup;
+	int require_all, retry_failed, allow_mismatch, no_runner, no_backup, merge_at_end;
 	int seen_lease, seen_hb, seen_lt, seen_mr;
 	double attempt_timeout, preempt_grace;
 };
@@ -51,6 +52,7 @@ struct run {
 	int64_t nodes, cap;
 	char rid[128];
 	struct es_worker_result wres;
+	struct es_merge_follow *follow; /* rank 0: the merge while working */
 };
 
 static const char *env_run_id(void)
@@ -83,6 +85,7 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 	opts[n++] = (struct es_opt){ "require-all-nodes", ES_OPT_FLAG, &c->require_all, NULL, NULL, "strict mode: every node must complete shards; claim cap ceil(shards/nodes)" };
 	opts[n++] = (struct es_opt){ "run-id", ES_OPT_STR, &c->run_id, NULL, "ID", "submission id (default PAI_JOB_ID, DLC_JOB_ID, JOB_ID, SLURM_JOB_ID, or made up)" };
 	opts[n++] = (struct es_opt){ "no-backup", ES_OPT_FLAG, &c->no_backup, NULL, NULL, "never run a backup attempt of an overdue shard on an idle rank (default: backups on)" };
+	opts[n++] = (struct es_opt){ "merge-at-end", ES_OPT_FLAG, &c->merge_at_end, NULL, NULL, "merge only after the last shard (default: rank 0 appends each shard to the output's temporary as soon as it and every earlier shard are done)" };
 	opts[n++] = (struct es_opt){ "retry-failed", ES_OPT_FLAG, &c->retry_failed, NULL, NULL, "requeue failed shards before work starts" };
 	opts[n++] = (struct es_opt){ "attempt-timeout-secs", ES_OPT_POS_NUM, &c->attempt_timeout, NULL, NULL, "kill an attempt that runs longer (counted as failed)" };
 	opts[n++] = (struct es_opt){ "preempt-grace-secs", ES_OPT_POS_NUM, &c->preempt_grace, NULL, NULL, "a processor killed by a stop signal from outside: wait this long (default 5) for the rank's own stop before counting a failure" };
@@ -152,19 +155,11 @@ static void choose_run_id(struct run *r)
 	agree_bcast_bytes(r->rid, sizeof(r->rid));
 }
 
-/* Strict mode's cap and its refusals (the same decision on every rank); 0 or 2. */
-static int check_strict(struct run *r)
+/* Strict mode's cap and its refusal for too few shards (the same decision on every rank); 0 or 2. */
+static int check_strict_shards(struct run *r)
 {
 	int64_t shards = r->cli->pc.o.num_shards, nodes = r->nodes;
-	if (!r->cli->require_all)
-		return 0;
 	r->cap = (shards + nodes - 1) / nodes;
-	if (r->distinct < nodes) {
-		if (r->ag.rank == 0)
-			es_error(ES_EUSAGE, "strict mode (--require-all-nodes) needs %lld nodes, but the job's %d rank(s) run on %d distinct host(s)",
-				 (long long)nodes, r->ag.size, r->distinct);
-		return 2;
-	}
 	if (shards < nodes || (nodes - 1) * r->cap >= shards) {
 		if (r->ag.rank == 0)
 			es_error(ES_EUSAGE, "strict mode cannot give every one of %lld nodes a shard with %lld shards (cap %lld per node); "
@@ -174,23 +169,54 @@ static int check_strict(struct run *r)
 	return 0;
 }
 
-/* Phase 1: rank 0 prepares (an unchanged job is a no-op, so a resubmission resumes). */
+/* Strict mode's refusals (the same decision on every rank); 0 or 2. An automatic shard count
+ * is checked once prepare has made it. */
+static int check_strict(struct run *r)
+{
+	int64_t nodes = r->nodes;
+	if (!r->cli->require_all)
+		return 0;
+	if (r->distinct < nodes) {
+		if (r->ag.rank == 0)
+			es_error(ES_EUSAGE, "strict mode (--require-all-nodes) needs %lld nodes, but the job's %d rank(s) run on %d distinct host(s)",
+				 (long long)nodes, r->ag.size, r->distinct);
+		return 2;
+	}
+	return r->cli->pc.o.num_shards ? check_strict_shards(r) : 0;
+}
+
+/* Phase 1: rank 0 prepares (an unchanged job is a no-op, so a resubmission resumes); every rank
+ * learns the shard count (an automatic one is made here). */
 static int prepare_phase(struct run *r)
 {
 	int code = 0;
+	struct es_prepare_opts *o = &r->cli->pc.o;
+	int automatic = !o->num_shards;
+	int64_t shards = o->num_shards;
 	if (r->ag.rank == 0) {
-		printf("eshard-mpi run %s on %d rank(s), %d host(s): nodes=%lld shards=%lld mode=%s cap=%s\n", r->rid,
-		       r->ag.size, r->distinct, (long long)r->nodes, (long long)r->cli->pc.o.num_shards,
-		       r->cli->require_all ? "strict" : "elastic", r->cap ? "ceil(shards/nodes)" : "unlimited");
+		char count[32];
+		snprintf(count, sizeof(count), "%lld", (long long)shards);
+		printf("eshard-mpi run %s on %d rank(s), %d host(s): nodes=%lld shards=%s mode=%s cap=%s\n", r->rid,
+		       r->ag.size, r->distinct, (long long)r->nodes, automatic ? "auto" : count,
+		       r->cli->require_all ? "strict" : "elastic", r->cli->require_all ? "ceil(shards/nodes)" : "unlimited");
 		fflush(stdout);
+		/* At least 4 shards per rank; strict mode's nodes when it counts fewer ranks' hosts. */
+		o->auto_ranks = r->ag.size;
 		struct es_prepare_result pres;
-		int prc = es_prepare_run(&r->cli->pc.o, &pres);
+		int prc = es_prepare_run(o, &pres);
 		if (!prc && r->cli->retry_failed)
 			prc = es_retry_run(pres.job_dir, 1, NULL, 0, 0);
 		code = es_exit_code(prc);
+		if (!prc)
+			shards = pres.num_shards;
 		free(pres.job_dir);
 	}
-	return agree_bcast_int(code);
+	code = agree_bcast_int(code);
+	agree_bcast_bytes(&shards, (int)sizeof(shards));
+	o->num_shards = shards;
+	if (!code && automatic && r->cli->require_all)
+		code = check_strict_shards(r);
+	return code;
 }
 
 static void worker_options(struct run *r, struct es_worker_opts *wo)
@@ -206,6 +232,7 @@ static void worker_options(struct run *r, struct es_worker_opts *wo)
 	/* Idle ranks poll every second for a quick end; a huge job polls less often, since each
 	 * poll opens every shard's markers on the shared file system. */
 	wo->poll_interval_override = shards / 2000.0 > 1.0 ? (shards / 2000.0 < 20.0 ? shards / 2000.0 : 20.0) : 1.0;
+	wo->tail_poll_secs = 0.25;
 	wo->run_id = r->rid;
 	wo->stop_flag = stop_flag();
 	wo->should_stop = agree_peer_stopped;
@@ -263,32 +290,58 @@ static void write_report(const char *job_dir)
 	es_buf_free(&path);
 }
 
+static void output_path(const struct run *r, struct es_buf *out)
+{
+	if (r->cli->output)
+		es_buf_adds(out, r->cli->output);
+	else
+		es_buf_printf(out, "%s/merged.jsonl", r->cli->pc.o.job_dir);
+}
+
+/* Rank 0 merges while the ranks work (merge.h); without it the whole merge runs at the end. */
+static void start_follow(struct run *r)
+{
+	if (r->ag.rank != 0 || r->cli->merge_at_end)
+		return;
+	struct es_buf out = ES_BUF_INIT;
+	output_path(r, &out);
+	if (es_merge_follow_start(r->cli->pc.o.job_dir, out.data, 1.0, &r->follow))
+		es_warning("the output cannot be merged while the job runs (see above); it is merged at the end");
+	es_buf_free(&out);
+}
+
 /* Phase 3: the ranks agree how the work ended; rank 0 verifies and merges; all learn the code. */
 static int finalize_phase(struct run *r, int code, int wcode)
 {
-	int agreed = agree_max_int(wcode);
+	/* One collective: the worst exit code, and the spread of the first claims (only ranks
+	 * that claimed something count; the earliest is the largest negated time). */
+	double first = r->wres.first_claim_epoch;
+	double mine[3] = { (double)wcode, first > 0 ? -first : -INFINITY, first > 0 ? first : -INFINITY }, all[3];
+	agree_max_doubles(mine, all, 3);
+	int agreed = (int)all[0];
+	double first_min = -all[1], first_max = all[2];
 	if (r->ag.rank == 0)
 		es_crash_point("run-before-finalize");
-	/* The spread of the first claims (only ranks that claimed something count). */
-	double first = r->wres.first_claim_epoch;
-	double first_min = agree_reduce_double(first > 0 ? first : INFINITY, MPI_MIN);
-	double first_max = agree_reduce_double(first > 0 ? first : -INFINITY, MPI_MAX);
 	if (r->ag.rank == 0 && isfinite(first_min) && isfinite(first_max) && !code)
 		printf("First claims of the ranks were %.3f s apart\n", first_max - first_min);
 	int final = agreed;
 	const char *job_dir = r->cli->pc.o.job_dir;
 	if (r->ag.rank == 0 && !agreed) {
 		struct es_buf out = ES_BUF_INIT;
-		if (r->cli->output)
-			es_buf_adds(&out, r->cli->output);
-		else
-			es_buf_printf(&out, "%s/merged.jsonl", job_dir);
+		output_path(r, &out);
 		struct es_verify_result vr;
-		final = es_exit_code(es_verify_run(job_dir, out.data, r->cli->require_all ? (int)r->nodes : 1, &vr));
+		final = es_exit_code(es_verify_run_follow(job_dir, out.data, r->cli->require_all ? (int)r->nodes : 1,
+							  r->follow, &vr));
+		r->follow = NULL;
+		free(vr.output);
 		es_buf_free(&out);
 	} else if (r->ag.rank == 0 && agreed && !code) {
 		es_error(ES_EINVAL, "the job did not complete (exit code %d on at least one rank); see the rank messages above and 'eshard-mpi status --job-dir %s'",
 			 agreed, job_dir);
+	}
+	if (r->follow) {
+		es_merge_follow_abort(r->follow); /* the job did not complete: its temporary goes */
+		r->follow = NULL;
 	}
 	if (r->ag.rank == 0 && !code && !*stop_flag())
 		write_report(job_dir);
@@ -316,6 +369,8 @@ int cmd_run(int argc, char **argv)
 	code = agree_max_int(code ? code : check_strict(&r));
 	if (!code)
 		code = prepare_phase(&r);
+	if (!code)
+		start_follow(&r);
 	int wcode = code ? code : work_phase(&r);
 	int final = finalize_phase(&r, code, wcode);
 	agree_finish(&r.ag);

@@ -28,7 +28,8 @@ int worker_cli_finish(struct es_worker_opts *o, const char *cmd);
 struct prepare_cli {
 	struct es_prepare_opts o;
 	const char *python, *dj_process, *dj_root, *process_cmd;
-	int64_t max_line_bytes;
+	const char *num_shards;      /* a count, or "auto" (the default) */
+	int64_t max_line_bytes, target_shard_mb;
 };
 void prepare_cli_init(struct prepare_cli *c);
 size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts);

@@ -1,6 +1,7 @@
 #include "eshard/merge.h"
 #include "eshard/fs.h"
 #include "eshard/jsonl.h"
+#include "eshard/linereader.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/prepare.h"
@@ -13,6 +14,8 @@
 #include "record.h"
 
 #include <dirent.h>
+#include <pthread.h>
+#include <time.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -287,10 +290,11 @@ struct merger {
 	int out_sha_live;
 	struct reader rd;
 	struct es_merge_result *r;
+	size_t early;        /* shards the follower appended while the job ran */
 };
 
-/* The job must be complete; the output must be a file we may write. */
-static int merge_check(struct merger *g, const char *output, int overwrite, double lock_timeout)
+/* The job must be complete. */
+static int merge_complete(struct merger *g, double lock_timeout)
 {
 	struct es_status_counts c;
 	int rc = es_status_count(&g->m, lock_timeout, &c);
@@ -300,6 +304,13 @@ static int merge_check(struct merger *g, const char *output, int overwrite, doub
 		return es_error(ES_EINVAL, "Cannot merge an incomplete job: pending=%lld running=%lld stale=%lld failed=%lld done=%lld (%s)",
 				(long long)c.pending, (long long)c.running, (long long)c.stale, (long long)c.failed,
 				(long long)c.done, g->m.job_dir);
+	return 0;
+}
+
+/* The output must be a file we may write. */
+static int merge_target(struct merger *g, const char *output, int overwrite)
+{
+	int rc;
 	if ((rc = es_fs_resolve(output, &g->out)))
 		return rc;
 	if (!strcmp(g->out.data, "/"))
@@ -462,42 +473,250 @@ static void merge_free(struct merger *g)
 		es_manifest_free(&g->m);
 }
 
-int es_merge_run(const char *job_dir, const char *output, int overwrite, double lock_timeout,
-		 struct es_merge_result *res, int quiet)
+int es_merge_reread(const char *path, uint64_t from, int64_t from_rows, int64_t *rows)
 {
-	struct es_merge_result local;
-	struct es_merge_result *r = res ? res : &local;
-	memset(r, 0, sizeof(*r));
-	struct merger g;
-	memset(&g, 0, sizeof(g));
-	g.out = (struct es_buf)ES_BUF_INIT;
-	g.tmp = (struct es_buf)ES_BUF_INIT;
-	g.fd = -1;
-	g.r = r;
-	int rc = es_manifest_load(job_dir, &g.m);
-	if (rc)
-		return rc;
-	g.have_manifest = 1;
-	rc = merge_check(&g, output, overwrite, lock_timeout);
-	if (!rc)
-		rc = merge_open(&g);
-	if (!rc) {
-		struct es_buf dpath = ES_BUF_INIT, rpath = ES_BUF_INIT;
-		for (size_t i = 0; !rc && i < g.m.n_shards; i++)
-			rc = merge_shard(&g, i, &dpath, &rpath);
-		es_buf_free(&dpath);
-		es_buf_free(&rpath);
-		rc = merge_close(&g, rc);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return es_error_errno(ES_EIO, "cannot open merged output '%s'", path);
+	if (from && lseek(fd, (off_t)from, SEEK_SET) < 0) {
+		close(fd);
+		return es_error_errno(ES_EIO, "cannot seek in merged output '%s'", path);
 	}
+	posix_fadvise(fd, (off_t)from, 0, POSIX_FADV_SEQUENTIAL);
+	struct es_jsonl *jl = es_jsonl_new(NULL);
+	struct es_line_reader *r = es_line_reader_new(fd, ES_MAX_LINE_BYTES, path);
+	int rc = 0, got;
+	*rows = 0;
+	if (!jl || !r) {
+		rc = es_error(ES_ENOMEM, "out of memory reading '%s'", path);
+	} else {
+		const char *line;
+		size_t len;
+		int has_nl;
+		while ((got = es_line_reader_next(r, &line, &len, &has_nl)) == 1) {
+			if ((rc = es_jsonl_validate(jl, line, len, path, (uint64_t)from_rows + es_line_reader_lineno(r))))
+				break;
+			(*rows)++;
+		}
+		if (!rc && got < 0)
+			rc = got;
+	}
+	es_line_reader_free(r);
+	es_jsonl_free(jl);
+	close(fd);
+	return rc;
+}
+
+static int merger_init(struct merger *g, const char *job_dir, struct es_merge_result *r)
+{
+	memset(r, 0, sizeof(*r));
+	memset(g, 0, sizeof(*g));
+	g->out = (struct es_buf)ES_BUF_INIT;
+	g->tmp = (struct es_buf)ES_BUF_INIT;
+	g->fd = -1;
+	g->r = r;
+	int rc = es_manifest_load(job_dir, &g->m);
+	g->have_manifest = !rc;
+	return rc;
+}
+
+/* Append shards from..n-1, then close (fsync, rename, merge.json) and say so. */
+static int merge_rest(struct merger *g, size_t from, int quiet)
+{
+	struct es_buf dpath = ES_BUF_INIT, rpath = ES_BUF_INIT;
+	int rc = 0;
+	for (size_t i = from; !rc && i < g->m.n_shards; i++)
+		rc = merge_shard(g, i, &dpath, &rpath);
+	es_buf_free(&dpath);
+	es_buf_free(&rpath);
+	rc = merge_close(g, rc);
 	if (!rc && !quiet) {
-		printf("Merged %lld shards and %lld rows into %s\n", (long long)r->num_shards, (long long)r->rows,
-		       r->output);
+		printf("Merged %lld shards and %lld rows into %s", (long long)g->r->num_shards, (long long)g->r->rows,
+		       g->r->output);
+		if (g->early)
+			printf(" (%zu of them while the job ran)", g->early);
+		printf("\n");
 		fflush(stdout);
 	}
-	merge_free(&g);
-	if (rc || r == &local) {
+	return rc;
+}
+
+/* The caller's result: *res gets r (its output), or r's output is freed. */
+static void hand_result(struct es_merge_result *r, struct es_merge_result *res, int rc)
+{
+	if (rc || !res) {
 		free(r->output);
 		r->output = NULL;
 	}
+	if (res)
+		*res = *r;
+}
+
+int es_merge_run(const char *job_dir, const char *output, int overwrite, double lock_timeout,
+		 struct es_merge_result *res, int quiet)
+{
+	struct es_merge_result r;
+	struct merger g;
+	int rc = merger_init(&g, job_dir, &r);
+	if (!rc)
+		rc = merge_complete(&g, lock_timeout);
+	if (!rc)
+		rc = merge_target(&g, output, overwrite);
+	if (!rc)
+		rc = merge_open(&g);
+	if (!rc)
+		rc = merge_rest(&g, 0, quiet);
+	merge_free(&g);
+	hand_result(&r, res, rc);
 	return rc;
+}
+
+/* ---- merge while working ---- */
+
+struct es_merge_follow {
+	struct merger g;
+	struct es_merge_result r;
+	char *job_dir, *output;
+	double poll_secs;
+	size_t next;              /* the first shard not appended yet */
+	uint64_t reread_from;     /* the output's prefix re-read, and its rows */
+	int64_t reread_rows;
+	int gave_up;
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int stop;
+};
+
+/* Append every shard, from f->next on, whose done record is there; stop at the first that
+ * has none yet. 0, or an error (the follower gives up). */
+static int follow_step(struct es_merge_follow *f)
+{
+	struct es_buf dpath = ES_BUF_INIT, rpath = ES_BUF_INIT;
+	int rc = 0;
+	while (!rc && f->next < f->g.m.n_shards) {
+		uint64_t before = f->g.rd.written;
+		rc = merge_shard(&f->g, f->next, &dpath, &rpath);
+		if (rc == ES_ENOENT && f->g.rd.written == before) {
+			rc = 0; /* not done yet (nothing was written): look again later */
+			break;
+		}
+		int64_t rows = 0;
+		if (!rc && !(rc = es_merge_reread(f->g.tmp.data, before, f->reread_rows, &rows))) {
+			f->reread_from = f->g.rd.written;
+			f->reread_rows += rows;
+			f->next++;
+		}
+	}
+	es_buf_free(&dpath);
+	es_buf_free(&rpath);
+	return rc;
+}
+
+static void *follow_main(void *arg)
+{
+	struct es_merge_follow *f = arg;
+	es_log_quiet_begin(); /* its troubles are reported by the finish's full merge */
+	pthread_mutex_lock(&f->mu);
+	while (!f->stop && !f->gave_up && f->next < f->g.m.n_shards) {
+		pthread_mutex_unlock(&f->mu);
+		if (follow_step(f))
+			f->gave_up = 1;
+		pthread_mutex_lock(&f->mu);
+		if (f->stop || f->gave_up || f->next == f->g.m.n_shards)
+			break;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		double t = (double)ts.tv_sec + ts.tv_nsec / 1e9 + f->poll_secs;
+		ts.tv_sec = (time_t)t;
+		ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+		pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+	}
+	pthread_mutex_unlock(&f->mu);
+	es_log_quiet_end();
+	return NULL;
+}
+
+static void follow_free(struct es_merge_follow *f)
+{
+	merge_free(&f->g);
+	free(f->r.output);
+	pthread_mutex_destroy(&f->mu);
+	pthread_cond_destroy(&f->cv);
+	free(f->job_dir);
+	free(f->output);
+	free(f);
+}
+
+int es_merge_follow_start(const char *job_dir, const char *output, double poll_secs, struct es_merge_follow **out)
+{
+	*out = NULL;
+	struct es_merge_follow *f = calloc(1, sizeof(*f));
+	if (!f)
+		return es_error(ES_ENOMEM, "out of memory starting the merge");
+	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->cv, NULL);
+	f->poll_secs = poll_secs > 0 ? poll_secs : 1.0;
+	int rc = merger_init(&f->g, job_dir, &f->r);
+	if (!rc && (!(f->job_dir = strdup(job_dir)) || !(f->output = strdup(output))))
+		rc = es_error(ES_ENOMEM, "out of memory starting the merge");
+	if (!rc)
+		rc = merge_target(&f->g, output, 1);
+	if (!rc)
+		rc = merge_open(&f->g);
+	if (!rc && (errno = pthread_create(&f->th, NULL, follow_main, f)) != 0)
+		rc = es_error_errno(ES_ENOMEM, "cannot start the merge thread");
+	if (rc) {
+		follow_free(f);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
+static void follow_join(struct es_merge_follow *f)
+{
+	pthread_mutex_lock(&f->mu);
+	f->stop = 1;
+	pthread_cond_signal(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+	pthread_join(f->th, NULL);
+}
+
+int es_merge_follow_finish(struct es_merge_follow *f, double lock_timeout, struct es_merge_result *res, int quiet,
+			   uint64_t *reread_from, int64_t *reread_rows)
+{
+	follow_join(f);
+	int rc;
+	uint64_t from = 0;
+	int64_t rows = 0;
+	if (f->gave_up) {
+		merge_free(&f->g); /* its temporary goes; merge the whole job again, which reports */
+		memset(&f->g, 0, sizeof(f->g));
+		f->g.fd = -1;
+		rc = es_merge_run(f->job_dir, f->output, 1, lock_timeout, res, quiet);
+	} else {
+		rc = merge_complete(&f->g, lock_timeout);
+		f->g.early = f->next;
+		if (!rc)
+			rc = merge_rest(&f->g, f->next, quiet);
+		if (!rc) {
+			from = f->reread_from;
+			rows = f->reread_rows;
+		}
+		hand_result(&f->r, res, rc);
+		f->r.output = NULL;
+	}
+	if (reread_from)
+		*reread_from = from;
+	if (reread_rows)
+		*reread_rows = rows;
+	follow_free(f);
+	return rc;
+}
+
+void es_merge_follow_abort(struct es_merge_follow *f)
+{
+	follow_join(f);
+	follow_free(f);
 }

@@ -48,6 +48,17 @@ void es_prepare_opts_init(struct es_prepare_opts *o)
 	o->ray_address = "local";
 }
 
+uint64_t es_prepare_auto_shards(uint64_t bytes, uint64_t rows, int64_t ranks, int64_t target)
+{
+	uint64_t t = target > 0 ? (uint64_t)target : (uint64_t)ES_TARGET_SHARD_BYTES;
+	uint64_t n = bytes / t + (bytes % t != 0);
+	if (ranks > 0 && (uint64_t)ranks <= UINT64_MAX / 4 && n < 4 * (uint64_t)ranks)
+		n = 4 * (uint64_t)ranks;
+	if (n > rows)
+		n = rows;
+	return n ? n : 1;
+}
+
 int es_prepare_split_after(uint64_t w, uint64_t r, uint64_t t, uint64_t rows, uint64_t n, uint64_t k)
 {
 	if (k + 1 >= n)
@@ -529,6 +540,16 @@ static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_f
 	es_json_set_str(m, "media_root", f->scan->media_root);
 	es_json_set_str(m, "normalized_sha256", f->p1->norm_sha);
 	es_json_set_int(m, "num_shards", (int64_t)f->n);
+	if (!o->num_shards) {
+		/* The automatic count's inputs (an extra field, as "processor"). */
+		cJSON *a = cJSON_CreateObject();
+		es_json_set_str(a, "rule", "max(4 x ranks, ceil(normalized_bytes / target_shard_bytes)), at most the rows");
+		es_json_set_int(a, "ranks", o->auto_ranks);
+		es_json_set_int(a, "target_shard_bytes", o->target_shard_bytes ? o->target_shard_bytes : ES_TARGET_SHARD_BYTES);
+		es_json_set_int(a, "normalized_bytes", (int64_t)f->p1->bytes);
+		es_json_set_int(a, "rows", (int64_t)f->p1->rows);
+		es_json_set(m, "num_shards_auto", a);
+	}
 	cJSON *pol = cJSON_CreateObject();
 	es_json_set_int(pol, "lock_timeout_secs", o->policy.lock_timeout_secs);
 	es_json_set_int(pol, "max_retries", o->policy.max_retries);
@@ -576,7 +597,7 @@ static int same_processor(const struct es_processor *a, const struct es_processo
 /* 1: the existing job is this very request; 0: it is not; negative: error. */
 static int existing_job_matches(const char *job_dir, const struct es_prepare_opts *o,
 				const char *dataset_path, const char *recipe_sha,
-				const char *ray_address, const struct es_scan *scan)
+				const char *ray_address, const struct es_scan *scan, int64_t *num_shards)
 {
 	struct es_buf mp = ES_BUF_INIT;
 	es_path_join(&mp, job_dir, "manifest.json");
@@ -590,7 +611,7 @@ static int existing_job_matches(const char *job_dir, const struct es_prepare_opt
 		return rc;
 	int same = m.dataset_path && !strcmp(m.dataset_path, dataset_path) &&
 		   m.recipe_sha256 && !strcmp(m.recipe_sha256, recipe_sha) &&
-		   m.num_shards == o->num_shards && !strcmp(m.ray_address, ray_address) &&
+		   (!o->num_shards || m.num_shards == o->num_shards) && !strcmp(m.ray_address, ray_address) &&
 		   same_processor(&m.processor, &o->processor) && m.has_inputs && m.n_inputs == scan->n_files;
 	for (size_t i = 0; same && i < scan->n_files; i++) {
 		const struct es_manifest_input *e = &m.inputs[i];
@@ -606,6 +627,7 @@ static int existing_job_matches(const char *job_dir, const struct es_prepare_opt
 			break;
 		same = !strcmp(hex, e->sha256);
 	}
+	*num_shards = m.num_shards;
 	es_manifest_free(&m);
 	return rc ? rc : same;
 }
@@ -664,8 +686,10 @@ static int prep_options(struct prep *P)
 	const struct es_prepare_opts *o = P->o;
 	if (!o->config || !*o->config || !o->job_dir || !*o->job_dir)
 		return es_error(ES_EUSAGE, "prepare needs --config and --job-dir");
-	if (o->num_shards <= 0)
-		return es_error(ES_EUSAGE, "--num-shards must be a positive integer, got %lld", (long long)o->num_shards);
+	if (o->num_shards < 0)
+		return es_error(ES_EUSAGE, "--num-shards must be a positive integer or 'auto', got %lld", (long long)o->num_shards);
+	if (o->auto_ranks < 0 || o->target_shard_bytes < 0)
+		return es_error(ES_EUSAGE, "the automatic shard count needs a positive node count and target shard size");
 	if (o->policy.heartbeat_secs * 2 > o->policy.lease_secs)
 		return es_error(ES_EUSAGE, "--heartbeat-secs (%g) must be at most half of --lease-secs (%g), or live shards would be taken over",
 				o->policy.heartbeat_secs, o->policy.lease_secs);
@@ -744,7 +768,7 @@ static int prep_existing(struct prep *P)
 		return es_error(ES_EINVAL, "Job directory %s exists and is not a folder. Choose a new --job-dir.", P->job_dir.data);
 	rc = report_existing(P->job_dir.data, P->o, P->res,
 			     existing_job_matches(P->job_dir.data, P->o, P->dataset.data, P->recipe_sha, P->ray_address,
-						  &P->scan));
+						  &P->scan, &P->res->num_shards));
 	return rc ? rc : 1;
 }
 
@@ -776,6 +800,10 @@ static int prep_scan(struct prep *P)
 		return rc;
 	if (P->p1.rows == 0)
 		return es_error(ES_EINVAL, "Input dataset contains no records: %s", P->dataset.data);
+	if (!o->num_shards) {
+		P->n = es_prepare_auto_shards(P->p1.bytes, P->p1.rows, o->auto_ranks, o->target_shard_bytes);
+		return 0;
+	}
 	if ((uint64_t)o->num_shards > P->p1.rows)
 		return es_error(ES_EINVAL, "--num-shards (%lld) exceeds input records (%llu)", (long long)o->num_shards,
 				(unsigned long long)P->p1.rows);
@@ -847,7 +875,7 @@ static int prep_publish(struct prep *P)
 		P->have_stage = 0;
 		return report_existing(P->job_dir.data, P->o, P->res,
 				       existing_job_matches(P->job_dir.data, P->o, P->dataset.data, P->recipe_sha,
-							    P->ray_address, &P->scan));
+							    P->ray_address, &P->scan, &P->res->num_shards));
 	}
 	P->have_stage = 0;
 	/* Step 12. */

@@ -181,6 +181,12 @@ static void count_state(struct es_status_counts *c, enum es_shard_state s)
 
 int es_status_count(const struct es_manifest *m, double lock_timeout, struct es_status_counts *c)
 {
+	return es_status_count_cached(m, lock_timeout, NULL, c);
+}
+
+int es_status_count_cached(const struct es_manifest *m, double lock_timeout, unsigned char *done_seen,
+			   struct es_status_counts *c)
+{
 	struct es_buf done = ES_BUF_INIT, failed = ES_BUF_INIT, lock = ES_BUF_INIT;
 	double timeout = effective_timeout(m, lock_timeout);
 	int rc = 0;
@@ -188,12 +194,18 @@ int es_status_count(const struct es_manifest *m, double lock_timeout, struct es_
 	c->total = (int64_t)m->n_shards;
 	for (size_t i = 0; !rc && i < m->n_shards; i++) {
 		enum es_shard_state s = ES_SHARD_PENDING;
+		if (done_seen && done_seen[i]) {
+			count_state(c, ES_SHARD_DONE);
+			continue;
+		}
 		if ((rc = shard_paths(m, m->shards[i].id, &done, &failed, &lock)))
 			break;
 		if ((rc = es_fs_exists_fresh(done.data)) < 0)
 			break;
 		if (rc == 1) {
 			s = ES_SHARD_DONE;
+			if (done_seen)
+				done_seen[i] = 1;
 		} else if ((rc = es_fs_exists_fresh(failed.data)) < 0) {
 			break;
 		} else if (rc == 1) {

@@ -1,7 +1,5 @@
 #include "eshard/verify.h"
 #include "eshard/fs.h"
-#include "eshard/jsonl.h"
-#include "eshard/linereader.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/merge.h"
@@ -10,12 +8,9 @@
 #include "json.h"
 #include "record.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 struct owner {
 	char *host;
@@ -64,38 +59,13 @@ static int count_owners(const struct es_manifest *m, struct owner **out, size_t 
 	return rc;
 }
 
-/* Re-read the merged output: no blank line, every line a JSON object. */
-static int reread(const char *path, int64_t *rows)
+int es_verify_run(const char *job_dir, const char *output, int expect_nodes, struct es_verify_result *r)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return es_error_errno(ES_EIO, "cannot open merged output '%s'", path);
-	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	struct es_jsonl *jl = es_jsonl_new(NULL);
-	struct es_line_reader *r = es_line_reader_new(fd, ES_MAX_LINE_BYTES, path);
-	int rc = 0, got;
-	*rows = 0;
-	if (!jl || !r) {
-		rc = es_error(ES_ENOMEM, "out of memory reading '%s'", path);
-	} else {
-		const char *line;
-		size_t len;
-		int has_nl;
-		while ((got = es_line_reader_next(r, &line, &len, &has_nl)) == 1) {
-			if ((rc = es_jsonl_validate(jl, line, len, path, es_line_reader_lineno(r))))
-				break;
-			(*rows)++;
-		}
-		if (!rc && got < 0)
-			rc = got;
-	}
-	es_line_reader_free(r);
-	es_jsonl_free(jl);
-	close(fd);
-	return rc;
+	return es_verify_run_follow(job_dir, output, expect_nodes, NULL, r);
 }
 
-int es_verify_run(const char *job_dir, const char *output, int expect_nodes, struct es_verify_result *r)
+int es_verify_run_follow(const char *job_dir, const char *output, int expect_nodes, struct es_merge_follow *follow,
+			 struct es_verify_result *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->exit_code = 2;
@@ -103,8 +73,11 @@ int es_verify_run(const char *job_dir, const char *output, int expect_nodes, str
 		expect_nodes = 1;
 	struct es_manifest m;
 	int rc = es_manifest_load(job_dir, &m);
-	if (rc)
+	if (rc) {
+		if (follow)
+			es_merge_follow_abort(follow);
 		return rc;
+	}
 	struct es_status st;
 	struct es_buf text = ES_BUF_INIT, outp = ES_BUF_INIT;
 	struct owner *owners = NULL;
@@ -145,10 +118,15 @@ int es_verify_run(const char *job_dir, const char *output, int expect_nodes, str
 		rc = es_path_join(&outp, m.job_dir, "merged.jsonl");
 	if (rc)
 		goto out;
-	if ((rc = es_merge_run(m.job_dir, outp.data, 1, 0, &mr, 0)))
+	uint64_t from = 0;
+	int64_t from_rows = 0;
+	rc = follow ? es_merge_follow_finish(follow, 0, &mr, 0, &from, &from_rows) : es_merge_run(m.job_dir, outp.data, 1, 0, &mr, 0);
+	follow = NULL;
+	if (rc)
 		goto out;
-	if ((rc = reread(mr.output, &r->rows)))
+	if ((rc = es_merge_reread(mr.output, from, from_rows, &r->rows)))
 		goto out;
+	r->rows += from_rows;
 	memcpy(r->sha256, mr.sha256, sizeof(r->sha256));
 	r->output = mr.output;
 	mr.output = NULL;
@@ -157,6 +135,8 @@ int es_verify_run(const char *job_dir, const char *output, int expect_nodes, str
 	fflush(stdout);
 	r->exit_code = 0;
 out:
+	if (follow)
+		es_merge_follow_abort(follow);
 	if (rc && r->exit_code == 2)
 		r->exit_code = es_exit_code(rc); /* 128+N when stopped by a signal */
 	for (size_t i = 0; owners && i < n_owners; i++)

@@ -60,6 +60,7 @@ struct worker {
 	unsigned char *skip;
 	double yield_wait_since;
 	double backup_due;           /* seconds until a running shard is overdue, -1: none */
+	unsigned char *done_seen;    /* the idle loop's counts: shards found done (es_status_count_cached) */
 };
 
 /* ---------------- attempt.json updates ---------------- */
@@ -923,7 +924,11 @@ static int idle(struct worker *w, struct es_worker_result *res, int *rc)
 {
 	const struct es_worker_opts *o = w->o;
 	struct es_status_counts st;
-	if ((*rc = es_status_count(&w->m, (double)w->policy.lock_timeout_secs, &st)))
+	if (!w->done_seen && !(w->done_seen = calloc(w->m.n_shards ? w->m.n_shards : 1, 1))) {
+		*rc = es_error(ES_ENOMEM, "out of memory");
+		return 1;
+	}
+	if ((*rc = es_status_count_cached(&w->m, (double)w->policy.lock_timeout_secs, w->done_seen, &st)))
 		return 1;
 	long long total = st.total, done = st.done, failed = st.failed;
 	long long pending = st.pending, running = st.running, stale = st.stale;
@@ -957,6 +962,11 @@ static int idle(struct worker *w, struct es_worker_result *res, int *rc)
 	/* Sleep in short steps so that SIGTERM is acted on at once; wake up when a running shard
 	 * becomes overdue for a backup. */
 	double nap = w->poll;
+	if (o->tail_poll_secs > 0 && pending + stale == 0 && running > 0) {
+		double tail = o->tail_poll_secs * (double)running;
+		if (tail < nap)
+			nap = tail;
+	}
 	if (w->backup_due >= 0 && w->backup_due + 0.05 < nap)
 		nap = w->backup_due + 0.05;
 	for (double slept = 0; slept < nap && !stopped(o); slept += 0.1)
@@ -1032,6 +1042,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	free(w.seen);
 	free(w.skip);
 	free(w.backup_tried);
+	free(w.done_seen);
 	if (w.have_manifest)
 		es_manifest_free(&w.m);
 	free(w.dj_commit);

@@ -38,4 +38,35 @@ struct es_merge_result {
 int es_merge_run(const char *job_dir, const char *output, int overwrite, double lock_timeout,
 		 struct es_merge_result *res, int quiet);
 
+/*
+ * Merge while the job runs (run's rank 0). A follower thread appends each shard's result to
+ * the output's temporary as soon as it and every earlier shard have a done record (done
+ * records are final), checking rows and SHA-256 as es_merge_run does, and re-reads what it
+ * appended as verify does; es_merge_follow_finish, once the job is complete, appends only the
+ * rest and renames the output into place. The output is byte-identical to es_merge_run's.
+ * The follower only waits on a record that is not there yet; it never decides anything from
+ * its absence. Any trouble the follower meets (a bad record, a full disk, a stop) ends it
+ * silently, and the finish then merges the whole job as es_merge_run, which reports it.
+ * An existing output is replaced (as verify does).
+ */
+struct es_merge_follow;
+
+/* Start the follower (poll_secs between looks for the next record). 0, or a negative error
+ * after es_error() (the job's manifest or the output's folder is unusable). */
+int es_merge_follow_start(const char *job_dir, const char *output, double poll_secs, struct es_merge_follow **f);
+
+/* Stop the follower, then merge what is left as es_merge_run(job_dir, output, 1, lock_timeout,
+ * res, quiet). *reread_from and *reread_rows (may be NULL) get the prefix of the output that was
+ * re-read already and its rows (0 when the follower gave up). Frees f. */
+int es_merge_follow_finish(struct es_merge_follow *f, double lock_timeout, struct es_merge_result *res, int quiet,
+			   uint64_t *reread_from, int64_t *reread_rows);
+
+/* Stop the follower and remove its temporary (the job did not complete). Frees f. */
+void es_merge_follow_abort(struct es_merge_follow *f);
+
+/* Re-read a merged output from byte offset from (the start of a line, after from_rows lines)
+ * on: no blank line, every line a JSON object. *rows gets the lines read. 0 or a negative ES_E*
+ * after es_error() naming path:line. */
+int es_merge_reread(const char *path, uint64_t from, int64_t from_rows, int64_t *rows);
+
 #endif

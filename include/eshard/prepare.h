@@ -16,12 +16,16 @@
 #include "eshard/manifest.h"
 
 #define ES_MAX_LINE_BYTES ((size_t)256 << 20)
+/* The automatic shard count's default target shard size (README "Commands": why 128 MiB). */
+#define ES_TARGET_SHARD_BYTES ((int64_t)128 << 20)
 
 struct es_prepare_opts {
 	const char *config;         /* required: the Data-Juicer recipe */
 	const char *dataset_path;   /* optional: overrides the recipe's dataset_path */
 	const char *job_dir;        /* required: must not exist, or be this very job */
-	int64_t num_shards;         /* required, > 0 */
+	int64_t num_shards;         /* > 0, or 0: automatic (es_prepare_auto_shards) */
+	int64_t auto_ranks;         /* automatic: the ranks (or nodes) that will work, 0: unknown */
+	int64_t target_shard_bytes; /* automatic: the largest shard wanted, 0: ES_TARGET_SHARD_BYTES */
 	struct es_policy policy;    /* saved in the manifest; heartbeat and lease are extra fields */
 	const char *ray_address;    /* NULL: "local"; stripped; empty is an error */
 	struct es_processor processor; /* recorded in the manifest (extra field "processor") */
@@ -35,6 +39,10 @@ struct es_prepare_result {
 	int64_t num_shards, rows, bytes;
 	char *job_dir;              /* resolved; caller frees */
 };
+
+/* The automatic shard count: at least 4 shards per rank (ranks > 0), no shard larger than
+ * target bytes on average, never more shards than rows, at least 1. */
+uint64_t es_prepare_auto_shards(uint64_t bytes, uint64_t rows, int64_t ranks, int64_t target);
 
 /* Default options (policy defaults, ray_address "local"). */
 void es_prepare_opts_init(struct es_prepare_opts *o);

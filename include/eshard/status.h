@@ -112,6 +112,12 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
  */
 int es_status_count(const struct es_manifest *m, double lock_timeout, struct es_status_counts *c);
 
+/* The same for a caller that looks again and again (an idle worker): done_seen (one byte per
+ * shard, zeroed by the caller) remembers the shards found done, which are final, so that each
+ * later call touches the file system only for the shards not done yet. */
+int es_status_count_cached(const struct es_manifest *m, double lock_timeout, unsigned char *done_seen,
+			   struct es_status_counts *c);
+
 void es_status_free(struct es_status *s);
 
 /* Process exit code of `status`: 0 complete, 2 any failed, otherwise 1 (counts only). */

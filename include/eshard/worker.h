@@ -25,6 +25,11 @@ struct es_worker_opts {
 	double lease_secs;
 	double attempt_timeout_secs; /* 0: none */
 	double poll_interval_override; /* > 0: poll this often (fractions allowed; used by tests and run) */
+	/* > 0: at the job's tail (nothing pending or stale, R shards running) an idle worker polls
+	 * every max(tail_poll_secs, tail_poll_secs x R) seconds when that is sooner than its poll,
+	 * so that it sees the job end soon after the last shard: each poll then looks at the R
+	 * running shards only, about 20 file-system operations a second whatever R (run: 0.25). */
+	double tail_poll_secs;
 	const char *ray_address;     /* NULL: the manifest's */
 	/* --ray-mode per-rank: start one node-local Ray head for this worker (at its first claim),
 	 * give its address to every shard, restart it when it died, stop it when the worker ends

@@ -83,4 +83,7 @@ for n in os.listdir(d):
 print(c["done"], c["failed"], c["other"])
 PY
 }
+# exactly_once JOB [--fence] [--uncounted] [--stale-ok]: one done record per shard, whose token
+# is the one attempt that says done (tests/e2e/exactly_once.py tells the options).
+exactly_once() { python3 "$SRC/tests/e2e/exactly_once.py" "$@"; }
 json_get() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d"+sys.argv[2]))' "$@"; }

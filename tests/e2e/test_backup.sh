@@ -46,23 +46,9 @@ run_expect 0 "$BIN" merge --job-dir "$T/ref" --output "$T/ref.jsonl"
 check() {
   local job=$1 out=$2 stale_ok=${3:-0}
   cmp -s "$T/ref.jsonl" "$out" || fail "$job: merged output differs from the one-process run"
-  python3 - "$job" "$stale_ok" <<'PY' || fail "$job: not exactly one accepted attempt per shard"
-import glob, json, os, sys
-job, stale_ok = sys.argv[1], sys.argv[2] == "1"
-bad = []
-for s in json.load(open(os.path.join(job, "manifest.json")))["shards"]:
-    sid = s["id"]
-    rec = json.load(open(os.path.join(job, "state", "done", sid + ".json")))
-    atts = [json.load(open(p)) for p in glob.glob(os.path.join(job, "attempts", sid, "*", "attempt.json"))]
-    done = [a for a in atts if a.get("status") == "done"]
-    if len(done) != 1 or done[0]["token"] != rec["token"]:
-        bad.append((sid, rec.get("token"), [(a.get("token"), a.get("status")) for a in atts]))
-    if any(a.get("status") == "failed" or (a.get("status") == "stale" and not stale_ok) for a in atts):
-        bad.append((sid, "an attempt counted toward the retry limit"))
-for b in bad:
-    print("bad:", b, file=sys.stderr)
-sys.exit(1 if bad else 0)
-PY
+  local stale=()
+  [ "$stale_ok" = 1 ] && stale=(--stale-ok)
+  exactly_once "$job" --uncounted "${stale[@]}" || fail "$job: not exactly one accepted attempt per shard"
   [ -z "$(running_locks "$job")" ] || fail "$job: running locks left: $(running_locks "$job")"
   python3 "$SRC/tests/e2e/ref_jobs.py" status "$job" >"$T/ref-status.json" || fail "$job: the reference's status is not complete"
   python3 "$SRC/tests/e2e/ref_jobs.py" merge "$job" "$T/ref-merge.jsonl" || fail "$job: the reference's merge refuses it"

@@ -51,26 +51,7 @@ print(len(att), shards, takeovers, sum(a.get("status") == "superseded" for a in 
       len(os.listdir(os.path.join(job, "state", "done"))), sum(bool(a.get("backup")) for a in att))
 PY
 }
-one_accepted() {
-  python3 - "$1" <<'PY' || fail "accepted results of $1 are not one per shard"
-import glob, json, os, sys
-job = sys.argv[1]
-bad = []
-for s in json.load(open(os.path.join(job, "manifest.json")))["shards"]:
-    sid = s["id"]
-    rec = json.load(open(os.path.join(job, "state", "done", sid + ".json")))
-    atts = [json.load(open(p)) for p in glob.glob(os.path.join(job, "attempts", sid, "*", "attempt.json"))]
-    done = [a for a in atts if a.get("status") == "done"]
-    if len(done) != 1 or done[0]["token"] != rec["token"]:
-        bad.append((sid, [(a.get("token"), a.get("status")) for a in atts]))
-    fence = json.load(open(os.path.join(job, "state", "locks", sid + ".lock")))
-    if fence.get("status") != "done" or fence.get("terminal_path") != "state/done/%s.json" % sid:
-        bad.append((sid, "fence", fence))
-for b in bad:
-    print("bad:", b, file=sys.stderr)
-sys.exit(1 if bad else 0)
-PY
-}
+one_accepted() { exactly_once "$1" --fence || fail "accepted results of $1 are not one per shard"; }
 ref_reads() {
   local job=$1 out=$2
   python3 "$SRC/tests/e2e/ref_jobs.py" status "$job" >"$T/ref-status.json" ||

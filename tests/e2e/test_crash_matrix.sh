@@ -42,21 +42,7 @@ crashed() { [ "$1" = 0 ] || [ "$1" = 99 ] || fail "$point ($mode): exit $1, expe
 check() {
   local job=$1 out=$2
   cmp -s "$REF" "$out" || fail "$point ($mode): merged output differs from a run without faults"
-  python3 - "$job" <<'PY' || fail "$point ($mode): accepted results are not one per shard"
-import glob, json, os, sys
-job = sys.argv[1]
-bad = []
-for s in json.load(open(os.path.join(job, "manifest.json")))["shards"]:
-    sid = s["id"]
-    rec = json.load(open(os.path.join(job, "state", "done", sid + ".json")))
-    atts = [json.load(open(p)) for p in glob.glob(os.path.join(job, "attempts", sid, "*", "attempt.json"))]
-    done = [a for a in atts if a.get("status") == "done"]
-    if len(done) != 1 or done[0]["token"] != rec["token"]:
-        bad.append((sid, rec.get("token"), [(a.get("token"), a.get("status")) for a in atts]))
-for b in bad:
-    print("bad:", b, file=sys.stderr)
-sys.exit(1 if bad else 0)
-PY
+  exactly_once "$job" || fail "$point ($mode): accepted results are not one per shard"
   [ -z "$(running_locks "$job")" ] || fail "$point ($mode): running locks left: $(running_locks "$job")"
   local debris
   debris=$(find "$job" "$(dirname "$out")" -maxdepth 6 \( -name '.*.tmp' -o -name '.*.preparing.*' \) | head -5)

@@ -71,8 +71,11 @@ need_test_hooks
 ESHARD_TEST_HOOK_AFTER_SCAN="printf '{\"a\":3}\\n' >>$T/in-changed/x.jsonl" check changed "Input changed between the scan and write passes"
 
 # Usage errors.
-run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --job-dir "$T/jobs/u1"; expect_err "--num-shards is required"
-run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --job-dir "$T/jobs/u1" --num-shards x; expect_err "positive integer"
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --job-dir "$T/jobs/u1" --num-shards x; expect_err "--num-shards must be a positive integer or 'auto', got 'x'"
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --job-dir "$T/jobs/u1" --num-shards -3; expect_err "positive integer or 'auto'"
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --job-dir "$T/jobs/u1" --num-shards 3 --target-shard-mb 8; expect_err "--target-shard-mb goes with --num-shards auto"
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in-ok" --job-dir "$T/jobs/u1" --num-shards 3 --nodes 2; expect_err "--nodes goes with --num-shards auto"
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --job-dir "$T/jobs/u1" --target-shard-mb 0; expect_err "--target-shard-mb"
 run_expect 2 "$BIN" prepare --bogus; expect_err "unknown option '--bogus'"
 run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in-ok" --job-dir "$T/jobs/u2" --num-shards 1 --process-cmd 'cp {input}'
 expect_err "it must use both {input} and {output}"; no_job_left "$T/jobs/u2"

@@ -38,24 +38,7 @@ rm -f "$F"/started.*
 
 # one_accepted JOB: one done record per shard, and its token names exactly one attempt whose
 # status is done; no other attempt of the shard is done.
-one_accepted() {
-  python3 - "$1" <<'PY' || fail "accepted results of $1 are not one per shard"
-import glob, json, os, sys
-job = sys.argv[1]
-ids = [s["id"] for s in json.load(open(os.path.join(job, "manifest.json")))["shards"]]
-bad = []
-for sid in ids:
-    rec = json.load(open(os.path.join(job, "state", "done", sid + ".json")))
-    atts = [json.load(open(p)) for p in glob.glob(os.path.join(job, "attempts", sid, "*", "attempt.json"))]
-    done = [a for a in atts if a.get("status") == "done"]
-    same = [a for a in atts if a.get("token") == rec["token"]]
-    if len(done) != 1 or len(same) != 1 or same[0].get("status") != "done" or done[0]["token"] != rec["token"]:
-        bad.append((sid, rec["token"], [(a.get("token"), a.get("status")) for a in atts]))
-for b in bad:
-    print("bad:", b, file=sys.stderr)
-sys.exit(1 if bad else 0)
-PY
-}
+one_accepted() { exactly_once "$1" || fail "accepted results of $1 are not one per shard"; }
 # attempt_statuses JOB SHARD|'*': the statuses of the attempts, sorted, one a line.
 attempt_statuses() {
   python3 - "$1" "$2" <<'PY'

@@ -105,3 +105,28 @@ for f in "$T"/job-envid/state/done/*.json; do
   [ "$(json_get "$f" '["run_id"]')" = env-job-9 ] || fail "run_id of $f"
 done
 pass "run id from --run-id and from the launcher's environment"
+
+# ---- merge while working: with shards that take a while, rank 0 has appended most of them
+# before the last one is done; the output is the same bytes as with --merge-at-end, and no
+# temporary is left beside it.
+cat >"$T/slow.sh" <<'EOF'
+#!/bin/sh
+sleep 0.4
+tac "$1" >"$2"
+EOF
+chmod +x "$T/slow.sh"
+SLOW=(--config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards 7 --process-cmd "$T/slow.sh {input} {output}")
+ranks_reset
+run_expect 0 timeout 100 "$MPIRUN" -np 2 "$T/rank.sh" "$BIN" run "${SLOW[@]}" --job-dir "$T/job-follow" --output "$T/outdir/follow.jsonl"
+ranks_expect 2 0
+early=$(sed -n 's/^Merged 7 shards and 300 rows into .*follow.jsonl (\([0-9]*\) of them while the job ran)$/\1/p' "$T/out")
+[ -n "$early" ] && [ "$early" -ge 4 ] || { cat "$T/out"; fail "merge while working: expected at least 4 of 7 shards merged before the end, got '${early}'"; }
+cmp "$T/ref.jsonl" "$T/outdir/follow.jsonl" || fail "merge while working: output differs from the single-process run"
+ranks_reset
+run_expect 0 timeout 100 "$MPIRUN" -np 2 "$T/rank.sh" "$BIN" run "${SLOW[@]}" --job-dir "$T/job-atend" --output "$T/outdir/atend.jsonl" --merge-at-end
+ranks_expect 2 0
+expect_out "Merged 7 shards and 300 rows into $T/outdir/atend.jsonl"
+grep -q 'while the job ran' "$T/out" && fail "--merge-at-end merged while the job ran"
+cmp "$T/outdir/follow.jsonl" "$T/outdir/atend.jsonl" || fail "merge while working and --merge-at-end give other bytes"
+[ -z "$(find "$T/outdir" -name '.*.tmp')" ] || fail "merge temporaries left: $(ls -a "$T/outdir")"
+pass "merge while working: $early of 7 shards merged while the job ran; same bytes as --merge-at-end"

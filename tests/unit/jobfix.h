@@ -32,15 +32,25 @@ struct jf {
 	char attempt[JF_MAX][256]; /* attempts/<id>/<NNNN>-<token> of the last jf_done/jf_failed */
 };
 
+/* Written to a temporary and renamed, so that a reader running meanwhile (the merge follower)
+ * sees the old file or the whole new one, as with the workers' own writes. */
 static inline void jf_write(const char *path, const char *data, size_t len)
 {
-	FILE *f = fopen(path, "wb");
+	char tmp[4200];
+	if (snprintf(tmp, sizeof(tmp), "%s.jf-tmp", path) >= (int)sizeof(tmp)) {
+		fprintf(stderr, "path too long: %s\n", path);
+		exit(3);
+	}
+	FILE *f = fopen(tmp, "wb");
 	if (!f) {
-		perror(path);
+		perror(tmp);
 		exit(3);
 	}
 	fwrite(data, 1, len, f);
-	fclose(f);
+	if (fclose(f) != 0 || rename(tmp, path) != 0) {
+		perror(path);
+		exit(3);
+	}
 }
 
 static inline void jf_writes(const char *path, const char *text)

@@ -3,7 +3,8 @@
  * records pointing at copies give the concatenated shards and a matching merge.json; a missing
  * final newline is added to the output only; tampered records and results are caught; a result
  * outside the job folder is refused; an existing output needs overwrite; invalid lines; long
- * lines and many blocks (the pipelined reader); a failure leaves the old output and no temporary.
+ * lines and many blocks (the pipelined reader); a failure leaves the old output and no temporary;
+ * merge while working (the follower).
  */
 #include "testlib.h"
 
@@ -15,6 +16,8 @@
 #include "json.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *T;
 
@@ -300,6 +303,132 @@ static void test_big_results(void)
 	es_buf_free(&all);
 }
 
+/* The size of the one merge temporary in dir (-1 when there is none or more than one). */
+static long temp_size(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	long size = -1;
+	int n = 0;
+	while (d && (e = readdir(d)) != NULL) {
+		size_t l = strlen(e->d_name);
+		if (e->d_name[0] == '.' && l > 4 && !strcmp(e->d_name + l - 4, ".tmp")) {
+			char p[4200];
+			struct stat st;
+			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+			if (stat(p, &st) == 0)
+				size = (long)st.st_size;
+			n++;
+		}
+	}
+	if (d)
+		closedir(d);
+	return n == 1 ? size : -1;
+}
+
+/* Wait (up to 5 s) until dir's merge temporary has size bytes. */
+static int wait_temp_size(const char *dir, long size)
+{
+	for (int k = 0; k < 500; k++) {
+		if (temp_size(dir) == size)
+			return 1;
+		usleep(10 * 1000);
+	}
+	fprintf(stderr, "merge temporary in %s: %ld bytes, expected %ld\n", dir, temp_size(dir), size);
+	return 0;
+}
+
+static long shard_size(const struct jf *j, int i)
+{
+	char p[2048];
+	struct stat st;
+	jf_path(j, p, sizeof(p), "shards/%s.jsonl", j->id[i]);
+	return stat(p, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* Merge while working: the follower appends shard 0 as soon as it is done, not shard 2 while
+ * shard 1 is not, then 1 and 2 together; the finish renames a file byte-identical to
+ * es_merge_run's, and tells what was re-read. A follower that meets a bad record gives up
+ * silently, and the finish reports what es_merge_run reports. Abort leaves no temporary. */
+static void test_follow(void)
+{
+	int rows[] = { 3, 1, 4, 2 };
+	struct jf j;
+	char out[4200], dir[2048], ref[2048];
+	jf_make(&j, T, "follow", 4, rows, NULL);
+	snprintf(dir, sizeof(dir), "%s/follow-out", T);
+	snprintf(out, sizeof(out), "%s/merged.jsonl", dir);
+	struct es_merge_follow *f = NULL;
+	CHECK_INT_EQ(es_merge_follow_start(j.dir, out, 0.05, &f), 0);
+	CHECK(wait_temp_size(dir, 0));
+	jf_done(&j, 0, "a");
+	CHECK(wait_temp_size(dir, shard_size(&j, 0)));
+	jf_done(&j, 2, "a");
+	usleep(300 * 1000);
+	CHECK_INT_EQ(temp_size(dir), shard_size(&j, 0)); /* shard 1 is not done: 2 waits */
+	jf_done(&j, 1, "b");
+	CHECK(wait_temp_size(dir, shard_size(&j, 0) + shard_size(&j, 1) + shard_size(&j, 2)));
+	/* Not complete yet: the finish says so, as es_merge_run does. */
+	struct es_merge_result r;
+	uint64_t from = 7;
+	int64_t from_rows = 7;
+	CHECK_INT_EQ(es_merge_follow_finish(f, 0, &r, 1, &from, &from_rows), ES_EINVAL);
+	CHECK(!strncmp(es_last_error(), "Cannot merge an incomplete job: pending=1", strlen("Cannot merge an incomplete job: pending=1")));
+	CHECK_INT_EQ(from, 0);
+	CHECK(!jf_exists(out));
+	CHECK_INT_EQ(count_temps(dir), 0);
+
+	/* Again, to the end. */
+	CHECK_INT_EQ(es_merge_follow_start(j.dir, out, 0.05, &f), 0);
+	CHECK(wait_temp_size(dir, shard_size(&j, 0) + shard_size(&j, 1) + shard_size(&j, 2)));
+	jf_done(&j, 3, "a");
+	CHECK(wait_temp_size(dir, shard_size(&j, 0) + shard_size(&j, 1) + shard_size(&j, 2) + shard_size(&j, 3)));
+	CHECK_INT_EQ(es_merge_follow_finish(f, 0, &r, 1, &from, &from_rows), 0);
+	CHECK_INT_EQ(r.rows, 10);
+	CHECK_INT_EQ(r.num_shards, 4);
+	CHECK_INT_EQ(from_rows, 10);
+	CHECK_INT_EQ(from, r.bytes);
+	size_t lc, lo, lr;
+	char *cat = jf_concat(&j, &lc), *got = jf_read(out, &lo);
+	CHECK_MEM_EQ(got, lo, cat, lc);
+	char hex[65];
+	sha_of(cat, lc, hex);
+	CHECK_STR_EQ(r.sha256, hex);
+	free(r.output);
+	snprintf(ref, sizeof(ref), "%s/follow-ref.jsonl", T);
+	CHECK_INT_EQ(es_merge_run(j.dir, ref, 0, 0, &r, 1), 0);
+	char *want = jf_read(ref, &lr);
+	CHECK_MEM_EQ(got, lo, want, lr);
+	CHECK_STR_EQ(r.sha256, hex);
+	free(r.output);
+	CHECK_INT_EQ(count_temps(dir), 0);
+
+	/* A tampered record (rows off by one): the follower gives up, the finish reports it. */
+	jf_done_ex(&j, 1, "b", 0, 1, 0, es_time_epoch() - 5, es_time_epoch());
+	CHECK_INT_EQ(es_merge_run(j.dir, ref, 1, 0, NULL, 1), ES_EINVAL);
+	char err[4096];
+	snprintf(err, sizeof(err), "%s", es_last_error());
+	CHECK(strstr(err, "mismatch") != NULL);
+	CHECK_INT_EQ(es_merge_follow_start(j.dir, out, 0.05, &f), 0);
+	usleep(300 * 1000);
+	CHECK_INT_EQ(es_merge_follow_finish(f, 0, &r, 1, &from, &from_rows), ES_EINVAL);
+	CHECK_STR_EQ(es_last_error(), err);
+	CHECK_INT_EQ(from, 0);
+	char *old = jf_read(out, &lo);
+	CHECK_MEM_EQ(old, lo, cat, lc); /* the old output stays */
+	free(old);
+	CHECK_INT_EQ(count_temps(dir), 0);
+
+	/* Abort: nothing left behind. */
+	CHECK_INT_EQ(es_merge_follow_start(j.dir, out, 0.05, &f), 0);
+	usleep(100 * 1000);
+	es_merge_follow_abort(f);
+	CHECK_INT_EQ(count_temps(dir), 0);
+	free(cat);
+	free(got);
+	free(want);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
@@ -308,5 +437,6 @@ int main(void)
 	test_tampering();
 	test_outside_job_folder();
 	test_big_results();
+	test_follow();
 	return test_done();
 }

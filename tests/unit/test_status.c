@@ -330,9 +330,45 @@ static void test_fences(void)
 	es_manifest_free(&m);
 }
 
+/* The idle loop's count: a shard found done is not looked at again (done is final); the
+ * others are looked at every time. */
+static void test_count_cached(void)
+{
+	int rows[] = { 2, 2, 2 };
+	struct jf j;
+	jf_make(&j, T, "cached", 3, rows, NULL);
+	jf_done(&j, 0, "node-a");
+	jf_failed(&j, 1, "node-b", "boom");
+	struct es_manifest m;
+	CHECK_INT_EQ(es_manifest_load(j.dir, &m), 0);
+	unsigned char seen[3] = { 0, 0, 0 };
+	struct es_status_counts c;
+	CHECK_INT_EQ(es_status_count_cached(&m, 0, seen, &c), 0);
+	CHECK_INT_EQ(c.done, 1);
+	CHECK_INT_EQ(c.failed, 1);
+	CHECK_INT_EQ(c.pending, 1);
+	CHECK(seen[0] && !seen[1] && !seen[2]);
+	/* Shard 0's record goes out of sight and shard 1's failed record goes (a retry): the
+	 * cached count still has 0 done without looking, and sees 1 pending again. */
+	char p[2048];
+	jf_path(&j, p, sizeof(p), "state/done/%s.json", j.id[0]);
+	CHECK(unlink(p) == 0);
+	jf_path(&j, p, sizeof(p), "state/failed/%s.json", j.id[1]);
+	CHECK(unlink(p) == 0);
+	CHECK_INT_EQ(es_status_count_cached(&m, 0, seen, &c), 0);
+	CHECK_INT_EQ(c.done, 1);
+	CHECK_INT_EQ(c.failed, 0);
+	CHECK_INT_EQ(c.pending, 2);
+	CHECK_INT_EQ(es_status_count(&m, 0, &c), 0);
+	CHECK_INT_EQ(c.done, 0);
+	CHECK_INT_EQ(c.pending, 3);
+	es_manifest_free(&m);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
+	test_count_cached();
 	test_classification();
 	test_fences();
 	test_lease_and_timeout();
