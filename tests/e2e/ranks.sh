@@ -20,11 +20,12 @@
 
 MPIRUN=${MPIEXEC:-mpirun}
 [ -n "$MPIRUN" ] || MPIRUN=mpirun
-if "$MPIRUN" --version 2>&1 | grep -q HYDRA; then
-  MPI_FLAVOR=mpich
-else
-  MPI_FLAVOR=openmpi
-fi
+# Read whole, not piped into grep -q: grep exits at the first match, the launcher still writing
+# dies of SIGPIPE, and pipefail would call the pipeline failed.
+case $("$MPIRUN" --version 2>&1) in
+  *HYDRA*) MPI_FLAVOR=mpich ;;
+  *) MPI_FLAVOR=openmpi ;;
+esac
 
 # By default mpirun ends the whole job as soon as one rank exits with a non-zero code, even
 # after MPI_Finalize: the other ranks, still tearing down, get SIGTERM and SIGKILL a second
