@@ -120,7 +120,7 @@ if [ "$got" = 0 ] || [ "$got" = 124 ]; then cat "$T/kill.err"; fail "mpirun exit
 no_processor_left
 [ -e "$J/state/locks/$S1.lock" ] || fail "the killed rank's lock vanished"
 [ "$(json_get "$J/state/locks/$S1.lock" '["pid"]')" = "$victim" ] || fail "the lock changed owner"
-cat "$T/kill.out" "$T/kill.err" | grep -qF "$MPI_KILLED_MSG" || { cat "$T/kill.out" "$T/kill.err"; fail "mpirun did not report the killed rank"; }
+grep -qF "$MPI_KILLED_MSG" "$T/kill.out" "$T/kill.err" || { cat "$T/kill.out" "$T/kill.err"; fail "mpirun did not report the killed rank"; }
 rm -f "$F/slow.$S1"
 ranks_reset
 run_expect 0 timeout 100 "$MPIRUN" -np 2 "$T/rank.sh" "${RUNARGS[@]}"
