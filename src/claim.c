@@ -102,6 +102,8 @@ static int lock_open_error(const char *path)
 	return es_error_errno(ES_EIO, "cannot open lock '%s'", path);
 }
 
+static void unlock_close(int fd);
+
 static int same_file_at(int fd, const char *path, struct stat *fst)
 {
 	struct stat pst;
@@ -188,6 +190,46 @@ int es_claim_lock_read(const char *path, struct es_lock_info *li)
 	int rc = lock_info_fd(fd, path, li, NULL);
 	close(fd);
 	return rc;
+}
+
+int es_claim_lock_hold(const char *path, int *fd_out, struct es_lock_info *li)
+{
+	*fd_out = -1;
+	memset(li, 0, sizeof(*li));
+	li->claimed_at_epoch = li->terminal_at_epoch = -1;
+	/* O_RDWR: an exclusive flock() emulated with fcntl() locks on NFS needs it (try_takeover). */
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 1;
+		return lock_open_error(path);
+	}
+	while (flock(fd, LOCK_EX) != 0) {
+		if (errno == EINTR)
+			continue;
+		int rc = es_error_errno(ES_EIO, "cannot lock '%s'", path);
+		close(fd);
+		return rc;
+	}
+	struct stat st;
+	if (!same_file_at(fd, path, &st)) {
+		/* Moved or replaced while we waited for it: look again. */
+		unlock_close(fd);
+		return es_claim_lock_hold(path, fd_out, li);
+	}
+	int rc = lock_info_fd(fd, path, li, NULL);
+	if (rc) {
+		unlock_close(fd);
+		return rc;
+	}
+	*fd_out = fd;
+	return 0;
+}
+
+void es_claim_lock_unhold(int fd)
+{
+	if (fd >= 0)
+		unlock_close(fd);
 }
 
 double es_claim_lease_of(const struct es_lock_info *li, double job_lease)

@@ -30,10 +30,11 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"id": i, "text": "open item row %d " % i + "q" * (i % 11)}) + "\n")
 PY
 # The processor, steered by files beside the job folder (<job>.<what>): .hang sleeps for a
-# minute, .fail exits 3, .parts writes the export as a folder of three part files, else a copy.
+# minute, .wait says .started and waits for .release, .fail exits 3, .parts writes the export as a folder of three part files, else a copy.
 cat >"$T/proc.sh" <<'EOF'
 #!/bin/sh
 if [ -e "$3.hang" ]; then sleep 60; fi
+if [ -e "$3.wait" ]; then touch "$3.started"; while [ ! -e "$3.release" ]; do sleep 0.1; done; fi
 if [ -e "$3.fail" ]; then echo "failing on purpose" >&2; exit 3; fi
 if [ -e "$3.parts" ]; then mkdir -p "$2" && split -n l/3 -d "$1" "$2/part-" && exit 0; fi
 cp "$1" "$2"
@@ -168,3 +169,67 @@ grep -q "stale_takeover\|took over\|Took over" "$T/ec.out" "$T/ec.err" "$J"/stat
 [ "$(json_get "$J/state/failed/$S.json" '["reason"]')" = "retry limit reached before claim" ] || fail "(e) failed record: $(cat "$J/state/failed/$S.json")"
 [ "$rcb" = 2 ] || { cat "$T/eb.out" "$T/eb.err"; fail "(e) B exited $rcb, expected 2 (the shard failed)"; }
 pass "(e) a claim that won the create after a takeover counts the stale attempt: no attempt over --max-retries"
+
+# ==== (c) retry after a crash between the failed record and its fence
+# The default lease (120 s): retry must not wait for it, since the lock's own attempt published
+# the failed record (the record carries the lock's token).
+J=$T/c
+prep "$J" 1 --max-retries 0
+touch "$J.fail"
+run_expect 99 env ESHARD_TEST_CRASH_AT=failed-before-fence "$BIN" worker --job-dir "$J"
+[ -e "$J/state/failed/$S.json" ] || fail "(c) no failed record after the crash"
+[ "$(json_get "$J/state/locks/$S.lock" '.get("status", "running")')" = running ] || fail "(c) the lock is already a fence"
+[ "$(json_get "$J/state/locks/$S.lock" '["token"]')" = "$(json_get "$J/state/failed/$S.json" '["token"]')" ] ||
+  fail "(c) the failed record does not carry the lock's token"
+rm -f "$J.fail"
+run_expect 0 "$BIN" retry --job-dir "$J" --all-failed
+expect_out "Requeued $S"
+[ ! -e "$J/state/locks/$S.lock" ] && [ ! -e "$J/state/failed/$S.json" ] || fail "(c) retry left the lock or the record"
+run_expect 0 "$BIN" worker --job-dir "$J"
+expect_out "All 1 shards completed"
+# A running lock of another token (a live claim) still refuses, and nothing moves.
+prep "$J" 1 --max-retries 0
+touch "$J.fail"
+run_expect 99 env ESHARD_TEST_CRASH_AT=failed-before-fence "$BIN" worker --job-dir "$J"
+python3 - "$J/state/locks/$S.lock" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); d["token"] = "f" * 32
+open(sys.argv[1], "w").write(json.dumps(d))
+PY
+run_expect 2 "$BIN" retry --job-dir "$J" --all-failed
+expect_err "Cannot retry $S: a lock still exists"
+[ -e "$J/state/failed/$S.json" ] && [ -d "$J/attempts/$S" ] || fail "(c) a refused retry moved something"
+pass "(c) retry after a crash between the failed record and the fence requeues at once; a live lock of another attempt still refuses"
+
+# ==== (f) a retry that checked its targets before the shard was requeued and claimed again
+# B checks (the shard failed, its fence in place) and waits before its moves; A requeues it and
+# a worker claims it (its processor hangs: a live claim with a running lock); then B goes on. B
+# must leave the claim alone: its lock, its attempt folder, and the worker publishes its result.
+J=$T/f
+prep "$J" 1 --max-retries 0 --lease-secs 2 --heartbeat-secs 0.4 --poll-interval-secs 1
+touch "$J.fail"
+run_expect 2 "$BIN" worker --job-dir "$J"
+rm -f "$J.fail" "$T/f.go" "$T/f.b"
+ESHARD_TEST_HOOK_RETRY_BEFORE_MOVES="touch $T/f.b; while [ ! -e $T/f.go ]; do sleep 0.05; done" \
+  "$BIN" retry --job-dir "$J" --all-failed >"$T/fb.out" 2>"$T/fb.err" &
+rb=$!
+wait_for 20 test -e "$T/f.b"
+run_expect 0 "$BIN" retry --job-dir "$J" --all-failed
+expect_out "Requeued $S"
+touch "$J.wait"
+"$BIN" worker --job-dir "$J" --no-backup >"$T/fw.out" 2>"$T/fw.err" &
+ww=$!
+wait_for 20 test -e "$J.started"
+live=$(json_get "$J/state/locks/$S.lock" '["attempt_dir"]')
+touch "$T/f.go"
+rc=0; wait "$rb" || rc=$?
+[ "$rc" = 0 ] || { cat "$T/fb.out" "$T/fb.err"; fail "(f) the late retry exited $rc"; }
+[ -d "$J/$live" ] || fail "(f) the late retry moved the live claim's attempt folder $live"
+[ "$(json_get "$J/state/locks/$S.lock" '["attempt_dir"]')" = "$live" ] || fail "(f) the live claim's lock was moved"
+grep -q "Skipped $S: it was requeued meanwhile by another retry" "$T/fb.out" || { cat "$T/fb.out" "$T/fb.err"; fail "(f) the late retry did not skip the shard"; }
+touch "$J.release"
+rc=0; wait "$ww" || rc=$?
+[ "$rc" = 0 ] || { cat "$T/fw.out" "$T/fw.err"; fail "(f) the worker exited $rc"; }
+grep -q "Finished $S: done" "$T/fw.out" || { cat "$T/fw.out" "$T/fw.err"; fail "(f) the live claim did not publish"; }
+run_expect 0 "$BIN" merge --job-dir "$J" --output "$T/f.jsonl"
+pass "(f) a retry that checked before the shard was requeued and claimed skips it: the live claim keeps its lock and attempt folder and publishes"
