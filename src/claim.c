@@ -305,15 +305,19 @@ static void mark_attempt_recovered(const struct es_manifest *m, const char *ad, 
 	es_buf_free(&path);
 }
 
-/* The stale takeover's step f: mark the referenced attempt stale if it is still running. */
-static void mark_attempt_stale(const struct es_manifest *m, const char *ad)
+/* The stale takeover's step f: mark the referenced attempt stale if it is still running, and
+ * remove the temporaries its dead owner left in its folder (a processed.jsonl or attempt.json
+ * cut short): untouched for a lease, like the lock. Merge's sweep cannot tell that for a maker
+ * on another host before an hour has passed. */
+static void mark_attempt_stale(const struct es_manifest *m, const char *ad, double lease_secs)
 {
 	if (!*ad)
 		return;
 	struct es_buf dir = ES_BUF_INIT, path = ES_BUF_INIT;
 	cJSON *a = NULL;
 	es_log_quiet_begin();
-	if (!inside_job(m, ad, &dir) && !es_path_join(&path, dir.data, "attempt.json") &&
+	int inside = !inside_job(m, ad, &dir);
+	if (inside && !es_path_join(&path, dir.data, "attempt.json") &&
 	    !es_json_load(path.data, &a) && cJSON_IsObject(a)) {
 		const char *st = es_json_get_str(a, "status");
 		if (st && !strcmp(st, "running")) {
@@ -325,6 +329,8 @@ static void mark_attempt_stale(const struct es_manifest *m, const char *ad)
 		}
 	}
 	es_log_quiet_end();
+	if (inside)
+		es_fs_sweep_temps(dir.data, NULL, lease_secs);
 	cJSON_Delete(a);
 	es_buf_free(&dir);
 	es_buf_free(&path);
@@ -548,7 +554,7 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 		rc = rc < 0 ? rc : 0;
 		goto out;
 	}
-	mark_attempt_stale(m, li.attempt_dir);
+	mark_attempt_stale(m, li.attempt_dir, c->policy.lease_secs);
 	c->took_over = 1;
 	snprintf(c->took_over_token, sizeof(c->took_over_token), "%s", li.token);
 	if (li.attempt_number > 0 && li.attempt_number <= INT32_MAX)

@@ -15,7 +15,8 @@
 #       marked the last allowed attempt stale cannot run one attempt over the limit;
 #   (f) retry never touches a shard whose lock is running and live: a retry that checked its
 #       targets before another retry requeued the shard and a worker claimed it leaves that
-#       claim, its lock and its attempt folder alone.
+#       claim, its lock and its attempt folder alone;
+#   and (g), found by test_chaos: a stale takeover removes the temporaries of the dead owner.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/ranks.sh"
 need_test_hooks
@@ -233,3 +234,23 @@ rc=0; wait "$ww" || rc=$?
 grep -q "Finished $S: done" "$T/fw.out" || { cat "$T/fw.out" "$T/fw.err"; fail "(f) the live claim did not publish"; }
 run_expect 0 "$BIN" merge --job-dir "$J" --output "$T/f.jsonl"
 pass "(f) a retry that checked before the shard was requeued and claimed skips it: the live claim keeps its lock and attempt folder and publishes"
+
+# ==== a dead owner's temporaries go with its lease (found by test_chaos)
+# A worker on another host (its own UTS namespace, named elsewhere) is SIGKILLed while it
+# materializes: its .processed.jsonl.<token>.tmp stays in its attempt folder, and merge's sweep
+# cannot judge a maker on another host for an hour. The stale takeover removes it.
+J=$T/g
+prep "$J" 1 --lease-secs 1 --heartbeat-secs 0.2 --poll-interval-secs 1
+touch "$J.parts"
+rc=0
+ESHARD_TEST_HOOK_MATERIALIZE_SOURCE='kill -KILL $PPID' unshare --uts sh -c 'hostname elsewhere; exec "$@"' sh \
+  "$BIN" worker --job-dir "$J" --no-backup >"$T/g1.out" 2>&1 || rc=$?
+[ "$rc" = 137 ] || { cat "$T/g1.out"; fail "(g) the worker was not killed in materialize (exit $rc)"; }
+[ -n "$(find "$J/attempts" -name '.processed.jsonl.*.tmp')" ] || fail "(g) no temporary to clean up"
+rm -f "$J.parts"
+sleep 1.1
+run_expect 0 "$BIN" worker --job-dir "$J" --no-backup
+[ "$(statuses "$J" "$S" | tr '\n' ' ')" = "stale done " ] || fail "(g) attempts: $(statuses "$J" "$S" | tr '\n' ' ')"
+[ -z "$(find "$J" -name '.*.tmp')" ] || fail "(g) the dead owner's temporary is left: $(find "$J" -name '.*.tmp')"
+expect_err "a temporary file left by a process that is gone"
+pass "(g) a stale takeover removes the temporaries of the dead owner's attempt"
