@@ -103,11 +103,13 @@ while [ "$round" -lt "$MAX_ROUNDS" ]; do
   killers=()
   plan="no faults"
   if [ "$round" -le "$FAULT_ROUNDS" ]; then
-    # The schedule is drawn here, from the seeded RANDOM: a whole rank in 2 rounds out of 3,
-    # and up to 3 processors, each at its own moment (0.5-6 s into the round).
+    # The schedule is drawn here, from the seeded RANDOM: a whole rank in the first round (1.5-4.5
+    # s in, while the job works) and in 2 later rounds out of 3 (0.5-6 s in), and up to 3
+    # processors, each at its own moment (0.5-6 s into the round).
     plan="processor failures ${FAILPCT}%"
-    if [ $((RANDOM % 3)) -lt 2 ]; then
+    if [ "$round" = 1 ] || [ $((RANDOM % 3)) -lt 2 ]; then
       victim=$((RANDOM % 4)) at=$((5 + RANDOM % 55))
+      [ "$round" != 1 ] || at=$((15 + RANDOM % 30))
       plan="$plan, rank $victim at $((at / 10)).$((at % 10)) s"
       after "$at" kill_rank "$victim" >>"$T/killed" &
       killers+=($!)
