@@ -102,6 +102,8 @@ static int lock_open_error(const char *path)
 	return es_error_errno(ES_EIO, "cannot open lock '%s'", path);
 }
 
+static void unlock_close(int fd);
+
 static int same_file_at(int fd, const char *path, struct stat *fst)
 {
 	struct stat pst;
@@ -190,6 +192,46 @@ int es_claim_lock_read(const char *path, struct es_lock_info *li)
 	return rc;
 }
 
+int es_claim_lock_hold(const char *path, int *fd_out, struct es_lock_info *li)
+{
+	*fd_out = -1;
+	memset(li, 0, sizeof(*li));
+	li->claimed_at_epoch = li->terminal_at_epoch = -1;
+	/* O_RDWR: an exclusive flock() emulated with fcntl() locks on NFS needs it (try_takeover). */
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 1;
+		return lock_open_error(path);
+	}
+	while (flock(fd, LOCK_EX) != 0) {
+		if (errno == EINTR)
+			continue;
+		int rc = es_error_errno(ES_EIO, "cannot lock '%s'", path);
+		close(fd);
+		return rc;
+	}
+	struct stat st;
+	if (!same_file_at(fd, path, &st)) {
+		/* Moved or replaced while we waited for it: look again. */
+		unlock_close(fd);
+		return es_claim_lock_hold(path, fd_out, li);
+	}
+	int rc = lock_info_fd(fd, path, li, NULL);
+	if (rc) {
+		unlock_close(fd);
+		return rc;
+	}
+	*fd_out = fd;
+	return 0;
+}
+
+void es_claim_lock_unhold(int fd)
+{
+	if (fd >= 0)
+		unlock_close(fd);
+}
+
 double es_claim_lease_of(const struct es_lock_info *li, double job_lease)
 {
 	if (!li->readable)
@@ -263,15 +305,19 @@ static void mark_attempt_recovered(const struct es_manifest *m, const char *ad, 
 	es_buf_free(&path);
 }
 
-/* The stale takeover's step f: mark the referenced attempt stale if it is still running. */
-static void mark_attempt_stale(const struct es_manifest *m, const char *ad)
+/* The stale takeover's step f: mark the referenced attempt stale if it is still running, and
+ * remove the temporaries its dead owner left in its folder (a processed.jsonl or attempt.json
+ * cut short): untouched for a lease, like the lock. Merge's sweep cannot tell that for a maker
+ * on another host before an hour has passed. */
+static void mark_attempt_stale(const struct es_manifest *m, const char *ad, double lease_secs)
 {
 	if (!*ad)
 		return;
 	struct es_buf dir = ES_BUF_INIT, path = ES_BUF_INIT;
 	cJSON *a = NULL;
 	es_log_quiet_begin();
-	if (!inside_job(m, ad, &dir) && !es_path_join(&path, dir.data, "attempt.json") &&
+	int inside = !inside_job(m, ad, &dir);
+	if (inside && !es_path_join(&path, dir.data, "attempt.json") &&
 	    !es_json_load(path.data, &a) && cJSON_IsObject(a)) {
 		const char *st = es_json_get_str(a, "status");
 		if (st && !strcmp(st, "running")) {
@@ -283,6 +329,8 @@ static void mark_attempt_stale(const struct es_manifest *m, const char *ad)
 		}
 	}
 	es_log_quiet_end();
+	if (inside)
+		es_fs_sweep_temps(dir.data, NULL, lease_secs);
 	cJSON_Delete(a);
 	es_buf_free(&dir);
 	es_buf_free(&path);
@@ -506,7 +554,7 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 		rc = rc < 0 ? rc : 0;
 		goto out;
 	}
-	mark_attempt_stale(m, li.attempt_dir);
+	mark_attempt_stale(m, li.attempt_dir, c->policy.lease_secs);
 	c->took_over = 1;
 	snprintf(c->took_over_token, sizeof(c->took_over_token), "%s", li.token);
 	if (li.attempt_number > 0 && li.attempt_number <= INT32_MAX)

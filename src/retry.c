@@ -3,7 +3,10 @@
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
+#include "eshard/proc.h"
 #include "eshard/util.h"
+#include "json.h"
+#include "record.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -80,25 +83,53 @@ static int failed_state(const struct es_manifest *m, const char *id, struct es_b
 	return li.exists && li.terminal && !strcmp(li.state, "failed");
 }
 
-/* A target may be requeued when no worker can still be working on it: its lock is absent, its
- * failed fence, or a running lock past its lease (its owner died between publishing the failed
- * record and writing the fence), and no done record exists. */
+/* The failed record's token ("" when it has none or cannot be read): the attempt that gave the
+ * shard up. */
+static void failed_token(const struct es_manifest *m, const char *id, char *out, size_t n)
+{
+	cJSON *rec = NULL;
+	out[0] = '\0';
+	es_log_quiet_begin();
+	if (!es_record_load(m, "failed", id, &rec)) {
+		const char *t = es_json_get_str(rec, "token");
+		snprintf(out, n, "%s", t ? t : "");
+	}
+	es_log_quiet_end();
+	cJSON_Delete(rec);
+}
+
+/* May a failed shard with this lock be requeued? Yes when no worker can still be working on it:
+ * no lock, its failed fence, a running lock whose token is the failed record's (its owner
+ * published the record and died before the fence: nothing of that attempt is left to do), or a
+ * running lock past its lease. A live running lock (a claim made after another retry requeued
+ * the shard) or a done fence refuses. */
+static int lock_allows(const struct es_manifest *m, const char *id, const struct es_lock_info *li, const char *path)
+{
+	if (!li->exists)
+		return 0;
+	if (li->terminal)
+		return strcmp(li->state, "failed") ? es_error(ES_EINVAL, "Cannot retry %s: it is already complete", id) : 0;
+	char tok[33];
+	failed_token(m, id, tok, sizeof(tok));
+	if (tok[0] && li->readable && !strcmp(tok, li->token))
+		return 0;
+	double age = es_time_epoch() - (double)li->mtime_ns / 1e9;
+	if (es_claim_lock_stale(li, age, age, &m->policy))
+		return 0;
+	return es_error(ES_EINVAL, "Cannot retry %s: a lock still exists (%s, held by %s pid %lld)", id, path,
+			li->hostname[0] ? li->hostname : "an unknown host", (long long)li->pid);
+}
+
 static int check_target(const struct es_manifest *m, const char *id, struct es_buf *p)
 {
 	struct es_lock_info li;
 	es_buf_reset(p);
 	es_buf_printf(p, "%s/state/locks/%s.lock", m->job_dir, id);
 	int rc = es_claim_lock_read(p->data, &li);
+	if (!rc)
+		rc = lock_allows(m, id, &li, p->data);
 	if (rc)
 		return rc;
-	if (li.exists && li.terminal && strcmp(li.state, "failed"))
-		return es_error(ES_EINVAL, "Cannot retry %s: it is already complete", id);
-	if (li.exists && !li.terminal) {
-		double age = es_time_epoch() - (double)li.mtime_ns / 1e9;
-		if (!es_claim_lock_stale(&li, age, age, &m->policy))
-			return es_error(ES_EINVAL, "Cannot retry %s: a lock still exists (%s, held by %s pid %lld)", id, p->data,
-					li.hostname[0] ? li.hostname : "an unknown host", (long long)li.pid);
-	}
 	es_buf_reset(p);
 	es_buf_printf(p, "%s/state/done/%s.json", m->job_dir, id);
 	if ((rc = es_fs_exists_fresh(p->data)) < 0)
@@ -110,35 +141,62 @@ static int check_target(const struct es_manifest *m, const char *id, struct es_b
 
 /* Move attempts/<id>/, then the failed record, then the lock (the shard's failed fence) into
  * state/history: workers can claim the shard only once the fence is gone, and by then its old
- * attempts no longer count toward the retry limit. */
-static int requeue(const struct es_manifest *m, const char *id, struct es_buf *p, struct es_buf *q)
+ * attempts no longer count toward the retry limit. The lock is held under flock meanwhile and
+ * judged again: another retry may have requeued the shard since the check and a worker may
+ * have claimed it; that claim, its lock and its attempt folder are left alone (*skipped). With
+ * no lock at all (a reference job folder), only a failed fence that a worker made from the
+ * record meanwhile is moved at the end, never a running lock. */
+static int requeue(const struct es_manifest *m, const char *id, struct es_buf *p, struct es_buf *q, int *skipped)
 {
-	char tok[33], suffix[64];
+	char tok[33], suffix[64], lock_path[4096];
+	struct es_lock_info li;
+	int fd = -1;
+	*skipped = 0;
 	int rc = es_fs_token(tok);
-	if (rc)
-		return rc;
+	if (!rc)
+		rc = es_claim_lock_path(m, id, lock_path, sizeof(lock_path));
+	if (!rc && (rc = es_claim_lock_hold(lock_path, &fd, &li)) == 1)
+		rc = 0;
+	if (!rc && (rc = failed_state(m, id, p)) == 0)
+		*skipped = 1;
+	if (rc == 1)
+		rc = lock_allows(m, id, &li, lock_path);
+	if (rc || *skipped) {
+		es_claim_lock_unhold(fd);
+		return rc < 0 ? rc : 0;
+	}
 	snprintf(suffix, sizeof(suffix), "%lld.%s", (long long)es_time_epoch(), tok);
 	static const struct { const char *from, *to; } moves[] = {
 		{ "attempts/%s", "state/history/attempts/%s.%s" },
 		{ "state/failed/%s.json", "state/history/failed/%s.%s.json" },
 		{ "state/locks/%s.lock", "state/history/claims/%s.%s.lock" },
 	};
-	for (size_t k = 0; k < sizeof(moves) / sizeof(moves[0]); k++) {
+	for (size_t k = 0; !rc && k < sizeof(moves) / sizeof(moves[0]); k++) {
+		if (k == 2 && fd < 0) {
+			/* No lock was held: move one only if it is a failed fence. */
+			if ((rc = es_claim_lock_hold(lock_path, &fd, &li)) < 0)
+				break;
+			if (rc == 1 || !li.terminal || strcmp(li.state, "failed")) {
+				rc = 0;
+				break;
+			}
+		}
 		es_buf_reset(p);
 		es_buf_printf(p, "%s/", m->job_dir);
 		es_buf_printf(p, moves[k].from, id);
 		if ((rc = es_fs_exists(p->data)) < 0)
-			return rc;
+			break;
 		if (rc == 0)
 			continue;
 		es_buf_reset(q);
 		es_buf_printf(q, "%s/", m->job_dir);
 		es_buf_printf(q, moves[k].to, id, suffix);
 		if ((rc = es_fs_rename(p->data, q->data)))
-			return rc;
+			break;
 		es_crash_point(k == 0 ? "retry-after-attempts" : k == 1 ? "retry-after-record" : "retry-after-fence");
 	}
-	return 0;
+	es_claim_lock_unhold(fd);
+	return rc;
 }
 
 int es_retry_run(const char *job_dir, int all_failed, const char *const *ids, size_t n, int quiet)
@@ -184,11 +242,13 @@ int es_retry_run(const char *job_dir, int all_failed, const char *const *ids, si
 	for (size_t i = 0; i < nt; i++)
 		if ((rc = check_target(&m, targets[i], &p)) != 0)
 			goto out;
+	es_proc_test_hook("ESHARD_TEST_HOOK_RETRY_BEFORE_MOVES");
 	for (size_t i = 0; i < nt; i++) {
-		if ((rc = requeue(&m, targets[i], &p, &q)))
+		int skipped = 0;
+		if ((rc = requeue(&m, targets[i], &p, &q, &skipped)))
 			goto out;
 		if (!quiet) {
-			printf("Requeued %s\n", targets[i]);
+			printf(skipped ? "Skipped %s: it was requeued meanwhile by another retry\n" : "Requeued %s\n", targets[i]);
 			fflush(stdout);
 		}
 	}

@@ -167,6 +167,14 @@ struct es_lock_info {
  * telling whether there is one, or negative on an I/O error. */
 int es_claim_lock_read(const char *path, struct es_lock_info *li);
 
+/* Open the lock at path and hold it under an exclusive flock(), the one every owner's rewrite,
+ * release, publish and every takeover take, so that none of them changes it while the holder
+ * decides (retry requeueing a shard). 0 with *fd and li (of the file held, still the one at the
+ * path), 1 when there is no lock at the path, negative on error. A lock that is a symbolic link
+ * is refused. Give it back with es_claim_lock_unhold (a no-op for fd < 0). */
+int es_claim_lock_hold(const char *path, int *fd, struct es_lock_info *li);
+void es_claim_lock_unhold(int fd);
+
 /* The lease that applies to a lock: 0 for one without a heartbeat (a reference worker never
  * refreshes its lock: only lock_timeout judges it, and its live shard must not be taken over
  * after one lease), else the longer of job_lease and the owner's own (a worker started with a

@@ -10,7 +10,10 @@
  * place; its attempts may already be in history, and a second retry finishes the job) or
  * requeued. The attempts move first on purpose: workers can claim a shard only once its failed
  * marker is gone, and by then its old failed attempts no longer count toward the retry limit.
- * All targets are checked (no lock, no done marker) before anything moves.
+ * All targets are checked (no done marker; no lock, or its failed fence, a lock past its lease,
+ * or the running lock whose token the failed record carries) before anything moves, and each is
+ * judged again with its lock held under flock just before its moves: a shard that another retry
+ * requeued meanwhile (and a worker may have claimed) is skipped, "Skipped <id>: ...".
  */
 #ifndef ESHARD_RETRY_H
 #define ESHARD_RETRY_H
