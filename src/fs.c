@@ -40,28 +40,75 @@ int es_fs_token(char out[33])
 	return 0;
 }
 
-static uint32_t host_hash(void)
+/* The maker of a temporary or a stage folder is named in its token (see fs.h): this host's
+ * identity is its host name, its boot id and its pid namespace, so two containers that share a
+ * host name (or a reused name after a reboot) never judge each other's processes. */
+static uint32_t host_id(void)
 {
-	char host[256] = "";
-	gethostname(host, sizeof(host) - 1);
+	static uint32_t cached;
+	if (cached)
+		return cached;
+	char buf[512] = "";
+	gethostname(buf, 255);
+	size_t n = strlen(buf);
+	buf[n++] = '\n';
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t r = read(fd, buf + n, 64);
+		n += r > 0 ? (size_t)r : 0;
+		close(fd);
+	}
+	struct stat st;
+	if (stat("/proc/self/ns/pid", &st) == 0)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%llu", (unsigned long long)st.st_ino);
 	uint32_t h = 2166136261u;
-	for (const char *p = host; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	return h;
+	for (size_t i = 0; i < n && i < sizeof(buf); i++)
+		h = (h ^ (unsigned char)buf[i]) * 16777619u;
+	cached = h ? h : 1;
+	return cached;
+}
+
+/* The low 32 bits of a process's start time (clock ticks since boot, /proc/<pid>/stat field
+ * 22): with the pid it names one process for the life of the boot, so a reused pid is not
+ * taken for the maker. 0 when the process does not exist, is a zombie (dead, not yet reaped)
+ * or /proc cannot say; *known tells the last two apart from the first (1: /proc answered). */
+static uint32_t proc_start(pid_t pid, int *known)
+{
+	char path[64], buf[1024];
+	*known = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	unsigned long long start = 0;
+	char state = 0;
+	/* After "pid (comm)": the state, fields 4..21, then starttime. */
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			 &state, &start) != 2)
+		return 0;
+	*known = 1;
+	return state == 'Z' || state == 'X' ? 0 : (uint32_t)start;
 }
 
 int es_fs_temp_token(char out[33])
 {
 	char rnd[33];
+	int known;
 	int rc = es_fs_token(rnd);
 	if (rc)
 		return rc;
-	snprintf(out, 33, "%08x%08x%.16s", (unsigned)getpid(), (unsigned)host_hash(), rnd);
+	snprintf(out, 33, "%08x%08x%08x%.8s", (unsigned)getpid(), (unsigned)host_id(), (unsigned)proc_start(getpid(), &known), rnd);
 	return 0;
 }
 
 /* The 32-hex token of ".<x>.<token>.tmp" or "<x>.preparing.<token>", or NULL. */
-static const char *token_of(const char *name, size_t *len)
+static const char *token_of(const char *name)
 {
 	size_t n = strlen(name);
 	const char *end = n > 4 && !strcmp(name + n - 4, ".tmp") ? name + n - 4 : name + n;
@@ -71,27 +118,27 @@ static const char *token_of(const char *name, size_t *len)
 	for (int i = 0; i < 32; i++)
 		if (!((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'f')))
 			return NULL;
-	*len = 32;
 	return t;
 }
 
-int es_fs_temp_gone(const char *name, double mtime, double max_age)
+int es_fs_temp_owner(const char *name)
 {
-	size_t len;
-	const char *t = token_of(name, &len);
-	if (!t)
-		return 0;
-	unsigned pid = 0, host = 0;
-	if (sscanf(t, "%8x%8x", &pid, &host) == 2 && host == host_hash() && pid > 0 && (pid_t)pid != getpid())
-		return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-	if (host == host_hash() && (pid_t)pid == getpid())
-		return 0;
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	return (double)now.tv_sec - mtime > max_age;
+	const char *t = token_of(name);
+	unsigned pid = 0, host = 0, start = 0;
+	if (!t || sscanf(t, "%8x%8x%8x", &pid, &host, &start) != 3 || host != host_id() || pid == 0 || pid > INT_MAX)
+		return ES_TEMP_UNKNOWN;
+	/* A process that exists with the same start time is the maker (or this process itself);
+	 * a zombie is dead. */
+	int known;
+	uint32_t now = proc_start((pid_t)pid, &known);
+	if (known)
+		return now == start && now != 0 ? ES_TEMP_LIVE : ES_TEMP_GONE;
+	if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		return ES_TEMP_LIVE; /* it exists, but /proc cannot tell its start time: assume the maker */
+	return ES_TEMP_GONE;
 }
 
-int es_fs_sweep_temps(const char *dir, const char *prefix, double max_age)
+int es_fs_sweep_temps(const char *dir, const char *prefix, int report_kept)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -107,7 +154,11 @@ int es_fs_sweep_temps(const char *dir, const char *prefix, double max_age)
 		struct stat st;
 		if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
 			continue;
-		if (!es_fs_temp_gone(n, (double)st.st_mtim.tv_sec, max_age))
+		int owner = es_fs_temp_owner(n);
+		if (owner == ES_TEMP_UNKNOWN && report_kept)
+			es_warning("kept %s/%s: a temporary made on another host (or before a reboot), whose maker cannot be "
+				   "checked from here; remove it by hand once nothing writes it", dir, n);
+		if (owner != ES_TEMP_GONE)
 			continue;
 		if (unlinkat(dirfd(d), n, 0) == 0) {
 			removed++;
