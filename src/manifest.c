@@ -234,6 +234,8 @@ int es_manifest_load(const char *job_dir, struct es_manifest *m)
 		rc = check_layout(jd.data);
 	if (!rc)
 		rc = load_doc(doc, jd.data, m, path.data);
+	if (!rc)
+		es_fs_set_boundary(jd.data);
 	if (rc)
 		es_manifest_free(m);
 	cJSON_Delete(doc);

@@ -44,6 +44,15 @@ int es_fs_temp_owner(const char *name);
  * were removed (>= 0) or a negative error. Never follows a link; sub-folders are not entered. */
 int es_fs_sweep_temps(const char *dir, const char *prefix, int report_kept);
 
+/* The job folder is a boundary. Once set (es_manifest_load sets it to the job folder it
+ * loaded; NULL clears it), every function below that creates, renames, links, removes or reads
+ * a path inside root opens the folders between root and the path's last component one at a time
+ * with O_NOFOLLOW and works relative to the last one (openat, renameat, linkat, mkdirat): a
+ * symbolic link (or "..") anywhere below root is ES_EINVAL with a message naming it, never
+ * followed, even when planted after the manifest was checked; es_fs_read_file does not read
+ * the file itself through a link either. Paths outside root behave as before. Thread-safe. */
+void es_fs_set_boundary(const char *root);
+
 /* Write data to <dir>/.<name>.<32hex>.tmp, fsync, rename over path, fsync the folder. */
 int es_fs_write_atomic(const char *path, const void *data, size_t len);
 /* Write a temporary as above, then link() it to path. Returns 0 when published, 1 when path

@@ -20,6 +20,8 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"id": i, "text": "row %d" % i}) + "\n")
 PY
 S0=part-00000-of-00002
+# wait_for FILE: up to 30 s.
+wait_for() { for _ in $(seq 300); do [ -e "$1" ] && return 0; sleep 0.1; done; fail "timed out waiting for $1"; }
 
 # prep JOB [CMD]: a 2-shard job at JOB processed by CMD (default cp).
 CP='cp {input} {output}'
@@ -79,6 +81,31 @@ for rel in attempts "attempts/$S0" state/done state/locks shards; do
 done
 pass "$n planted links (attempts/, attempts/<shard>/, state/done, state/locks, shards/ x worker, merge, status, retry, verify): exit 2, the link named, nothing written outside"
 
+# ==== 1b. A link planted while the worker runs (after its manifest check): the done record's
+# publication (fs layer, openat below the job folder) refuses it instead of writing outside.
+cat >"$T/slow.sh" <<EOF
+#!/bin/sh
+touch "$T/running"
+i=0; while [ ! -e "$T/planted" ] && [ \$i -lt 300 ]; do sleep 0.1; i=\$((i+1)); done
+cp "\$1" "\$2"
+EOF
+for rel in state/done state/locks attempts; do
+  J=$T/jobs/late-$(echo "$rel" | tr / _)
+  rm -f "$T/running" "$T/planted"
+  prep "$J" "sh $T/slow.sh {input} {output}"
+  "$BIN" worker --job-dir "$J" >"$T/wout" 2>"$T/werr" & wpid=$!
+  wait_for "$T/running"
+  evil=$T/evil/late-$(echo "$rel" | tr / _); mkdir -p "$evil"
+  mv "$J/$rel" "$T/moved-$$-$(echo "$rel" | tr / _)"; ln -s "$evil" "$J/$rel"
+  touch "$T/planted"
+  code=0; wait "$wpid" || code=$?
+  [ "$code" = 2 ] || { cat "$T/werr"; fail "late link $rel: worker exited $code, not 2"; }
+  grep -qF "$J/$rel" "$T/werr" && grep -qF "symbolic link" "$T/werr" || { cat "$T/werr"; fail "late link $rel: no message naming $J/$rel"; }
+  grep -F "$J/$rel" "$T/werr" | head -1
+  [ -z "$(ls -A "$evil")" ] || fail "late link $rel: the worker wrote into $evil: $(ls -A "$evil")"
+done
+pass "links planted while the worker runs (state/done, state/locks, attempts): exit 2, named, nothing written outside"
+
 # ==== 2. Done records merge refuses: status agrees and names the record.
 bad_record() {
   local name=$1 want=$2 J=$T/jobs/rec-$1
@@ -127,8 +154,6 @@ if grep -q "does not match" "$T/err"; then fail "prepare --job-dir <file> says t
 pass "prepare --job-dir <a regular file>: is not a folder"
 
 # ==== 4. Debris of killed prepares and merges.
-# wait_for FILE: up to 30 s.
-wait_for() { for _ in $(seq 300); do [ -e "$1" ] && return 0; sleep 0.1; done; fail "timed out waiting for $1"; }
 # hold FLAG GO: a hook command that touches FLAG and waits (60 s at most) for GO to exist.
 hold() { echo "touch $1; i=0; while [ ! -e $2 ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i+1)); done"; }
 stages() { find "$T/deb" -maxdepth 1 -name ".$1.preparing.*" | sort; }
@@ -146,7 +171,7 @@ prep_bg "$T/staged1"; pid=$!; wait_for "$T/staged1"; kill -KILL "$pid"; wait "$p
 dead=$(stages job); [ -n "$dead" ] || fail "a killed prepare left no stage folder (test setup)"
 # A dead one whose pid now belongs to another process (pid reuse): the same token but the pid
 # of a live sleep; its start time says that process is not the maker.
-sleep 120 & sleeper=$!
+sleep 120 </dev/null >/dev/null 2>&1 & sleeper=$!
 reused=$T/deb/.job.preparing.$(printf '%08x' "$sleeper")$(basename "$dead" | sed 's/.*\.preparing\.........//')
 cp -a "$dead" "$reused"
 # Another host's dead one (its own host name): it cannot be checked from here.
