@@ -198,6 +198,14 @@ int es_fs_write_all(int fd, const void *data, size_t len, const char *what)
 	return 0;
 }
 
+/* Folders on the way are opened with O_PATH where there is one: a name lookup only (answered
+ * from the client's cache like any path walk), no open request to the file system. */
+#ifdef O_PATH
+#define ES_WALK_FLAGS (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+#else
+#define ES_WALK_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+#endif
+
 /* The job folder boundary (fs.h es_fs_set_boundary): the resolved job folder, "" when none. */
 static pthread_mutex_t boundary_mu = PTHREAD_MUTEX_INITIALIZER;
 static char boundary[4096];
@@ -234,7 +242,7 @@ static int beneath(const char *path, int *dfd, const char **name)
 		return 0;
 	const char *last = strrchr(path, '/');
 	*name = last + 1;
-	int fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open(root, ES_WALK_FLAGS);
 	if (fd < 0)
 		return es_error_errno(errno == ENOENT ? ES_ENOENT : ES_EIO, "cannot open folder '%s'", root);
 	for (const char *c = path + rl + 1; c < last;) {
@@ -256,7 +264,7 @@ static int beneath(const char *path, int *dfd, const char **name)
 			return es_error(ES_EINVAL, "%.*s leaves the job folder %s; eshard-mpi does not go out of a job folder",
 					len, path, root);
 		}
-		int next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int next = openat(fd, comp, ES_WALK_FLAGS);
 		int err = errno;
 		struct stat st;
 		if (next < 0 && fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
@@ -294,9 +302,14 @@ static int fsync_at(int dfd, const char *path)
 {
 	if (dfd == AT_FDCWD)
 		return es_fs_fsync_parent(path);
-	if (fsync(dfd) != 0 && errno != EINVAL)
-		return es_error_errno(ES_EIO, "cannot fsync the folder of '%s'", path);
-	return 0;
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* dfd may be an O_PATH one */
+	if (fd < 0)
+		return es_error_errno(ES_EIO, "cannot open the folder of '%s' to fsync it", path);
+	int rc = 0;
+	if (fsync(fd) != 0 && errno != EINVAL)
+		rc = es_error_errno(ES_EIO, "cannot fsync the folder of '%s'", path);
+	close(fd);
+	return rc;
 }
 
 static int split_dir(const char *path, struct es_buf *dir, const char **name)
