@@ -221,3 +221,23 @@ run_expect 0 "$BIN" merge --job-dir "$D" --output "$T/deb/ref.jsonl"
 cmp -s "$O" "$T/deb/ref.jsonl" || fail "the merge let go wrote a different output"
 [ "$(wc -l <"$O")" = 40 ] || fail "merged output has $(wc -l <"$O") rows, not 40"
 pass "merge removes a killed merge's output temporary and keeps a live one"
+
+# ==== 5. A takeover that loses the rename race (where flock() is local to one client, another
+# host may move the stale lock first): a lost race, the worker claims the shard afresh and
+# completes the job, rather than stopping with "cannot rename".
+J=$T/jobs/race
+rm -f "$T/running" "$T/planted"
+run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$J" --num-shards 1 \
+  --process-cmd "sh $T/slow.sh {input} {output}" --heartbeat-secs 0.5 --lease-secs 2 --poll-interval-secs 1
+"$BIN" worker --job-dir "$J" >/dev/null 2>&1 & wpid=$!
+wait_for "$T/running"
+kill -KILL "$wpid"; wait "$wpid" 2>/dev/null || true
+touch "$T/planted"
+S=part-00000-of-00001
+ESHARD_TEST_HOOK_BEFORE_TAKEOVER="mv $J/state/locks/$S.lock $J/state/stale_locks/$S.by-another-host.lock" \
+  run_expect 0 "$BIN" worker --job-dir "$J" --no-backup
+expect_out "All 1 shards completed"
+if grep -q "cannot rename" "$T/err"; then fail "race: the lost rename was reported as an error"; fi
+run_expect 0 "$BIN" merge --job-dir "$J" --output "$T/outs/race.jsonl"
+cmp -s "$T/outs/race.jsonl" "$T/deb/ref.jsonl" || fail "race: merged output differs from a plain run's"
+pass "a takeover whose rename finds the lock moved by another host: lost race, shard claimed afresh, job complete"
