@@ -547,8 +547,21 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 	snprintf(dest, sizeof(dest), "%s/state/stale_locks/%s.%lld.%s.lock", m->job_dir, id,
 		 (long long)es_time_epoch(), tok);
 	es_proc_test_hook("ESHARD_TEST_HOOK_BEFORE_TAKEOVER");
-	if ((rc = es_fs_rename(lock_path, dest)) != 0)
+	/* Where flock() is local to one client, another host's takeover may have moved the lock
+	 * first: the rename then finds no lock, which is a lost race (as for the open above). */
+	es_log_quiet_begin();
+	rc = es_fs_rename(lock_path, dest);
+	int moved_away = rc && errno == ENOENT;
+	es_log_quiet_end();
+	if (moved_away) {
+		o->valid = 0;
+		rc = 1;
 		goto out;
+	}
+	if (rc) {
+		es_error(rc, "%s", es_last_error());
+		goto out;
+	}
 	if ((rc = verify_moved(lock_path, dest, &li)) != 0) {
 		o->valid = 0;
 		rc = rc < 0 ? rc : 0;

@@ -12,6 +12,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <time.h>
 
@@ -40,28 +41,75 @@ int es_fs_token(char out[33])
 	return 0;
 }
 
-static uint32_t host_hash(void)
+/* The maker of a temporary or a stage folder is named in its token (see fs.h): this host's
+ * identity is its host name, its boot id and its pid namespace, so two containers that share a
+ * host name (or a reused name after a reboot) never judge each other's processes. */
+static uint32_t host_id(void)
 {
-	char host[256] = "";
-	gethostname(host, sizeof(host) - 1);
+	static uint32_t cached;
+	if (cached)
+		return cached;
+	char buf[512] = "";
+	gethostname(buf, 255);
+	size_t n = strlen(buf);
+	buf[n++] = '\n';
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t r = read(fd, buf + n, 64);
+		n += r > 0 ? (size_t)r : 0;
+		close(fd);
+	}
+	struct stat st;
+	if (stat("/proc/self/ns/pid", &st) == 0)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%llu", (unsigned long long)st.st_ino);
 	uint32_t h = 2166136261u;
-	for (const char *p = host; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	return h;
+	for (size_t i = 0; i < n && i < sizeof(buf); i++)
+		h = (h ^ (unsigned char)buf[i]) * 16777619u;
+	cached = h ? h : 1;
+	return cached;
+}
+
+/* The low 32 bits of a process's start time (clock ticks since boot, /proc/<pid>/stat field
+ * 22): with the pid it names one process for the life of the boot, so a reused pid is not
+ * taken for the maker. 0 when the process does not exist, is a zombie (dead, not yet reaped)
+ * or /proc cannot say; *known tells the last two apart from the first (1: /proc answered). */
+static uint32_t proc_start(pid_t pid, int *known)
+{
+	char path[64], buf[1024];
+	*known = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	unsigned long long start = 0;
+	char state = 0;
+	/* After "pid (comm)": the state, fields 4..21, then starttime. */
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			 &state, &start) != 2)
+		return 0;
+	*known = 1;
+	return state == 'Z' || state == 'X' ? 0 : (uint32_t)start;
 }
 
 int es_fs_temp_token(char out[33])
 {
 	char rnd[33];
+	int known;
 	int rc = es_fs_token(rnd);
 	if (rc)
 		return rc;
-	snprintf(out, 33, "%08x%08x%.16s", (unsigned)getpid(), (unsigned)host_hash(), rnd);
+	snprintf(out, 33, "%08x%08x%08x%.8s", (unsigned)getpid(), (unsigned)host_id(), (unsigned)proc_start(getpid(), &known), rnd);
 	return 0;
 }
 
 /* The 32-hex token of ".<x>.<token>.tmp" or "<x>.preparing.<token>", or NULL. */
-static const char *token_of(const char *name, size_t *len)
+static const char *token_of(const char *name)
 {
 	size_t n = strlen(name);
 	const char *end = n > 4 && !strcmp(name + n - 4, ".tmp") ? name + n - 4 : name + n;
@@ -71,27 +119,27 @@ static const char *token_of(const char *name, size_t *len)
 	for (int i = 0; i < 32; i++)
 		if (!((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'f')))
 			return NULL;
-	*len = 32;
 	return t;
 }
 
-int es_fs_temp_gone(const char *name, double mtime, double max_age)
+int es_fs_temp_owner(const char *name)
 {
-	size_t len;
-	const char *t = token_of(name, &len);
-	if (!t)
-		return 0;
-	unsigned pid = 0, host = 0;
-	if (sscanf(t, "%8x%8x", &pid, &host) == 2 && host == host_hash() && pid > 0 && (pid_t)pid != getpid())
-		return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-	if (host == host_hash() && (pid_t)pid == getpid())
-		return 0;
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	return (double)now.tv_sec - mtime > max_age;
+	const char *t = token_of(name);
+	unsigned pid = 0, host = 0, start = 0;
+	if (!t || sscanf(t, "%8x%8x%8x", &pid, &host, &start) != 3 || host != host_id() || pid == 0 || pid > INT_MAX)
+		return ES_TEMP_UNKNOWN;
+	/* A process that exists with the same start time is the maker (or this process itself);
+	 * a zombie is dead. */
+	int known;
+	uint32_t now = proc_start((pid_t)pid, &known);
+	if (known)
+		return now == start && now != 0 ? ES_TEMP_LIVE : ES_TEMP_GONE;
+	if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		return ES_TEMP_LIVE; /* it exists, but /proc cannot tell its start time: assume the maker */
+	return ES_TEMP_GONE;
 }
 
-int es_fs_sweep_temps(const char *dir, const char *prefix, double max_age)
+int es_fs_sweep_temps(const char *dir, const char *prefix, int report_kept)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -107,7 +155,11 @@ int es_fs_sweep_temps(const char *dir, const char *prefix, double max_age)
 		struct stat st;
 		if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
 			continue;
-		if (!es_fs_temp_gone(n, (double)st.st_mtim.tv_sec, max_age))
+		int owner = es_fs_temp_owner(n);
+		if (owner == ES_TEMP_UNKNOWN && report_kept)
+			es_warning("kept %s/%s: a temporary made on another host (or before a reboot), whose maker cannot be "
+				   "checked from here; remove it by hand once nothing writes it", dir, n);
+		if (owner != ES_TEMP_GONE)
 			continue;
 		if (unlinkat(dirfd(d), n, 0) == 0) {
 			removed++;
@@ -144,6 +196,120 @@ int es_fs_write_all(int fd, const void *data, size_t len, const char *what)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+/* Folders on the way are opened with O_PATH where there is one: a name lookup only (answered
+ * from the client's cache like any path walk), no open request to the file system. */
+#ifdef O_PATH
+#define ES_WALK_FLAGS (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+#else
+#define ES_WALK_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+#endif
+
+/* The job folder boundary (fs.h es_fs_set_boundary): the resolved job folder, "" when none. */
+static pthread_mutex_t boundary_mu = PTHREAD_MUTEX_INITIALIZER;
+static char boundary[4096];
+
+void es_fs_set_boundary(const char *root)
+{
+	pthread_mutex_lock(&boundary_mu);
+	size_t n = root ? strlen(root) : 0;
+	while (n > 1 && root[n - 1] == '/')
+		n--;
+	if (n <= 1 || n >= sizeof(boundary))
+		n = 0; /* "/" or an unusable path: no boundary */
+	memcpy(boundary, root ? root : "", n);
+	boundary[n] = '\0';
+	pthread_mutex_unlock(&boundary_mu);
+}
+
+/* The folder that holds path, for an operation on its last component: outside the boundary
+ * *dfd is AT_FDCWD and *name is path (nothing changes); below it, *dfd is that folder opened
+ * from the boundary one component at a time with O_NOFOLLOW (close it with close_dir), and
+ * *name its last component, so the operation itself cannot be sent out of the job folder by a
+ * symbolic link planted in between, not even one planted after the manifest was checked.
+ * A link (or "..") is ES_EINVAL naming it; a missing folder is ES_ENOENT ("cannot open"). */
+static int beneath(const char *path, int *dfd, const char **name)
+{
+	char root[sizeof(boundary)];
+	pthread_mutex_lock(&boundary_mu);
+	memcpy(root, boundary, sizeof(root));
+	pthread_mutex_unlock(&boundary_mu);
+	size_t rl = strlen(root);
+	*dfd = AT_FDCWD;
+	*name = path;
+	if (!rl || strncmp(path, root, rl) || path[rl] != '/')
+		return 0;
+	const char *last = strrchr(path, '/');
+	*name = last + 1;
+	int fd = open(root, ES_WALK_FLAGS);
+	if (fd < 0)
+		return es_error_errno(errno == ENOENT ? ES_ENOENT : ES_EIO, "cannot open folder '%s'", root);
+	for (const char *c = path + rl + 1; c < last;) {
+		const char *e = strchr(c, '/');
+		size_t n = (size_t)(e - c);
+		char comp[NAME_MAX + 1];
+		if (n > NAME_MAX) {
+			close(fd);
+			return es_error(ES_EINVAL, "name too long in '%s'", path);
+		}
+		memcpy(comp, c, n);
+		comp[n] = '\0';
+		c = e + 1;
+		if (n == 0 || !strcmp(comp, "."))
+			continue;
+		int len = (int)(e - path);
+		if (!strcmp(comp, "..")) {
+			close(fd);
+			return es_error(ES_EINVAL, "%.*s leaves the job folder %s; eshard-mpi does not go out of a job folder",
+					len, path, root);
+		}
+		int next = openat(fd, comp, ES_WALK_FLAGS);
+		int err = errno;
+		struct stat st;
+		if (next < 0 && fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+			close(fd);
+			return es_error(ES_EINVAL, "%.*s is a symbolic link; eshard-mpi does not follow links out of a job folder",
+					len, path);
+		}
+		close(fd);
+		if (next < 0) {
+			errno = err;
+			return es_error_errno(err == ENOENT || err == ENOTDIR ? ES_ENOENT : ES_EIO, "cannot open '%.*s'", len,
+					      path);
+		}
+		fd = next;
+	}
+	*dfd = fd;
+	return 0;
+}
+
+static void close_dir(int dfd)
+{
+	if (dfd != AT_FDCWD)
+		close(dfd);
+}
+
+/* The name of tmp (a sibling of the target that beneath() gave dfd for) as seen from dfd. */
+static const char *from_dir(int dfd, const char *tmp)
+{
+	const char *slash = strrchr(tmp, '/');
+	return dfd == AT_FDCWD || !slash ? tmp : slash + 1;
+}
+
+/* fsync the folder dfd (AT_FDCWD: the folder that holds path). */
+static int fsync_at(int dfd, const char *path)
+{
+	if (dfd == AT_FDCWD)
+		return es_fs_fsync_parent(path);
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* dfd may be an O_PATH one */
+	if (fd < 0)
+		return es_error_errno(ES_EIO, "cannot open the folder of '%s' to fsync it", path);
+	int rc = 0;
+	if (fsync(fd) != 0 && errno != EINVAL)
+		rc = es_error_errno(ES_EIO, "cannot fsync the folder of '%s'", path);
+	close(fd);
+	return rc;
 }
 
 static int split_dir(const char *path, struct es_buf *dir, const char **name)
@@ -185,7 +351,16 @@ int es_fs_fsync_parent(const char *path)
 
 int es_fs_open_new(const char *path, mode_t mode, int rw, int *fd)
 {
-	*fd = open(path, (rw ? O_RDWR : O_WRONLY) | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	int dfd;
+	const char *name;
+	*fd = -1;
+	int rc = beneath(path, &dfd, &name);
+	if (rc)
+		return rc;
+	*fd = openat(dfd, name, (rw ? O_RDWR : O_WRONLY) | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	int err = errno;
+	close_dir(dfd);
+	errno = err;
 	if (*fd < 0)
 		return es_error_errno(errno == EEXIST ? ES_EEXIST : ES_EIO, "cannot create '%s'", path);
 	return 0;
@@ -230,15 +405,20 @@ static int write_temp(const char *path, const void *data, size_t len, struct es_
 int es_fs_write_atomic(const char *path, const void *data, size_t len)
 {
 	struct es_buf tmp = ES_BUF_INIT;
+	int dfd = AT_FDCWD;
+	const char *name;
 	int rc = write_temp(path, data, len, &tmp);
+	if (!rc && (rc = beneath(path, &dfd, &name)) != 0)
+		unlink(tmp.data);
 	if (!rc) {
-		if (rename(tmp.data, path) != 0) {
+		if (renameat(dfd, from_dir(dfd, tmp.data), dfd, name) != 0) {
 			rc = es_error_errno(ES_EIO, "cannot rename '%s' to '%s'", tmp.data, path);
-			unlink(tmp.data);
+			unlinkat(dfd, from_dir(dfd, tmp.data), 0);
 		} else {
-			rc = es_fs_fsync_parent(path);
+			rc = fsync_at(dfd, path);
 		}
 	}
+	close_dir(dfd);
 	es_buf_free(&tmp);
 	return rc;
 }
@@ -246,75 +426,104 @@ int es_fs_write_atomic(const char *path, const void *data, size_t len)
 int es_fs_publish_exclusive(const char *path, const void *data, size_t len)
 {
 	struct es_buf tmp = ES_BUF_INIT;
+	int dfd = AT_FDCWD;
+	const char *name;
 	int rc = write_temp(path, data, len, &tmp);
+	if (!rc && (rc = beneath(path, &dfd, &name)) != 0)
+		unlink(tmp.data);
 	if (!rc) {
-		if (link(tmp.data, path) != 0) {
+		if (linkat(dfd, from_dir(dfd, tmp.data), dfd, name, 0) != 0) {
 			if (errno == EEXIST)
 				rc = 1;
 			else
 				rc = es_error_errno(ES_EIO, "cannot publish '%s'", path);
 		}
-		unlink(tmp.data);
+		unlinkat(dfd, from_dir(dfd, tmp.data), 0);
 		if (rc == 0)
-			rc = es_fs_fsync_parent(path);
+			rc = fsync_at(dfd, path);
 	}
+	close_dir(dfd);
 	es_buf_free(&tmp);
 	return rc;
 }
 
 int es_fs_create_exclusive(const char *path, const void *data, size_t len)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	int dfd;
+	const char *name;
+	int rc = beneath(path, &dfd, &name);
+	if (rc)
+		return rc;
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		if (errno == EEXIST)
-			return 1;
-		return es_error_errno(ES_EIO, "cannot create '%s'", path);
+		rc = errno == EEXIST ? 1 : es_error_errno(ES_EIO, "cannot create '%s'", path);
+		close_dir(dfd);
+		return rc;
 	}
-	int rc = es_fs_write_all(fd, data, len, path);
+	rc = es_fs_write_all(fd, data, len, path);
 	if (!rc && fsync(fd) != 0)
 		rc = es_error_errno(ES_EIO, "cannot fsync '%s'", path);
 	close(fd);
 	if (!rc)
-		rc = es_fs_fsync_parent(path);
+		rc = fsync_at(dfd, path);
+	close_dir(dfd);
+	return rc;
+}
+
+/* renameat() of from to to, each folder opened by beneath(): 0, 1 (the target exists, for a
+ * folder: EEXIST or ENOTEMPTY) when exists_ok, or negative. Both folders are fsynced. */
+static int rename_beneath(const char *from, const char *to, int exists_ok)
+{
+	int fd1, fd2 = AT_FDCWD;
+	const char *n1, *n2;
+	int rc = beneath(from, &fd1, &n1);
+	if (!rc && (rc = beneath(to, &fd2, &n2)) == 0) {
+		if (renameat(fd1, n1, fd2, n2) != 0)
+			rc = exists_ok && (errno == EEXIST || errno == ENOTEMPTY)
+				     ? 1
+				     : es_error_errno(ES_EIO, "cannot rename '%s' to '%s'", from, to);
+		else
+			rc = fsync_at(fd2, to);
+		const char *sf = strrchr(from, '/'), *st = strrchr(to, '/');
+		size_t lf = sf ? (size_t)(sf - from) : 0, lt = st ? (size_t)(st - to) : 0;
+		if (!rc && !exists_ok && (lf != lt || strncmp(from, to, lf) != 0))
+			rc = fsync_at(fd1, from);
+	}
+	close_dir(fd1);
+	close_dir(fd2);
 	return rc;
 }
 
 int es_fs_rename(const char *from, const char *to)
 {
-	if (rename(from, to) != 0)
-		return es_error_errno(ES_EIO, "cannot rename '%s' to '%s'", from, to);
-	int rc = es_fs_fsync_parent(to);
-	const char *sf = strrchr(from, '/'), *st = strrchr(to, '/');
-	size_t lf = sf ? (size_t)(sf - from) : 0, lt = st ? (size_t)(st - to) : 0;
-	if (!rc && (lf != lt || strncmp(from, to, lf) != 0))
-		rc = es_fs_fsync_parent(from);
-	return rc;
+	return rename_beneath(from, to, 0);
 }
 
 int es_fs_publish_dir(const char *from, const char *to)
 {
-	if (rename(from, to) != 0) {
-		if (errno == EEXIST || errno == ENOTEMPTY)
-			return 1;
-		return es_error_errno(ES_EIO, "cannot rename '%s' to '%s'", from, to);
-	}
-	return es_fs_fsync_parent(to);
+	return rename_beneath(from, to, 1);
 }
 
 int es_fs_mkdir_nofollow(const char *path, mode_t mode)
 {
-	if (mkdir(path, mode) == 0)
-		return 0;
-	if (errno != EEXIST)
-		return es_error_errno(ES_EIO, "cannot create folder '%s'", path);
+	int dfd;
+	const char *name;
+	int rc = beneath(path, &dfd, &name);
+	if (rc)
+		return rc;
 	struct stat st;
-	if (lstat(path, &st) != 0)
-		return es_error_errno(ES_EIO, "cannot stat '%s'", path);
-	if (S_ISLNK(st.st_mode))
-		return es_error(ES_EINVAL, "%s is a symbolic link; eshard-mpi does not follow links out of a job folder", path);
-	if (!S_ISDIR(st.st_mode))
-		return es_error(ES_EINVAL, "%s is not a folder", path);
-	return 0;
+	if (mkdirat(dfd, name, mode) == 0)
+		rc = 0;
+	else if (errno != EEXIST)
+		rc = es_error_errno(ES_EIO, "cannot create folder '%s'", path);
+	else if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		rc = es_error_errno(ES_EIO, "cannot stat '%s'", path);
+	else if (S_ISLNK(st.st_mode))
+		rc = es_error(ES_EINVAL, "%s is a symbolic link; eshard-mpi does not follow links out of a job folder", path);
+	else if (!S_ISDIR(st.st_mode))
+		rc = es_error(ES_EINVAL, "%s is not a folder", path);
+	close_dir(dfd);
+	return rc;
 }
 
 int es_fs_mkdirs(const char *path, mode_t mode)
@@ -374,7 +583,14 @@ static int remove_at(int parent_fd, const char *name, const char *shown)
 
 int es_fs_remove_tree(const char *path)
 {
-	return remove_at(AT_FDCWD, path, path);
+	int dfd;
+	const char *name;
+	int rc = beneath(path, &dfd, &name);
+	if (rc)
+		return rc == ES_ENOENT ? 0 : rc;
+	rc = remove_at(dfd, name, path);
+	close_dir(dfd);
+	return rc;
 }
 
 int es_fs_read_fd(int fd, struct es_buf *out, size_t max, const char *what)
@@ -401,7 +617,17 @@ int es_fs_read_fd(int fd, struct es_buf *out, size_t max, const char *what)
 
 int es_fs_read_file(const char *path, struct es_buf *out, size_t max)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int dfd;
+	const char *name;
+	int rc0 = beneath(path, &dfd, &name);
+	if (rc0)
+		return rc0;
+	/* Below the boundary the file itself is not read through a link either. */
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | (dfd == AT_FDCWD ? 0 : O_NOFOLLOW)), err = errno;
+	close_dir(dfd);
+	errno = err;
+	if (fd < 0 && err == ELOOP)
+		return es_error(ES_EINVAL, "%s is a symbolic link; eshard-mpi does not follow links out of a job folder", path);
 	if (fd < 0)
 		return es_error_errno(errno == ENOENT ? ES_ENOENT : ES_EIO, "cannot open '%s'", path);
 	int rc = es_fs_read_fd(fd, out, max ? max : (size_t)64 << 20, path);

@@ -3,6 +3,8 @@
 #include "eshard/log.h"
 #include "json.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +130,33 @@ static int load_inputs(const cJSON *doc, struct es_manifest *m, const char *path
 	return 0;
 }
 
+/* No shard's folder attempts/<id> may be a symbolic link either (every attempt of the shard
+ * is written below it). One readdir, the types from it where the file system gives them. */
+static int check_attempt_dirs(const char *jd)
+{
+	char p[4096], target[4096];
+	snprintf(p, sizeof(p), "%s/attempts", jd);
+	DIR *d = opendir(p);
+	if (!d)
+		return 0;
+	int rc = 0;
+	struct dirent *e;
+	while (!rc && (e = readdir(d)) != NULL) {
+		struct stat st;
+		int link = e->d_type == DT_LNK;
+		if (e->d_type == DT_UNKNOWN && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			link = S_ISLNK(st.st_mode);
+		if (!link)
+			continue;
+		ssize_t n = readlinkat(dirfd(d), e->d_name, target, sizeof(target) - 1);
+		target[n > 0 ? n : 0] = '\0';
+		rc = es_error(ES_EINVAL, "Job folder entry %s/%s is a symbolic link to '%s'; eshard-mpi does not follow links out "
+			      "of a job folder: replace it by the real folder", p, e->d_name, target);
+	}
+	closedir(d);
+	return rc;
+}
+
 /* The job folder is a boundary: none of the folders eshard-mpi writes into or trusts may be a
  * symbolic link, which eshard-mpi never makes (a planted one would send writes, or the records
  * merge trusts, out of the folder). Missing ones are fine (a reference job folder lacks
@@ -156,7 +185,7 @@ static int check_layout(const char *jd)
 		if (is_dir != !!S_ISDIR(st.st_mode))
 			return es_error(ES_EINVAL, "Job folder entry %s is not a %s", p, is_dir ? "folder" : "regular file");
 	}
-	return 0;
+	return check_attempt_dirs(jd);
 }
 
 static int load_doc(const cJSON *doc, const char *jd, struct es_manifest *m, const char *path)
@@ -205,6 +234,8 @@ int es_manifest_load(const char *job_dir, struct es_manifest *m)
 		rc = check_layout(jd.data);
 	if (!rc)
 		rc = load_doc(doc, jd.data, m, path.data);
+	if (!rc)
+		es_fs_set_boundary(jd.data);
 	if (rc)
 		es_manifest_free(m);
 	cJSON_Delete(doc);

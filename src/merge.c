@@ -379,8 +379,8 @@ static int merge_shard(struct merger *g, size_t i, struct es_buf *dpath, struct 
 
 /* Once the job is complete and merged, the temporaries that killed processes left (a merge's
  * output temporary beside the output; records', attempt.json's and processed.jsonl's inside
- * the job folder) are removed when their maker is gone (es_fs_temp_gone), each named in a
- * WARNING. Best effort: the merge has succeeded whatever this finds. */
+ * the job folder) are removed when their maker is gone (es_fs_temp_owner), each named in a
+ * WARNING; an output temporary whose maker cannot be checked (another host's) is kept and named. Best effort: the merge has succeeded whatever this finds. */
 static void sweep_debris(struct merger *g)
 {
 	struct es_buf dir = ES_BUF_INIT, prefix = ES_BUF_INIT;
@@ -388,11 +388,11 @@ static void sweep_debris(struct merger *g)
 	es_buf_add(&dir, g->out.data, slash == g->out.data ? 1 : (size_t)(slash - g->out.data));
 	es_buf_printf(&prefix, "%s.", slash + 1);
 	es_log_quiet_begin();
-	es_fs_sweep_temps(dir.data, prefix.data, 3600);
+	es_fs_sweep_temps(dir.data, prefix.data, 1);
 	static const char *const inside[] = { "", "state/done", "state/failed" };
 	for (size_t i = 0; i < sizeof(inside) / sizeof(inside[0]); i++) {
 		es_path_join(&dir, g->m.job_dir, inside[i]);
-		es_fs_sweep_temps(dir.data, NULL, 3600);
+		es_fs_sweep_temps(dir.data, NULL, 0);
 	}
 	for (size_t i = 0; i < g->m.n_shards; i++) {
 		es_buf_reset(&dir);
@@ -405,7 +405,7 @@ static void sweep_debris(struct merger *g)
 				continue;
 			es_buf_setlen(&dir, base);
 			es_buf_printf(&dir, "/%s", e->d_name);
-			es_fs_sweep_temps(dir.data, NULL, 3600);
+			es_fs_sweep_temps(dir.data, NULL, 0);
 		}
 		if (d)
 			closedir(d);

@@ -867,6 +867,7 @@ static int prep_publish(struct prep *P)
 	if (rc || (rc = es_fs_fsync_dir(P->stage.data)))
 		return rc;
 	es_crash_point("prepare-before-rename");
+	es_proc_test_hook("ESHARD_TEST_HOOK_PREPARE_STAGED");
 	if ((rc = es_fs_publish_dir(P->stage.data, P->job_dir.data)) < 0)
 		return rc;
 	if (rc == 1) {
@@ -892,28 +893,10 @@ static int prep_publish(struct prep *P)
 	return 0;
 }
 
-/* The newest modification time of a folder and of its own entries (what a live prepare keeps
- * touching: its normalized temporary in pass 1, its shard files in pass 2). */
-static double newest_mtime(const char *dir)
-{
-	struct stat st;
-	if (lstat(dir, &st) != 0)
-		return 0;
-	double newest = (double)st.st_mtim.tv_sec;
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	while (d && (e = readdir(d)) != NULL)
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (double)st.st_mtim.tv_sec > newest)
-			newest = (double)st.st_mtim.tv_sec;
-	if (d)
-		closedir(d);
-	return newest;
-}
-
 /* A successful prepare removes the stage folders ".<job>.preparing.<token>" beside the job
- * folder that a killed prepare left: those whose maker is gone (es_fs_temp_gone: a dead
- * process of this host, or no change for an hour when made on another host), never a live
- * one's. Each removal is named in a WARNING. */
+ * folder that a killed prepare left: those whose maker is gone (es_fs_temp_owner: a process of
+ * this host, boot and pid namespace that no longer exists), never a live one's. One made on
+ * another host cannot be checked from here: it is kept and named. Each is one WARNING line. */
 static void sweep_stages(struct prep *P)
 {
 	struct es_buf prefix = ES_BUF_INIT, path = ES_BUF_INIT;
@@ -925,9 +908,13 @@ static void sweep_stages(struct prep *P)
 			continue;
 		es_path_join(&path, P->parent.data, e->d_name);
 		struct stat st;
-		if (lstat(path.data, &st) != 0 || !S_ISDIR(st.st_mode) || !es_fs_temp_gone(e->d_name, newest_mtime(path.data), 3600))
+		if (lstat(path.data, &st) != 0 || !S_ISDIR(st.st_mode))
 			continue;
-		if (es_fs_remove_tree(path.data) == 0)
+		int owner = es_fs_temp_owner(e->d_name);
+		if (owner == ES_TEMP_UNKNOWN)
+			es_warning("kept %s: the stage folder of a prepare on another host (or before a reboot), which "
+				   "cannot be checked from here; remove it by hand once that prepare is gone", path.data);
+		else if (owner == ES_TEMP_GONE && es_fs_remove_tree(path.data) == 0)
 			es_warning("removed %s, the stage folder of a prepare that is gone", path.data);
 	}
 	if (d)

@@ -25,20 +25,33 @@ int es_fs_token(char out[33]);
 
 /* The token of a temporary or a stage folder: 32 lower-case hex characters like es_fs_token()'s
  * (the reference's ".<name>.<32hex>.tmp" form), which also name their maker: its pid (8 hex),
- * a hash of its host name (8 hex), then 16 random ones. Debris sweepers use it to tell a
- * temporary whose maker is gone from one that is being written. */
+ * a hash of its host's identity (host name, boot id, pid namespace; 8 hex), the low 32 bits of
+ * its start time in clock ticks since boot (8 hex), then 8 random ones. Debris sweepers use it
+ * to tell a temporary whose maker is gone from one that is being written. */
 int es_fs_temp_token(char out[33]);
 
-/* Is the maker of the entry named name (".<x>.<32hex>.tmp" or "<x>.preparing.<32hex>"), last
- * modified at mtime (epoch seconds), gone? 1 when it was made on this host by a process that no
- * longer exists; for another host (or a token without a maker) when nothing changed it for
- * max_age seconds; 0 otherwise (also when name carries no token: never removed). */
-int es_fs_temp_gone(const char *name, double mtime, double max_age);
+/* Who made the entry named name (".<x>.<32hex>.tmp" or "<x>.preparing.<32hex>")?
+ * ES_TEMP_GONE: this host (same host name, boot and pid namespace) and no process with that
+ * pid and start time exists, so nothing can still write it; ES_TEMP_LIVE: that process exists;
+ * ES_TEMP_UNKNOWN: another host, an earlier boot, or no maker in the token (the reference's
+ * random uuid4): nothing here can tell whether its maker lives, so it is never removed. */
+enum { ES_TEMP_GONE = 1, ES_TEMP_LIVE = 0, ES_TEMP_UNKNOWN = 2 };
+int es_fs_temp_owner(const char *name);
 
 /* Remove the stale temporaries ".<prefix><anything>.<32hex>.tmp" (prefix NULL: any) of folder
- * dir whose maker is gone (es_fs_temp_gone), each with a WARNING naming it. Returns how many were
- * removed (>= 0) or a negative error. Never follows a link; sub-folders are not entered. */
-int es_fs_sweep_temps(const char *dir, const char *prefix, double max_age);
+ * dir whose maker is gone (es_fs_temp_owner), each with a WARNING naming it; with report_kept,
+ * one whose maker cannot be checked is named in a WARNING too ("kept ..."). Returns how many
+ * were removed (>= 0) or a negative error. Never follows a link; sub-folders are not entered. */
+int es_fs_sweep_temps(const char *dir, const char *prefix, int report_kept);
+
+/* The job folder is a boundary. Once set (es_manifest_load sets it to the job folder it
+ * loaded; NULL clears it), every function below that creates, renames, links, removes or reads
+ * a path inside root opens the folders between root and the path's last component one at a time
+ * with O_NOFOLLOW and works relative to the last one (openat, renameat, linkat, mkdirat): a
+ * symbolic link (or "..") anywhere below root is ES_EINVAL with a message naming it, never
+ * followed, even when planted after the manifest was checked; es_fs_read_file does not read
+ * the file itself through a link either. Paths outside root behave as before. Thread-safe. */
+void es_fs_set_boundary(const char *root);
 
 /* Write data to <dir>/.<name>.<32hex>.tmp, fsync, rename over path, fsync the folder. */
 int es_fs_write_atomic(const char *path, const void *data, size_t len);

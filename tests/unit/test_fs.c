@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void check_against_python(const char *root, const char *const *items, size_t n)
@@ -75,6 +76,71 @@ int main(void)
 	char cmd[4200];
 	snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A %s | grep '\\.tmp$')\"", t);
 	CHECK_INT_EQ(system(cmd), 0);
+
+	/* The boundary: below the job folder nothing goes through a link, outside it all is as before. */
+	struct es_buf jd = ES_BUF_INIT;
+	snprintf(p, sizeof(p), "%s/job/sub", t);
+	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/job", t);
+	CHECK_INT_EQ(es_fs_resolve(p, &jd), 0);
+	snprintf(p, sizeof(p), "%s/real", t);
+	snprintf(q, sizeof(q), "%s/link", jd.data);
+	CHECK_INT_EQ(symlink(p, q), 0);
+	snprintf(q, sizeof(q), "%s/sub/file", jd.data);
+	CHECK_INT_EQ(es_fs_write_atomic(q, "in\n", 3), 0);
+	snprintf(p, sizeof(p), "%s/flink", jd.data);
+	CHECK_INT_EQ(symlink(q, p), 0); /* a link to a file inside */
+	es_fs_set_boundary(jd.data);
+	es_log_quiet_begin();
+	snprintf(p, sizeof(p), "%s/link/a.json", jd.data);
+	CHECK_INT_EQ(es_fs_write_atomic(p, "x", 1), ES_EINVAL);
+	CHECK(strstr(es_last_error(), "link is a symbolic link") != NULL);
+	CHECK_INT_EQ(es_fs_publish_exclusive(p, "x", 1), ES_EINVAL);
+	CHECK_INT_EQ(es_fs_create_exclusive(p, "x", 1), ES_EINVAL);
+	int fd = -1;
+	CHECK_INT_EQ(es_fs_open_new(p, 0644, 0, &fd), ES_EINVAL);
+	CHECK_INT_EQ(es_fs_read_file(p, &b, 0), ES_EINVAL);
+	snprintf(p, sizeof(p), "%s/link/d", jd.data);
+	CHECK_INT_EQ(es_fs_mkdir_nofollow(p, 0755), ES_EINVAL);
+	CHECK_INT_EQ(es_fs_rename(q, p), ES_EINVAL);
+	snprintf(p, sizeof(p), "%s/sub/../../x", jd.data);
+	CHECK_INT_EQ(es_fs_write_atomic(p, "x", 1), ES_EINVAL);
+	snprintf(p, sizeof(p), "%s/flink", jd.data);
+	CHECK_INT_EQ(es_fs_read_file(p, &b, 0), ES_EINVAL);
+	snprintf(p, sizeof(p), "%s/link", jd.data);
+	CHECK_INT_EQ(es_fs_mkdir_nofollow(p, 0755), ES_EINVAL);
+	es_log_quiet_end();
+	snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A %s/real | grep -v '^sub$')\"", t);
+	CHECK_INT_EQ(system(cmd), 0); /* nothing reached the folder the link points at */
+	CHECK_INT_EQ(es_fs_read_file(q, &b, 0), 0); /* real folders below the boundary work */
+	CHECK_STR_EQ(b.data, "in\n");
+	snprintf(p, sizeof(p), "%s/sub/moved", jd.data);
+	CHECK_INT_EQ(es_fs_rename(q, p), 0);
+	snprintf(p, sizeof(p), "%s/sub", jd.data);
+	CHECK_INT_EQ(es_fs_remove_tree(p), 0);
+	snprintf(p, sizeof(p), "%s/real/out.json", t); /* outside the boundary: as before */
+	CHECK_INT_EQ(es_fs_write_atomic(p, "x", 1), 0);
+	es_fs_set_boundary(NULL);
+	snprintf(p, sizeof(p), "%s/link/b.json", jd.data);
+	CHECK_INT_EQ(es_fs_write_atomic(p, "x", 1), 0);
+	es_buf_free(&jd);
+
+	/* Temporaries' makers: this process is live, a dead pid is gone, another host unknown. */
+	char tok[33], name[64];
+	CHECK_INT_EQ(es_fs_temp_token(tok), 0);
+	snprintf(name, sizeof(name), ".x.%s.tmp", tok);
+	CHECK_INT_EQ(es_fs_temp_owner(name), ES_TEMP_LIVE);
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	waitpid(child, NULL, 0);
+	char hex[9];
+	snprintf(hex, sizeof(hex), "%08x", (unsigned)child);
+	memcpy(name + 3, hex, 8);
+	CHECK_INT_EQ(es_fs_temp_owner(name), ES_TEMP_GONE);
+	name[3 + 8] = name[3 + 8] == '0' ? '1' : '0'; /* another host's identity */
+	CHECK_INT_EQ(es_fs_temp_owner(name), ES_TEMP_UNKNOWN);
+	CHECK_INT_EQ(es_fs_temp_owner(".x.notatoken.tmp"), ES_TEMP_UNKNOWN);
 	es_buf_free(&b);
 	return test_done();
 }
