@@ -29,6 +29,7 @@ struct prepare_cli {
 	struct es_prepare_opts o;
 	const char *python, *dj_process, *dj_root, *process_cmd;
 	int64_t max_line_bytes;
+	int keep_order, no_keep_order;
 };
 void prepare_cli_init(struct prepare_cli *c);
 size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts);
