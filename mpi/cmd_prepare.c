@@ -31,7 +31,7 @@ size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts)
 		{ "dj-process", ES_OPT_STR, &c->dj_process, NULL, "CMD", "Data-Juicer process command (default dj-process on PATH)" },
 		{ "dj-root", ES_OPT_STR, &c->dj_root, NULL, "DIR", "run tools/process_data.py of this Data-Juicer checkout" },
 		{ "process-cmd", ES_OPT_STR, &c->process_cmd, NULL, "TEMPLATE", "any JSONL-to-JSONL command instead of Data-Juicer, e.g. 'prog --in {input} --out {output}'" },
-		{ "keep-order", ES_OPT_FLAG, &c->keep_order, NULL, NULL, "order-stable output: every shard's result lists its rows in input order (default for Data-Juicer; a --process-cmd must pass the hidden field " "__eshard_row__" " through)" },
+		{ "keep-order", ES_OPT_FLAG, &c->keep_order, NULL, NULL, "order-stable output: each result lists its rows in input order (default for Data-Juicer; a --process-cmd must keep the hidden field __eshard_row__)" },
 		{ "no-keep-order", ES_OPT_FLAG, &c->no_keep_order, NULL, NULL, "keep the processor's own output order (Data-Juicer's Ray export order is not guaranteed)" },
 		{ "max-line-bytes", ES_OPT_POS_INT, &c->max_line_bytes, NULL, NULL, "longest input line accepted (default 268435456)" },
 	};
