@@ -36,15 +36,28 @@ print("merged:", len(ids), "rows in input order, sha256 identical in 3 jobs")
 PY
 pass "byte-identical merged output across runs, -np 1/2 and 3/4 shards"
 
-# Null versus absent: rows with optional (also nested) keys, each alone in its shard, and all
-# in one shard.
+# Null versus absent: rows with optional (also nested) keys, each alone in its shard (shards 0-3),
+# and the same rows all in one shard (shard 4), in one job: the rows are sized so that the
+# byte-balanced split puts them there.
 python3 - "$T/mixed.jsonl" <<'PY'
 import json, sys
-rows = [{"id": 0, "text": "alpha row with enough text to keep", "meta": {"a": 1}},
-        {"id": 1, "text": "beta row with enough text to keep", "meta": {"b": "x"}},
-        {"id": 2, "text": "gamma row with enough text to keep"},
-        {"id": 3, "text": "delta row with enough text to keep", "meta": {"a": None}}]
-open(sys.argv[1], "w").write("".join(json.dumps(r) + "\n" for r in rows))
+def rows(base):
+    return [{"id": base, "text": "alpha row with enough text to keep", "meta": {"a": 1}},
+            {"id": base + 1, "text": "beta row with enough text to keep", "meta": {"b": "x"}},
+            {"id": base + 2, "text": "gamma row with enough text to keep"},
+            {"id": base + 3, "text": "delta row with enough text to keep", "meta": {"a": None}}]
+enc = lambda r: json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n"
+together = rows(10)
+for r in together:
+    r["pad"] = ""
+width = sum(len(enc(r)) for r in together)
+solo = []
+for r in rows(0):
+    r["pad"] = ""
+    r["pad"] = "p" * (width - len(enc(r)))
+    solo.append(r)
+assert all(len(enc(r)) == width for r in solo)
+open(sys.argv[1], "w").write("".join(map(enc, solo + together)))
 PY
 cat >"$T/plain.yaml" <<'YAML'
 project_name: eshard-drift
@@ -55,13 +68,15 @@ np: 1
 process:
   - whitespace_normalization_mapper:
 YAML
-run_expect 0 "$BIN" run --config plain.yaml --dataset-path mixed.jsonl --job-dir "$T/solo" --num-shards 4 \
+run_expect 0 "$BIN" run --config plain.yaml --dataset-path mixed.jsonl --job-dir "$T/drift" --num-shards 5 \
   --python "$PY" --dj-process "$DJ"
-run_expect 0 "$BIN" run --config plain.yaml --dataset-path mixed.jsonl --job-dir "$T/together" --num-shards 1 \
-  --python "$PY" --dj-process "$DJ"
-python3 - "$T/solo/merged.jsonl" "$T/together/merged.jsonl" <<'PY'
-import sys
-solo, together = (open(p).read().splitlines() for p in sys.argv[1:])
+python3 - "$T/drift" <<'PY'
+import json, os, re, sys
+job = sys.argv[1]
+m = json.load(open(os.path.join(job, "manifest.json")))
+assert [s["rows"] for s in m["shards"]] == [1, 1, 1, 1, 4], [s["rows"] for s in m["shards"]]
+out = [re.sub(r',"pad":"p*"', "", l) for l in open(os.path.join(job, "merged.jsonl")).read().splitlines()]
+solo, together = out[:4], out[4:]
 print("alone in its shard:"); print("\n".join(solo))
 print("in one shard:"); print("\n".join(together))
 # Alone, each row keeps its own keys (and an int stays an int).
@@ -71,9 +86,9 @@ assert solo == ['{"id":0,"text":"alpha row with enough text to keep","meta":{"a"
                 '{"id":3,"text":"delta row with enough text to keep","meta":{"a":null}}'], solo
 # Together, Data-Juicer 1.6.1 writes one schema for the shard: a key absent in a row becomes
 # null (top level and nested), and an int that is null or absent in another row becomes a float.
-assert together == ['{"id":0,"text":"alpha row with enough text to keep","meta":{"a":1.0,"b":null}}',
-                    '{"id":1,"text":"beta row with enough text to keep","meta":{"a":null,"b":"x"}}',
-                    '{"id":2,"text":"gamma row with enough text to keep","meta":null}',
-                    '{"id":3,"text":"delta row with enough text to keep","meta":{"a":null,"b":null}}'], together
+assert together == ['{"id":10,"text":"alpha row with enough text to keep","meta":{"a":1.0,"b":null}}',
+                    '{"id":11,"text":"beta row with enough text to keep","meta":{"a":null,"b":"x"}}',
+                    '{"id":12,"text":"gamma row with enough text to keep","meta":null}',
+                    '{"id":13,"text":"delta row with enough text to keep","meta":{"a":null,"b":null}}'], together
 PY
 pass "null-versus-absent drift of Data-Juicer 1.6.1 recorded"

@@ -71,7 +71,7 @@ python3 - "$T/job" <<'PY'
 import json, os, sys
 job = sys.argv[1]
 m = json.load(open(os.path.join(job, "manifest.json")))
-pids = set()
+pids, tempdirs = set(), set()
 for s in m["shards"]:
     d = json.load(open(os.path.join(job, "state/done", s["id"] + ".json")))
     adir = os.path.join(job, os.path.dirname(d["output_path"]))
@@ -79,13 +79,15 @@ for s in m["shards"]:
     assert "dj_runner: reusing the Ray connection" in log or "dj_runner: connecting to Ray" in log, s["id"]
     p = json.load(open(os.path.join(adir, "state_probe.json")))
     # What this run began with is the runner's own state, not what the shard before left.
-    assert p["tempdir"] is None, (s["id"], p)
+    # (tempfile's own default, the same for every shard; never a folder an earlier shard set)
+    assert p["tempdir"] is None or not p["tempdir"].startswith(job), (s["id"], p)
+    tempdirs.add(p["tempdir"])
     assert p["caching"] is True, (s["id"], p)
     assert p["zoo"] == [], (s["id"], p)
     assert p["export_path"] == os.path.join(adir, "ray-output.jsonl"), (s["id"], p)
     assert p["built"] == 1, (s["id"], p)
     pids.add(p["pid"])
-assert len(pids) == 1, pids
+assert len(pids) == 1 and len(tempdirs) == 1, (pids, tempdirs)
 print("state probe: every shard began with the runner's own state, all in one runner (pid %d)" % pids.pop())
 PY
 pass "no Data-Juicer state leaked between shards"
@@ -120,6 +122,7 @@ executor_type: ray
 ray_address: local
 text_keys: text
 np: 1
+skip_op_error: false
 custom_operator_paths: ['$OPS']
 process:
   - eshard_test_fault_mapper:

@@ -4,7 +4,8 @@ eshard_test_fault_mapper(flag, mode): the identity, except once: the first run t
 file `flag` removes it and then
   - mode "exit_driver": ends its own Python process with os._exit(3) while the operator is
     built (in the Data-Juicer driver: the runner itself in per-rank mode);
-  - mode "raise": raises RuntimeError from process_single (in a Ray worker).
+  - mode "raise": raises RuntimeError from process_single (in a Ray worker; the attempt fails
+    only with skip_op_error: false, since Data-Juicer 1.6.1's default true drops the row).
 
 eshard_test_state_probe_mapper(): the identity; while it is built (in the driver) it records
 Data-Juicer state that a run could leave behind for the next one in
@@ -70,3 +71,6 @@ class EshardTestStateProbeMapper(Mapper):
         tempfile.tempdir = attempt
         datasets.disable_caching()
         model_utils.MODEL_ZOO["eshard_probe_" + os.path.basename(attempt)] = object()
+
+    def process_single(self, sample):
+        return sample
