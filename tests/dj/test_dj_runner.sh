@@ -140,8 +140,8 @@ run_expect 0 "$BIN" prepare --config fault.yaml --dataset-path in8.jsonl --job-d
   --python "$PY" --dj-process "$DJ"
 run_expect 0 "$BIN" worker --job-dir "$T/fjob"
 [ ! -e "$T/flag.exit" ] && [ ! -e "$T/flag.raise" ] || fail "a fault operator did not fire"
-[ "$(grep -c 'Started the persistent Data-Juicer runner' "$T/out")" = 2 ] || fail "expected a second runner after the first died"
-expect_out "the Data-Juicer runner exited with code 3; starting a new one"
+[ "$(grep -c 'Started the persistent Data-Juicer runner' "$T/out")" = 2 ] || { cat "$T/out" "$T/err"; fail "expected a second runner after the first died"; }
+expect_err "the Data-Juicer runner exited with code 3; starting a new one"
 python3 - "$T/fjob" <<'PY'
 import glob, json, os, sys
 job = sys.argv[1]
