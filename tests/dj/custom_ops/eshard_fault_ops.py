@@ -22,6 +22,16 @@ from data_juicer.ops.base_op import OPERATORS, Mapper
 _BUILT = 0
 
 
+def _in_driver():
+    """True in the Data-Juicer driver (the runner), False in a Ray worker (which may build
+    operators too, e.g. when it unpickles them)."""
+    try:
+        import ray
+        return ray._private.worker.global_worker.mode != ray.WORKER_MODE
+    except Exception:
+        return True
+
+
 def _take(flag):
     try:
         os.remove(flag)
@@ -36,7 +46,7 @@ class EshardTestFaultMapper(Mapper):
         super().__init__(*args, **kwargs)
         self.flag = flag
         self.mode = mode
-        if mode == "exit_driver" and flag and _take(flag):
+        if mode == "exit_driver" and flag and _in_driver() and _take(flag):
             os._exit(3)
 
     def process_single(self, sample):
