@@ -34,6 +34,8 @@ size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts)
 		{ "dj-process", ES_OPT_STR, &c->dj_process, NULL, "CMD", "Data-Juicer process command (default dj-process on PATH)" },
 		{ "dj-root", ES_OPT_STR, &c->dj_root, NULL, "DIR", "run tools/process_data.py of this Data-Juicer checkout" },
 		{ "process-cmd", ES_OPT_STR, &c->process_cmd, NULL, "TEMPLATE", "any JSONL-to-JSONL command instead of Data-Juicer, e.g. 'prog --in {input} --out {output}'" },
+		{ "keep-order", ES_OPT_FLAG, &c->keep_order, NULL, NULL, "order-stable output: each result lists its rows in input order (default for Data-Juicer; a --process-cmd must keep the hidden field __eshard_row__)" },
+		{ "no-keep-order", ES_OPT_FLAG, &c->no_keep_order, NULL, NULL, "keep the processor's own output order (Data-Juicer's Ray export order is not guaranteed)" },
 		{ "max-line-bytes", ES_OPT_POS_INT, &c->max_line_bytes, NULL, NULL, "longest input line accepted (default 268435456)" },
 	};
 	memcpy(opts, t, sizeof(t));
@@ -62,11 +64,14 @@ int prepare_cli_finish(struct prepare_cli *c, const char *cmd)
 		return es_error(ES_EUSAGE, "eshard-mpi %s: give at most one of --dj-process, --dj-root and --process-cmd", cmd);
 	if (c->process_cmd && es_template_check(c->process_cmd))
 		return ES_EUSAGE;
+	if (c->keep_order && c->no_keep_order)
+		return es_error(ES_EUSAGE, "eshard-mpi %s: give at most one of --keep-order and --no-keep-order", cmd);
 	o->processor.kind = c->process_cmd ? ES_PROC_COMMAND : ES_PROC_DATA_JUICER;
 	o->processor.command = (char *)c->process_cmd;
 	o->processor.dj_process = (char *)c->dj_process;
 	o->processor.dj_root = (char *)c->dj_root;
 	o->processor.python = (char *)c->python;
+	o->processor.keep_order = c->keep_order || (!c->no_keep_order && !c->process_cmd);
 	o->max_line_bytes = (size_t)c->max_line_bytes;
 	return 0;
 }

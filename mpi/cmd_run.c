@@ -89,7 +89,7 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 	opts[n++] = (struct es_opt){ "retry-failed", ES_OPT_FLAG, &c->retry_failed, NULL, NULL, "requeue failed shards before work starts" };
 	opts[n++] = (struct es_opt){ "attempt-timeout-secs", ES_OPT_POS_NUM, &c->attempt_timeout, NULL, NULL, "kill an attempt that runs longer (counted as failed)" };
 	opts[n++] = (struct es_opt){ "preempt-grace-secs", ES_OPT_POS_NUM, &c->preempt_grace, NULL, NULL, "a processor killed by a stop signal from outside: wait this long (default 5) for the rank's own stop before counting a failure" };
-	opts[n++] = (struct es_opt){ "ray-mode", ES_OPT_STR, &c->ray_mode, NULL, "MODE", "per-attempt (default) or per-rank: one node-local Ray head per rank, reused by every shard" };
+	opts[n++] = (struct es_opt){ "ray-mode", ES_OPT_STR, &c->ray_mode, NULL, "MODE", "per-rank (default for Data-Juicer with the local Ray address: one node-local Ray head and Data-Juicer runner per rank, reused by every shard) or per-attempt (Ray starts inside every shard's run, as in the reference)" };
 	opts[n++] = (struct es_opt){ "no-dj-runner", ES_OPT_FLAG, &c->no_runner, NULL, NULL, "per-rank mode: plain dj-process per shard instead of the persistent Data-Juicer runner" };
 	opts[n++] = (struct es_opt){ "allow-version-mismatch", ES_OPT_FLAG, &c->allow_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" };
 	static const struct es_cmd_help help = {

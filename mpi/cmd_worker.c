@@ -60,7 +60,7 @@ size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts)
 		{ "ray-address", ES_OPT_STR, &o->ray_address, NULL, "ADDR", "override the manifest's Ray address for this process" },
 		{ "allow-version-mismatch", ES_OPT_FLAG, &o->allow_version_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" },
 		{ "run-id", ES_OPT_STR, &o->run_id, NULL, "ID", "submission id recorded in events and done records" },
-		{ "ray-mode", ES_OPT_STR, &o->ray_mode_name, NULL, "MODE", "per-attempt (default: Ray starts inside every shard's run) or per-rank (one node-local Ray head reused by every shard)" },
+		{ "ray-mode", ES_OPT_STR, &o->ray_mode_name, NULL, "MODE", "per-rank (default for Data-Juicer with the local Ray address: one node-local Ray head and Data-Juicer runner reused by every shard) or per-attempt (Ray starts inside every shard's run, as in the reference)" },
 		{ "no-dj-runner", ES_OPT_FLAG, &o->ray_no_runner, NULL, NULL, "per-rank mode: run plain dj-process per shard instead of the persistent Data-Juicer runner" },
 		{ "preempt-grace-secs", ES_OPT_POS_NUM, &o->preempt_grace_secs, NULL, NULL, "a processor killed by a stop signal from outside: wait this long (default 5) for the worker's own stop before counting a failure" },
 		{ "no-backup", ES_OPT_FLAG, &o->no_backup, NULL, NULL, "never run a backup attempt of an overdue shard when idle (default: backups on)" },
@@ -71,14 +71,16 @@ size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts)
 
 int worker_cli_finish(struct es_worker_opts *o, const char *cmd)
 {
-	if (!o->ray_mode_name || !strcmp(o->ray_mode_name, "per-attempt"))
+	if (!o->ray_mode_name)
+		o->ray_per_rank = -1; /* per-rank for Data-Juicer on a local Ray (decided with the manifest) */
+	else if (!strcmp(o->ray_mode_name, "per-attempt"))
 		o->ray_per_rank = 0;
 	else if (!strcmp(o->ray_mode_name, "per-rank"))
 		o->ray_per_rank = 1;
 	else
 		return es_error(ES_EUSAGE, "eshard-mpi %s: --ray-mode must be per-attempt or per-rank, got '%s'", cmd, o->ray_mode_name);
 	if (o->ray_per_rank && o->ray_address)
-		return es_error(ES_EUSAGE, "eshard-mpi %s: --ray-mode per-rank chooses the Ray address itself; drop --ray-address", cmd);
+		return es_error(ES_EUSAGE, "eshard-mpi %s: --ray-mode per-rank chooses the Ray address itself; drop --ray-address (or use --ray-mode per-attempt)", cmd);
 	return 0;
 }
 

@@ -30,6 +30,7 @@ struct prepare_cli {
 	const char *python, *dj_process, *dj_root, *process_cmd;
 	const char *num_shards;      /* a count, or "auto" (the default) */
 	int64_t max_line_bytes, target_shard_mb;
+	int keep_order, no_keep_order;
 };
 void prepare_cli_init(struct prepare_cli *c);
 size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts);

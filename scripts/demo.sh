@@ -3,9 +3,10 @@
 # on the bundled demo data (configs/demo-data: 64 rows in two files in nested folders) with the
 # bundled recipe (configs/demo.yaml: whitespace normalization + text length filter) as a
 # 2-rank MPI job on this machine: rank 0 prepares, both ranks claim and process shards with
-# Data-Juicer on a node-local Ray, rank 0 verifies and merges.
+# Data-Juicer on a node-local Ray head and runner per rank (the default; --ray-mode per-attempt
+# starts Ray inside every shard, as the reference does), rank 0 verifies and merges.
 #
-#   scripts/demo.sh [--process-cmd 'cp {input} {output}'] [--ray-mode per-rank] [more 'run' options]
+#   scripts/demo.sh [--process-cmd 'cp {input} {output}'] [--ray-mode per-attempt] [more 'run' options]
 #
 # ESHARD_DEMO_DIR sets the work folder (default /tmp/eshard-demo); ESHARD_DEMO_RANKS the ranks (2).
 set -euo pipefail

@@ -54,6 +54,17 @@ def _usage(msg):
     return 2
 
 
+def _rss():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return "rss " + " ".join(line.split()[1:])
+    except OSError:
+        pass
+    return "rss ?"
+
+
 # --------------------------------------------------------------------------- client (run)
 
 def client_main(args):
@@ -408,6 +419,7 @@ class Runner:
         saved_ops = set(self.OPERATORS.modules)
         import warnings
         saved_warnings = list(warnings.filters)
+        saved_state = self.save_dj_state()
         rc = 1
         try:
             for k, v in (req.get("env") or {}).items():
@@ -476,10 +488,52 @@ class Runner:
             getattr(warnings, "_filters_mutated", lambda: None)()
             sys.argv = ["dj_runner.py"]
             self.forget_custom_ops(saved_modules, saved_ops)
+            self.restore_dj_state(saved_state)
             self.reset_logger()
             self.install_sigterm()
             gc.collect()
         return rc if 0 <= rc <= 255 else 1
+
+    @staticmethod
+    def save_dj_state():
+        """Process-wide state a run may change and the next one would inherit: tempfile's
+        folder (Data-Juicer sets it from temp_dir when use_cache is false), datasets' caching
+        switch (disable_caching()), the driver's model cache (data_juicer.utils.model_utils.
+        MODEL_ZOO; an operator that loads a model in the driver puts it there)."""
+        import tempfile
+        st = {"tempdir": tempfile.tempdir}
+        try:
+            import datasets.fingerprint as fp
+            st["caching"] = fp._CACHING_ENABLED
+        except Exception:
+            pass
+        try:
+            from data_juicer.utils import model_utils
+            st["zoo"] = set(model_utils.MODEL_ZOO)
+        except Exception:
+            pass
+        return st
+
+    @staticmethod
+    def restore_dj_state(st):
+        """Put back what save_dj_state() saw, and drop the run's configuration
+        (data_juicer.config.config.global_cfg / global_parser hold its export_path and work_dir
+        until the next run's init_configs)."""
+        import tempfile
+        tempfile.tempdir = st["tempdir"]
+        if "caching" in st:
+            import datasets.fingerprint as fp
+            fp._CACHING_ENABLED = st["caching"]
+        if "zoo" in st:
+            from data_juicer.utils import model_utils
+            for k in [k for k in model_utils.MODEL_ZOO if k not in st["zoo"]]:
+                del model_utils.MODEL_ZOO[k]
+        try:
+            from data_juicer.config import config as djc
+            djc.global_cfg = None
+            djc.global_parser = None
+        except Exception:
+            pass
 
     def restore_env(self):
         cur = os.environ
@@ -537,7 +591,7 @@ class Runner:
                 os.close(wake_w)
                 self.runs += 1
                 sys.stderr.write(f"dj_runner: run {self.runs} rc={rc} {time.monotonic() - t0:.2f} s "
-                                 f"(threads {self.threading.active_count()})\n")
+                                 f"(threads {self.threading.active_count()}, {_rss()})\n")
                 sys.stderr.flush()
                 try:
                     conn.sendall(json.dumps({"rc": rc}).encode() + b"\n")

@@ -188,11 +188,49 @@ static int runner_start(struct es_djrunner *r, char *const *env)
 	return 0;
 }
 
+/* The environment of the head and the runner: every shard child's, with the job's cache/. */
+static int runtime_env(const struct es_djrunner *r, struct es_strv *env)
+{
+	/* Keep a few idle Ray workers: with --num-cpus 1 Ray would kill the spare one after each
+	 * shard and the next shard would wait for a new worker (docs/dj-notes.md). */
+	static const char *const defaults[] = { "RAY_num_workers_soft_limit=4", NULL };
+	struct es_buf cache = ES_BUF_INIT;
+	int rc = es_path_join(&cache, r->o.job_dir, "cache");
+	struct es_env_spec es = { .cache_dir = cache.data, .defaults = defaults };
+	if (!rc)
+		rc = es_env_child(&es, env);
+	es_buf_free(&cache);
+	return rc;
+}
+
+/* The head is alive but the runner it had is gone (an operator ended its Python process, or
+ * it was killed): start a new one for the next shard. That attempt failed on its own; the
+ * shards after it must not pay for it by running without the runner. */
+static void runner_restart(struct es_djrunner *r)
+{
+	int code = WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1;
+	int sig = WIFSIGNALED(r->status) ? WTERMSIG(r->status) : 0;
+	r->ended = 0;
+	struct es_strv env = ES_STRV_INIT;
+	if (runtime_env(r, &env) == 0) {
+		if (sig)
+			es_warning("the Data-Juicer runner died of signal %d; starting a new one", sig);
+		else
+			es_warning("the Data-Juicer runner exited with code %d; starting a new one", code);
+		r->restarts++;
+		runner_start(r, env.v);
+	} else {
+		es_warning("the Data-Juicer runner is gone and cannot be restarted (%s); the next shards run dj-process directly",
+			   es_last_error());
+	}
+	es_strv_free(&env);
+}
+
 int es_djrunner_ensure(struct es_djrunner *r)
 {
 	if (r->head.running && es_ray_head_alive(&r->head) == 1) {
-		if (r->pid && !runner_alive(r))
-			es_warning("the Data-Juicer runner is gone; the next shards run dj-process directly until the head restarts");
+		if (!runner_alive(r) && r->ended && !(r->o.cancel && *r->o.cancel))
+			runner_restart(r);
 		return 0;
 	}
 	runner_stop(r, 1);
@@ -209,16 +247,9 @@ int es_djrunner_ensure(struct es_djrunner *r)
 	/* Data-Juicer's operators run in the head's Ray workers, which inherit the head's
 	 * environment, not the shard child's: give the head the job's cache folders (as every
 	 * shard child gets them), so models and caches land in the job folder's cache/. The same
-	 * environment starts the runner. Keep a few idle Ray workers: with --num-cpus 1 Ray would
-	 * kill the spare one after each shard and the next shard would wait for a new worker
-	 * (docs/dj-notes.md). */
-	static const char *const defaults[] = { "RAY_num_workers_soft_limit=4", NULL };
-	struct es_buf cache = ES_BUF_INIT;
+	 * environment starts the runner. */
 	struct es_strv env = ES_STRV_INIT;
-	int rc = es_path_join(&cache, r->o.job_dir, "cache");
-	struct es_env_spec es = { .cache_dir = cache.data, .defaults = defaults };
-	if (!rc)
-		rc = es_env_child(&es, &env);
+	int rc = runtime_env(r, &env);
 	if (!rc) {
 		ro.env = env.v;
 		double t0 = es_time_mono();
@@ -227,12 +258,12 @@ int es_djrunner_ensure(struct es_djrunner *r)
 			printf("Started a node-local Ray head at %s in %.1f s (temp dir %s)\n", r->head.address,
 			       es_time_mono() - t0, r->head.temp_dir);
 			fflush(stdout);
+			r->ended = 0;
 			if (!r->o.no_runner)
 				runner_start(r, env.v);
 		}
 	}
 	es_strv_free(&env);
-	es_buf_free(&cache);
 	return rc;
 }
 

@@ -71,6 +71,7 @@ static int load_processor(const cJSON *doc, struct es_processor *p, const char *
 	p->dj_process = dup_or_null(es_json_get_str(proc, "dj_process"));
 	p->dj_root = dup_or_null(es_json_get_str(proc, "dj_root"));
 	p->python = dup_or_null(es_json_get_str(proc, "python"));
+	p->keep_order = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(proc, "keep_order"));
 	return 0;
 }
 

@@ -487,6 +487,7 @@ static cJSON *processor_json(const struct es_processor *p)
 		es_json_set(o, "dj_process", p->dj_process ? cJSON_CreateString(p->dj_process) : cJSON_CreateNull());
 		es_json_set(o, "dj_root", p->dj_root ? cJSON_CreateString(p->dj_root) : cJSON_CreateNull());
 	}
+	es_json_set(o, "keep_order", cJSON_CreateBool(p->keep_order));
 	if (p->python)
 		es_json_set_str(o, "python", p->python);
 	return o;
@@ -590,7 +591,7 @@ static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_f
 static int same_processor(const struct es_processor *a, const struct es_processor *b)
 {
 #define SAME(x) ((!a->x && !b->x) || (a->x && b->x && !strcmp(a->x, b->x)))
-	return a->kind == b->kind && SAME(command) && SAME(dj_process) && SAME(dj_root);
+	return a->kind == b->kind && SAME(command) && SAME(dj_process) && SAME(dj_root) && a->keep_order == b->keep_order;
 #undef SAME
 }
 

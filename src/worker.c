@@ -43,6 +43,7 @@ struct worker {
 	struct es_events ev;
 	const char *ray_address;
 	struct es_djrunner dj;       /* per-rank mode: the Ray head and the Data-Juicer runner */
+	int per_rank;                /* the effective --ray-mode (es_worker_opts.ray_per_rank) */
 	char *dj_commit;
 	int have_manifest;
 	struct es_policy policy;     /* the effective policy */
@@ -338,7 +339,7 @@ static const char *outside_stop_hint(struct worker *w, const struct es_attempt_o
 		snprintf(buf, n, "exit code 15 is how a Ray driver reports SIGTERM");
 		return buf;
 	}
-	if (w->o->ray_per_rank && es_djrunner_stop_hint(&w->dj, via_runner, buf, n))
+	if (w->per_rank && es_djrunner_stop_hint(&w->dj, via_runner, buf, n))
 		return buf;
 	return NULL;
 }
@@ -392,6 +393,7 @@ struct shard_run {
 	size_t i;
 	const struct es_shard *sh;
 	struct es_buf input, adir, rel;   /* rel: scratch for paths relative to the job folder */
+	struct es_buf numbered;           /* --keep-order: the attempt's copy of the shard, or "" */
 	struct es_attempt_spec spec;
 	struct es_processor via_runner;
 	int via_runner_used;
@@ -409,7 +411,7 @@ static void shard_setup(struct shard_run *r, struct worker *w, size_t i)
 	r->w = w;
 	r->i = i;
 	r->sh = &w->m.shards[i];
-	r->input = r->adir = r->rel = (struct es_buf)ES_BUF_INIT;
+	r->input = r->adir = r->rel = r->numbered = (struct es_buf)ES_BUF_INIT;
 	es_buf_printf(&r->input, "%s/%s", w->m.job_dir, r->sh->path);
 	es_buf_printf(&r->adir, "%s/%s", w->m.job_dir, w->c.attempt_rel);
 	struct es_attempt_spec *s = &r->spec;
@@ -420,7 +422,7 @@ static void shard_setup(struct shard_run *r, struct worker *w, size_t i)
 	s->attempt_dir = r->adir.data;
 	s->token = w->c.token;
 	s->proc = &w->m.processor;
-	const char *runner_cmd = w->o->ray_per_rank ? es_djrunner_command(&w->dj) : NULL;
+	const char *runner_cmd = w->per_rank ? es_djrunner_command(&w->dj) : NULL;
 	if (runner_cmd) {
 		/* The attempt's processor is the runner's client; the dj-process argv follows "--". */
 		r->via_runner = w->m.processor;
@@ -449,6 +451,34 @@ static void shard_free(struct shard_run *r)
 	es_buf_free(&r->input);
 	es_buf_free(&r->adir);
 	es_buf_free(&r->rel);
+	if (r->numbered.len)
+		unlink(r->numbered.data); /* only the attempt's own child read it */
+	es_buf_free(&r->numbered);
+}
+
+/* --keep-order: the processor reads A/input.jsonl, the shard with a hidden row number per row
+ * (materialize.h); the shard in shards/ stays as prepare wrote it. */
+static int number_input(struct shard_run *r)
+{
+	if (!r->w->m.processor.keep_order)
+		return 0;
+	int64_t rows = 0;
+	struct es_buf p = ES_BUF_INIT;
+	int rc = es_path_join(&p, r->adir.data, "input.jsonl");
+	if (!rc)
+		rc = es_materialize_number_rows(r->input.data, p.data, &rows);
+	if (!rc && rows != r->sh->rows)
+		rc = es_error(ES_EINVAL, "Shard %s has %lld rows, the manifest says %lld: %s", r->sh->id, (long long)rows,
+			      (long long)r->sh->rows, r->input.data);
+	if (!rc) {
+		es_buf_reset(&r->numbered);
+		rc = es_buf_adds(&r->numbered, p.data);
+		r->spec.input_path = r->numbered.data;
+	} else {
+		unlink(p.data);
+	}
+	es_buf_free(&p);
+	return rc;
 }
 
 /* attempt.json gets the command and the export path before the child starts. */
@@ -639,7 +669,7 @@ static const char *publish_result(struct shard_run *r)
 	struct es_materialized mat;
 	/* The heartbeat goes on while the result is copied: a large one can take longer than
 	 * the lease. */
-	struct es_materialize_opts mo = { 0, tick, &r->ta };
+	struct es_materialize_opts mo = { 0, tick, &r->ta, w->m.processor.keep_order, r->sh->rows };
 	es_log_quiet_begin();
 	int rc = es_materialize(w->m.job_dir, r->adir.data, &mo, &mat);
 	es_log_quiet_end();
@@ -691,7 +721,7 @@ static const char *publish_result(struct shard_run *r)
 
 static const char *process_shard(struct worker *w, size_t i)
 {
-	if (w->o->ray_per_rank && ensure_ray_head(w))
+	if (w->per_rank && ensure_ray_head(w))
 		return head_unavailable(w, i);
 	struct shard_run r;
 	shard_setup(&r, w, i);
@@ -700,7 +730,9 @@ static const char *process_shard(struct worker *w, size_t i)
 		shard_free(&r);
 		return result;
 	}
-	int rc = record_command(&r);
+	int rc = number_input(&r);
+	if (!rc)
+		rc = record_command(&r);
 	if (!rc)
 		rc = run_child(&r);
 	if (rc)
@@ -765,6 +797,12 @@ static int worker_init(struct worker *w)
 	w->ray_address = o->ray_address ? o->ray_address : w->m.ray_address;
 	if (!*w->ray_address)
 		return es_error(ES_EUSAGE, "--ray-address must not be empty");
+	/* The default mode: per-rank for Data-Juicer on a local Ray; a job prepared for a Ray
+	 * cluster (--ray-address), a --ray-address of this process and a command processor keep
+	 * per-attempt, which gives the address to every shard as it is. */
+	w->per_rank = o->ray_per_rank;
+	if (w->per_rank < 0)
+		w->per_rank = w->m.processor.kind == ES_PROC_DATA_JUICER && !o->ray_address && !strcmp(w->ray_address, "local");
 	if ((rc = check_version(w)) || (rc = check_recipe_snapshot(&w->m)))
 		return rc;
 	if ((rc = es_claimer_init(&w->c, &w->m, p)))
@@ -787,7 +825,7 @@ static int worker_init(struct worker *w)
  * first pass counts. */
 static int head_before_claim(struct worker *w)
 {
-	if (!w->o->ray_per_rank || w->capped)
+	if (!w->per_rank || w->capped)
 		return 0;
 	struct es_status_counts pre;
 	if (w->work_left < 0 && !es_status_count(&w->m, (double)w->policy.lock_timeout_secs, &pre))

@@ -34,6 +34,7 @@ struct es_djrunner {
 	pid_t pid;                         /* the runner; 0 when none */
 	int stdin_fd;                      /* the write end of its stdin */
 	int ended, status;                 /* it was reaped, with this wait status */
+	int restarts;                      /* new runners started after one died */
 	char sock[600];                    /* its Unix socket, in the head's temp folder */
 	char exe[4096];                    /* the Python that runs it */
 	char script[4096];
@@ -43,7 +44,7 @@ struct es_djrunner {
 void es_djrunner_init(struct es_djrunner *r, const struct es_djrunner_opts *o);
 
 /* Make sure the head is up: start it (and the runner with it) when there is none, restart both
- * when the head died. Prints one line per start. 0, or the head's start error (ES_EINTR when
+ * when the head died, and the runner alone when it died under a live head. Prints one line per start. 0, or the head's start error (ES_EINTR when
  * cancelled). A runner that cannot start is a warning: shards then run plain dj-process. */
 int es_djrunner_ensure(struct es_djrunner *r);
 

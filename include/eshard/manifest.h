@@ -30,6 +30,9 @@ struct es_processor {
 	char *dj_root;       /* Data-Juicer: a checkout folder (tools/process_data.py) or NULL */
 	char *python;        /* interpreter for --dj-root and the helpers; NULL: "python3" */
 	char *command;       /* ES_PROC_COMMAND: the template with {input} {output} ... */
+	/* Order-stable output (processor.keep_order; absent: 0): each attempt reads a copy of its
+	 * shard with a hidden row number, and materialization restores input order (materialize.h). */
+	int keep_order;
 };
 
 /* One input file as prepare recorded it (input_files of the manifest). */

@@ -53,7 +53,28 @@ struct es_materialize_opts {
 	size_t max_line;
 	int (*tick)(void *arg);
 	void *tick_arg;
+	/* Order-stable output (--keep-order): the processor read a copy of the shard made by
+	 * es_materialize_number_rows(). Every output row must hold ES_ROW_FIELD, a distinct
+	 * integer below input_rows (ES_EINVAL naming the file and line otherwise: the processor
+	 * dropped, renamed, changed or duplicated it); the field is removed from the row (the
+	 * rest of its bytes are copied as they are) and processed.jsonl lists the rows in that
+	 * order, i.e. in input order. An export already in order is copied in one pass; another
+	 * is written once more in order from the first copy (one index entry per row in memory). */
+	int keep_order;
+	int64_t input_rows;
 };
+
+/* The hidden row number of order-stable output. */
+#define ES_ROW_FIELD "__eshard_row__"
+
+/*
+ * The processor's input under --keep-order: a copy of the shard shard_path (canonical JSONL,
+ * one object per line) with ES_ROW_FIELD: <0-based line number> added as each object's last
+ * member, written to out_path by temp + fsync + rename (a crash leaves no partial out_path).
+ * The shard itself is only read. ES_EINVAL when a row has a top-level ES_ROW_FIELD of its
+ * own or is not an object; *rows gets the row count.
+ */
+int es_materialize_number_rows(const char *shard_path, const char *out_path, int64_t *rows);
 
 int es_materialize(const char *job_dir, const char *attempt_dir, const struct es_materialize_opts *o,
 		   struct es_materialized *m);

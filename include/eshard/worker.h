@@ -35,7 +35,8 @@ struct es_worker_opts {
 	 * give its address to every shard, restart it when it died, stop it when the worker ends
 	 * (also on failure and SIGTERM). The ranks of one host get distinct ports and a share of
 	 * the host's CPUs and GPUs. */
-	int ray_per_rank;
+	int ray_per_rank;            /* 1 per-rank, 0 per-attempt, -1 (no --ray-mode): per-rank when the
+	                              * processor is Data-Juicer and the Ray address is "local" */
 	const char *ray_mode_name;   /* the option as given ("per-attempt", "per-rank") */
 	/* Per-rank mode runs Data-Juicer shards through a persistent runner (scripts/dj_runner.py)
 	 * that imports Data-Juicer and connects to the head once; 1: plain dj-process per shard. */

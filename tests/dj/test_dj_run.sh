@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Real Data-Juicer on a real Ray runtime per attempt, through mpirun -np 2 eshard-mpi run:
+# Real Data-Juicer on a real Ray runtime per attempt (--ray-mode per-attempt, the reference's
+# way), through mpirun -np 2 eshard-mpi run:
 # the merged output holds exactly the records of one plain dj-process run of the same recipe
 # over the whole input; a shard whose rows are all filtered out ends done with 0 rows.
 . "$(dirname "$0")/lib_dj.sh"
@@ -23,7 +24,7 @@ cp "$SRC/configs/demo.yaml" "$T/recipe.yaml"
 cd "$T"
 
 run_expect 0 "$MPIEXEC" --oversubscribe -np 2 "$BIN" run --config recipe.yaml --dataset-path in \
-  --job-dir "$T/job" --num-shards 4 --python "$PY" --dj-process "$DJ"
+  --job-dir "$T/job" --num-shards 4 --python "$PY" --dj-process "$DJ" --ray-mode per-attempt
 expect_out "PASS: 4 shards were completed by 1 node(s); merged 12 rows into $T/job/merged.jsonl"
 pass "mpirun -np 2 run with real Data-Juicer passed"
 

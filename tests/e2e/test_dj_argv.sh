@@ -137,44 +137,44 @@ export T
 # ==== 1. dj-process on PATH (the default), with the launcher identity in the worker's
 # environment and HF_HOME / XDG_CACHE_HOME unset.
 J=$T/job
-run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$J" --num-shards 3
+run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$J" --num-shards 3 --no-keep-order
 [ "$(json_get "$J/manifest.json" '.get("processor", {}).get("type", "data_juicer")')" != command ] || fail "prepare chose a command processor"
 [ "$(json_get "$J/manifest.json" '["execution"]["ray_address"]')" = local ] || fail "manifest ray_address"
 # Workers run in their own folder, which a command child (without --dj-root) starts in.
 mkdir -p "$T/wd"
 cd "$T/wd"
 run_expect 0 env -u HF_HOME -u XDG_CACHE_HOME "${LAUNCHER_ENV[@]}" PYTHONPATH=/old/site \
-    "$BIN" worker --job-dir "$J" --max-shards 1
+    "$BIN" worker --ray-mode per-attempt --job-dir "$J" --max-shards 1
 check_attempt "$J" 0 local path "$(realpath "$T/wd")" || fail "dj-process on PATH"
 pass "dj-process on PATH: argv, environment, done record"
 
 # ==== 2. --ray-address auto on the worker: argv, RAY_ADDRESS and the done record say auto;
 # XDG_CACHE_HOME set by the user is kept and HF_HOME follows it.
 run_expect 0 env -u HF_HOME XDG_CACHE_HOME="$T/xdg" "${LAUNCHER_ENV[@]}" PYTHONPATH=/old/site \
-    "$BIN" worker --job-dir "$J" --max-shards 1 --ray-address auto
+    "$BIN" worker --ray-mode per-attempt --job-dir "$J" --max-shards 1 --ray-address auto
 WANT_XDG=$T/xdg check_attempt "$J" 1 auto path "$(realpath "$T/wd")" || fail "--ray-address auto"
 # HF_HOME set by the user is kept as it is.
 run_expect 0 env HF_HOME="$T/hf" XDG_CACHE_HOME="$T/xdg" "${LAUNCHER_ENV[@]}" PYTHONPATH=/old/site \
-    "$BIN" worker --job-dir "$J" --max-shards 1
+    "$BIN" worker --ray-mode per-attempt --job-dir "$J" --max-shards 1
 WANT_XDG=$T/xdg WANT_HF=$T/hf check_attempt "$J" 2 local path "$(realpath "$T/wd")" || fail "HF_HOME kept"
 run_expect 0 "$BIN" status --job-dir "$J"
 pass "--ray-address auto and user cache folders"
 
 # ==== 3. --dj-process CMD, split on blanks.
 J=$T/job-cmd
-run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$J" --num-shards 1 \
+run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$J" --num-shards 1 --no-keep-order \
   --dj-process "python3  $T/fake-dj"
 run_expect 0 env -u HF_HOME -u XDG_CACHE_HOME "${LAUNCHER_ENV[@]}" PYTHONPATH=/old/site \
-    "$BIN" worker --job-dir "$J"
+    "$BIN" worker --ray-mode per-attempt --job-dir "$J"
 check_attempt "$J" 0 local cmd "$(realpath "$T/wd")" || fail "--dj-process"
 pass "--dj-process CMD"
 
 # ==== 4. --dj-root DIR: python3 DIR/tools/process_data.py, DIR first on PYTHONPATH, cwd DIR.
 J=$T/job-root
-run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$J" --num-shards 1 \
+run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$J" --num-shards 1 --no-keep-order \
   --dj-root "$T/djroot"
 run_expect 0 env -u HF_HOME -u XDG_CACHE_HOME "${LAUNCHER_ENV[@]}" PYTHONPATH=/old/site \
-    "$BIN" worker --job-dir "$J"
+    "$BIN" worker --ray-mode per-attempt --job-dir "$J"
 check_attempt "$J" 0 local root || fail "--dj-root"
 pass "--dj-root DIR"
 
@@ -184,15 +184,15 @@ cat >"$T/bin/dj-process" <<'EOF'
 echo "nothing to do"
 EOF
 J=$T/job-none
-run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$J" --num-shards 1
-run_expect 2 "$BIN" worker --job-dir "$J" --max-shards 1
+run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$J" --num-shards 1 --no-keep-order
+run_expect 2 "$BIN" worker --ray-mode per-attempt --job-dir "$J" --max-shards 1
 A=$(ls -d "$J"/attempts/*/0001-*)
 [ "$(json_get "$A/attempt.json" '["error"]')" = "Data-Juicer returned 0 but did not create $A/ray-output.jsonl" ] \
   || fail "missing export: $(json_get "$A/attempt.json" '["error"]')"
 grep -q "nothing to do" "$A/process.log" || fail "process.log lacks the child's stdout"
 # And one that fails: "Data-Juicer returned exit code N".
 printf '#!/bin/sh\nexit 4\n' >"$T/bin/dj-process"
-run_expect 2 "$BIN" worker --job-dir "$J" --max-shards 1
+run_expect 2 "$BIN" worker --ray-mode per-attempt --job-dir "$J" --max-shards 1
 A=$(ls -d "$J"/attempts/*/0002-*)
 [ "$(json_get "$A/attempt.json" '["error"]')" = "Data-Juicer returned exit code 4" ] || fail "exit code message"
 pass "Data-Juicer failure messages"

@@ -267,7 +267,7 @@ static void test_materialize_errors(void)
 	new_attempt(A, tok);
 	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "{\"long\":\"0123456789012345678901234567890\"}\n");
 	es_log_quiet_begin();
-	CHECK(es_materialize(J, A, &(struct es_materialize_opts){ 16, NULL, NULL }, &m) < 0);
+	CHECK(es_materialize(J, A, &(struct es_materialize_opts){ .max_line = 16 }, &m) < 0);
 	es_log_quiet_end();
 	CHECK(strstr(es_last_error(), "16-byte cap") != NULL);
 	CHECK_INT_EQ(temporaries_left(A), 0);
@@ -279,6 +279,81 @@ static void test_materialize_errors(void)
 	CHECK_INT_EQ(es_materialize(J, A, NULL, &m), ES_EINVAL);
 	es_log_quiet_end();
 	CHECK(strstr(es_last_error(), "neither a file nor a folder") != NULL);
+}
+
+/* --keep-order: the numbered input copy, and materialization that strips the field and sorts. */
+static void test_keep_order(void)
+{
+	char A[PATH_MAX], tok[33], buf[PATH_MAX * 2], src[PATH_MAX * 2];
+	struct es_materialized m;
+	int64_t rows = 0;
+	struct es_materialize_opts ko = { .keep_order = 1, .input_rows = 4 };
+
+	new_attempt(A, tok);
+	pathf(src, "%s/%s", A, "shard.jsonl");
+	write_file(src, "{\"id\":0,\"t\":\"a,\\\"}\"}\n{}\n{\"n\":{\"__eshard_row__\":9}}\n{\"id\":3}\n");
+	CHECK_INT_EQ(es_materialize_number_rows(src, pathf(buf, "%s/%s", A, "input.jsonl"), &rows), 0);
+	CHECK_INT_EQ((int)rows, 4);
+	char *got = slurp(buf);
+	CHECK_STR_EQ(got, "{\"id\":0,\"t\":\"a,\\\"}\",\"__eshard_row__\":0}\n{\"__eshard_row__\":1}\n"
+			  "{\"n\":{\"__eshard_row__\":9},\"__eshard_row__\":2}\n{\"id\":3,\"__eshard_row__\":3}\n");
+	free(got);
+	CHECK_INT_EQ(temporaries_left(A), 0);
+
+	/* A processor that moved the field, re-spaced the row and changed the order (two part
+	 * files); row 1 was filtered out. */
+	mkdirs(pathf(buf, "%s/%s", A, "ray-output.jsonl"));
+	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl/0_a.json"),
+		   "{\"__eshard_row__\":3, \"id\":3}\n{\"n\":{\"__eshard_row__\":9},\"__eshard_row__\":2}\n");
+	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl/1_b.json"), "{\"id\":0, \"__eshard_row__\" : 0 ,\"t\":1}\n");
+	CHECK_INT_EQ(es_materialize(J, A, &ko, &m), 0);
+	got = slurp(pathf(buf, "%s/%s", A, "processed.jsonl"));
+	CHECK_STR_EQ(got, "{\"id\":0 ,\"t\":1}\n{\"n\":{\"__eshard_row__\":9}}\n{\"id\":3}\n");
+	CHECK_INT_EQ((int)m.rows, 3);
+	CHECK_INT_EQ((int)m.size_bytes, (int)strlen(got));
+	char hex[65];
+	CHECK_INT_EQ(es_sha_file(buf, hex, NULL), 0);
+	CHECK_STR_EQ(m.sha256, hex);
+	free(got);
+	es_materialized_free(&m);
+	CHECK_INT_EQ(temporaries_left(A), 0);
+
+	/* Already in order: one pass, same result shape. */
+	new_attempt(A, tok);
+	write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), "{\"__eshard_row__\":0}\n{\"a\":1,\"__eshard_row__\":2}\n");
+	CHECK_INT_EQ(es_materialize(J, A, &ko, &m), 0);
+	got = slurp(pathf(buf, "%s/%s", A, "processed.jsonl"));
+	CHECK_STR_EQ(got, "{}\n{\"a\":1}\n");
+	free(got);
+	es_materialized_free(&m);
+
+	/* Dropped, duplicated, changed or out of range: a clear error, nothing published. */
+	static const char *const bad[][2] = {
+		{ "{\"id\":1}\n", "has no \"__eshard_row__\" field" },
+		{ "{\"__eshard_row__\":1}\n{\"__eshard_row__\":1}\n", "row number 1 (\"__eshard_row__\") twice" },
+		{ "{\"__eshard_row__\":1.0}\n", "not a row number of the input" },
+		{ "{\"__eshard_row__\":4}\n", "not a row number of the input (0 to 3)" },
+		{ "{\"__eshard_row__\":1,\"__eshard_row__\":2}\n", "more than once" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		new_attempt(A, tok);
+		write_file(pathf(buf, "%s/%s", A, "ray-output.jsonl"), bad[i][0]);
+		es_log_quiet_begin();
+		CHECK_INT_EQ(es_materialize(J, A, &ko, &m), ES_EINVAL);
+		es_log_quiet_end();
+		CHECK(strstr(es_last_error(), bad[i][1]) != NULL);
+		CHECK(access(pathf(buf, "%s/%s", A, "processed.jsonl"), F_OK) != 0);
+		CHECK_INT_EQ(temporaries_left(A), 0);
+	}
+
+	/* An input row with the field of its own is refused. */
+	new_attempt(A, tok);
+	write_file(src, "{\"a\":1}\n{\"__eshard_row__\":5}\n");
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_materialize_number_rows(src, pathf(buf, "%s/%s", A, "input.jsonl"), &rows), ES_EINVAL);
+	es_log_quiet_end();
+	CHECK(strstr(es_last_error(), "of its own") != NULL && strstr(es_last_error(), ":2") != NULL);
+	CHECK(access(buf, F_OK) != 0);
 }
 
 int main(void)
@@ -294,5 +369,6 @@ int main(void)
 	test_materialize_folder();
 	test_materialize_file_and_empty();
 	test_materialize_errors();
+	test_keep_order();
 	return test_done();
 }
