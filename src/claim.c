@@ -330,7 +330,7 @@ static void mark_attempt_stale(const struct es_manifest *m, const char *ad, doub
 	}
 	es_log_quiet_end();
 	if (inside)
-		es_fs_sweep_temps(dir.data, NULL, lease_secs);
+		es_fs_sweep_dead_temps(dir.data, lease_secs);
 	cJSON_Delete(a);
 	es_buf_free(&dir);
 	es_buf_free(&path);

@@ -139,7 +139,9 @@ int es_fs_temp_owner(const char *name)
 	return ES_TEMP_GONE;
 }
 
-int es_fs_sweep_temps(const char *dir, const char *prefix, int report_kept)
+/* idle_secs < 0: remove what es_fs_temp_owner says is gone; else remove what has not changed
+ * for idle_secs (its maker is known to be gone). */
+static int sweep(const char *dir, const char *prefix, int report_kept, double idle_secs)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -155,6 +157,16 @@ int es_fs_sweep_temps(const char *dir, const char *prefix, int report_kept)
 		struct stat st;
 		if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
 			continue;
+		if (idle_secs >= 0) {
+			struct timespec now;
+			clock_gettime(CLOCK_REALTIME, &now);
+			double age = (double)(now.tv_sec - st.st_mtim.tv_sec) + (now.tv_nsec - st.st_mtim.tv_nsec) / 1e9;
+			if (age >= idle_secs && unlinkat(dirfd(d), n, 0) == 0) {
+				removed++;
+				es_warning("removed %s/%s, a temporary file left by a worker whose shard was taken over", dir, n);
+			}
+			continue;
+		}
 		int owner = es_fs_temp_owner(n);
 		if (owner == ES_TEMP_UNKNOWN && report_kept)
 			es_warning("kept %s/%s: a temporary made on another host (or before a reboot), whose maker cannot be "
@@ -168,6 +180,16 @@ int es_fs_sweep_temps(const char *dir, const char *prefix, int report_kept)
 	}
 	closedir(d);
 	return removed;
+}
+
+int es_fs_sweep_temps(const char *dir, const char *prefix, int report_kept)
+{
+	return sweep(dir, prefix, report_kept, -1);
+}
+
+int es_fs_sweep_dead_temps(const char *dir, double idle_secs)
+{
+	return sweep(dir, NULL, 0, idle_secs < 0 ? 0 : idle_secs);
 }
 
 int es_path_join(struct es_buf *out, const char *a, const char *b)

@@ -44,6 +44,10 @@ int es_fs_temp_owner(const char *name);
  * were removed (>= 0) or a negative error. Never follows a link; sub-folders are not entered. */
 int es_fs_sweep_temps(const char *dir, const char *prefix, int report_kept);
 
+/* The same for a folder whose only writer is known to be gone (a taken-over attempt's folder:
+ * its owner's lease ran out), on any host: remove every temporary untouched for idle_secs. */
+int es_fs_sweep_dead_temps(const char *dir, double idle_secs);
+
 /* The job folder is a boundary. Once set (es_manifest_load sets it to the job folder it
  * loaded; NULL clears it), every function below that creates, renames, links, removes or reads
  * a path inside root opens the folders between root and the path's last component one at a time

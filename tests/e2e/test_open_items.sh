@@ -252,5 +252,5 @@ sleep 1.1
 run_expect 0 "$BIN" worker --job-dir "$J" --no-backup
 [ "$(statuses "$J" "$S" | tr '\n' ' ')" = "stale done " ] || fail "(g) attempts: $(statuses "$J" "$S" | tr '\n' ' ')"
 [ -z "$(find "$J" -name '.*.tmp')" ] || fail "(g) the dead owner's temporary is left: $(find "$J" -name '.*.tmp')"
-expect_err "a temporary file left by a process that is gone"
+expect_err "a temporary file left by a worker whose shard was taken over"
 pass "(g) a stale takeover removes the temporaries of the dead owner's attempt"
