@@ -4,8 +4,7 @@
 # SIGTERM.
 . "$(dirname "$0")/lib_dj.sh"
 cd "$SRC"
-our_ray() { pgrep -f -a 'eshard-ray-|dj_runner.py serve' | grep -v pgrep || true; }
-[ -z "$(our_ray)" ] || { our_ray; fail "Ray heads of an earlier run are still there"; }
+our_ray() { mine 'eshard-ray-|dj_runner.py serve'; }
 
 run_expect 0 "$MPIEXEC" --oversubscribe -np 2 "$BIN" run --config configs/demo.yaml --dataset-path configs/demo-data \
   --job-dir "$T/job" --num-shards 4 --python "$PY" --dj-process "$DJ" --ray-mode per-rank

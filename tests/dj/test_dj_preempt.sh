@@ -6,8 +6,7 @@
 # the attempt must be preempted, nothing failed, no lock left; a rerun completes the job.
 . "$(dirname "$0")/lib_dj.sh"
 cd "$SRC"
-our_ray() { pgrep -f -a 'eshard-ray-|dj_runner.py serve' | grep -v pgrep || true; }
-[ -z "$(our_ray)" ] || { our_ray; fail "Ray heads of an earlier run are still there"; }
+our_ray() { mine 'eshard-ray-|dj_runner.py serve'; }
 
 FLAG=$T/slow
 cat >"$T/recipe.yaml" <<EOF
@@ -35,9 +34,9 @@ PY
 # victims WHAT: the pids a scheduler's signal would hit first in this round.
 victims() {
   case $1 in
-    client) pgrep -f 'dj_runner.py run --socket' ;;
-    runner) pgrep -f 'dj_runner.py serve' ;;
-    all) pgrep -f 'dj_runner.py (run|serve)'; pgrep -f 'eshard-ray-.*(raylet|gcs_server)' ;;
+    client) mine 'dj_runner.py run --socket' | cut -d' ' -f1 ;;
+    runner) mine 'dj_runner.py serve' | cut -d' ' -f1 ;;
+    all) mine 'dj_runner.py (run|serve)|eshard-ray-.*(raylet|gcs_server)' | cut -d' ' -f1 ;;
   esac
 }
 round=0
