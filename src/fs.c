@@ -1,5 +1,6 @@
 #include "eshard/fs.h"
 #include "eshard/log.h"
+#include "eshard/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,26 +76,11 @@ static uint32_t host_id(void)
  * or /proc cannot say; *known tells the last two apart from the first (1: /proc answered). */
 static uint32_t proc_start(pid_t pid, int *known)
 {
-	char path[64], buf[1024];
-	*known = 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	struct es_proc_stat st;
+	*known = es_proc_stat_read(pid, &st);
+	if (!*known || st.state == 'Z' || st.state == 'X')
 		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	unsigned long long start = 0;
-	char state = 0;
-	/* After "pid (comm)": the state, fields 4..21, then starttime. */
-	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-			 &state, &start) != 2)
-		return 0;
-	*known = 1;
-	return state == 'Z' || state == 'X' ? 0 : (uint32_t)start;
+	return (uint32_t)st.starttime;
 }
 
 int es_fs_temp_token(char out[33])

@@ -500,3 +500,38 @@ void es_proc_test_hook(const char *var)
 		es_warning("test hook %s='%s' failed", var, cmd);
 }
 #endif
+
+int es_proc_stat_read(pid_t pid, struct es_proc_stat *st)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n;
+	do
+		n = read(fd, buf, sizeof(buf) - 1);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* "pid (comm) state ...": the name may hold spaces and ')', so it ends at the last ')'. */
+	char *open_paren = strchr(buf, '(');
+	char *close_paren = strrchr(buf, ')');
+	if (!open_paren || !close_paren || close_paren < open_paren || close_paren[1] != ' ')
+		return 0;
+	size_t clen = (size_t)(close_paren - open_paren - 1);
+	if (clen >= sizeof(st->comm))
+		clen = sizeof(st->comm) - 1;
+	memcpy(st->comm, open_paren + 1, clen);
+	st->comm[clen] = '\0';
+	int ppid, pgrp;
+	/* After the name: 3 state, 4 ppid, 5 pgrp, 6..21, then 22 starttime. */
+	if (sscanf(close_paren + 2, "%c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+		   &st->state, &ppid, &pgrp, &st->starttime) != 4)
+		return 0;
+	st->ppid = (pid_t)ppid;
+	st->pgrp = (pid_t)pgrp;
+	return 1;
+}

@@ -85,48 +85,13 @@ struct members {
  * soon depends on its parent (often init), not on us. */
 static int proc_stat(pid_t pid, struct member *m, pid_t *pgrp)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	struct es_proc_stat st;
+	if (!es_proc_stat_read(pid, &st) || st.state == 'Z' || st.state == 'X' || st.state == 'x')
 		return -1;
-	ssize_t n;
-	do
-		n = read(fd, buf, sizeof(buf) - 1);
-	while (n < 0 && errno == EINTR);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	char *open_paren = strchr(buf, '(');
-	char *close_paren = strrchr(buf, ')');
-	if (!open_paren || !close_paren || close_paren < open_paren || close_paren[1] != ' ')
-		return -1;
-	size_t clen = (size_t)(close_paren - open_paren - 1);
-	if (clen >= sizeof(m->comm))
-		clen = sizeof(m->comm) - 1;
-	memcpy(m->comm, open_paren + 1, clen);
-	m->comm[clen] = '\0';
-	/* Fields after the name, numbered as in proc(5): 3 state, 5 pgrp, 22 starttime. */
-	char *p = close_paren + 2;
-	char state = *p;
-	if (state == 'Z' || state == 'X' || state == 'x')
-		return -1;
-	long long field5 = 0;
-	unsigned long long field22 = 0;
-	for (int f = 3; f <= 22 && *p; f++) {
-		char *end = p;
-		if (f == 5)
-			field5 = strtoll(p, &end, 10);
-		else if (f == 22)
-			field22 = strtoull(p, &end, 10);
-		while (*end && *end != ' ')
-			end++;
-		p = *end ? end + 1 : end;
-	}
 	m->pid = pid;
-	m->start = field22;
-	*pgrp = (pid_t)field5;
+	m->start = st.starttime;
+	snprintf(m->comm, sizeof(m->comm), "%s", st.comm);
+	*pgrp = st.pgrp;
 	return 0;
 }
 

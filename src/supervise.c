@@ -63,24 +63,13 @@ static int cmp_pid(const void *a, const void *b)
 }
 
 /* Read /proc/<pid>/stat's state and parent; 0 when the process vanished meanwhile. */
-static int read_stat(const char *pid, struct proc_entry *e)
+static int read_stat(struct proc_entry *e)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	struct es_proc_stat st;
+	if (!es_proc_stat_read(e->pid, &st))
 		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* The command name may hold spaces and ')': the fields start after the last ')'. */
-	char *rp = strrchr(buf, ')');
-	int ppid;
-	if (!rp || sscanf(rp + 1, " %c %d", &e->state, &ppid) != 2)
-		return 0;
-	e->ppid = (pid_t)ppid;
+	e->state = st.state;
+	e->ppid = st.ppid;
 	return 1;
 }
 
@@ -111,7 +100,7 @@ static long signal_descendants(int sig)
 			cap = nc;
 		}
 		struct proc_entry e = { .pid = (pid_t)strtol(de->d_name, NULL, 10) };
-		if (read_stat(de->d_name, &e))
+		if (read_stat(&e))
 			v[n++] = e;
 	}
 	closedir(d);

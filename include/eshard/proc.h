@@ -129,6 +129,19 @@ void es_proc_test_hook(const char *var);
 #define es_proc_test_hook(var) ((void)0)
 #endif
 
+/* What /proc/<pid>/stat says of a process (fields numbered as in proc(5)). */
+struct es_proc_stat {
+	char comm[32];                 /* 2: the command name, cut to fit */
+	char state;                    /* 3: 'R', 'S', ..., 'Z' (zombie), 'X' (dead) */
+	pid_t ppid;                    /* 4 */
+	pid_t pgrp;                    /* 5 */
+	unsigned long long starttime;  /* 22: clock ticks since boot; with the pid it names one process */
+};
+
+/* Read /proc/<pid>/stat: 1 and *st filled (a zombie too: the caller judges its state), 0 when
+ * the process does not exist or /proc cannot say. Reports nothing. */
+int es_proc_stat_read(pid_t pid, struct es_proc_stat *st);
+
 /* The value of name in env (NULL: environ), or NULL when absent; an empty value is a value. */
 const char *es_env_get(char *const *env, const char *name);
 

@@ -393,9 +393,46 @@ static void test_describe(void)
 	CHECK_INT_EQ(es_proc_stop_signal_of(1 << 8), 0);
 }
 
+/* /proc/<pid>/stat: this process, a zombie child, a name with spaces and ')', no process. */
+static void test_stat(void)
+{
+	struct es_proc_stat st;
+	CHECK_INT_EQ(es_proc_stat_read(getpid(), &st), 1);
+	CHECK_INT_EQ(st.ppid, getppid());
+	CHECK_INT_EQ(st.pgrp, getpgrp());
+	CHECK(st.state == 'R');
+	CHECK(st.starttime > 0);
+	struct es_proc_stat again;
+	CHECK_INT_EQ(es_proc_stat_read(getpid(), &again), 1);
+	CHECK(again.starttime == st.starttime);
+
+	pid_t c = fork();
+	if (c == 0) {
+		prctl(PR_SET_NAME, "a b) c", 0, 0, 0);
+		pause();
+		_exit(0);
+	}
+	CHECK(c > 0);
+	struct es_proc_stat cs;
+	memset(&cs, 0, sizeof(cs));
+	for (int i = 0; i < 200 && !(es_proc_stat_read(c, &cs) && strcmp(cs.comm, "a b) c") == 0); i++)
+		usleep(10000);
+	CHECK_STR_EQ(cs.comm, "a b) c");
+	CHECK_INT_EQ(cs.ppid, getpid());
+	CHECK(cs.starttime >= st.starttime);
+	kill(c, SIGKILL);
+	for (int i = 0; i < 200 && !(es_proc_stat_read(c, &cs) && cs.state == 'Z'); i++)
+		usleep(10000);
+	CHECK(cs.state == 'Z');
+	waitpid(c, NULL, 0);
+	CHECK_INT_EQ(es_proc_stat_read(c, &cs), 0);
+	CHECK_INT_EQ(es_proc_stat_read(-1, &cs), 0);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
+	test_stat();
 	test_descriptors();
 	test_signals();
 	test_groups();
