@@ -5,7 +5,8 @@
 #     sets; the differences are printed), and both name every command and every option of the
 #     binary's --help;
 #   - both have the same Commands table rows with the same exit codes;
-#   - their fenced code blocks are identical, in the same order (commands stay commands);
+#   - their fenced code blocks are identical, in the same order (commands stay commands), and
+#     their headings have the same levels in the same order (the same sections);
 #   - every in-page link (#anchor) of each file leads to one of its headings.
 . "$(dirname "$0")/lib.sh"
 EN=$SRC/README.md
@@ -92,6 +93,16 @@ for i, (a, b) in enumerate(zip(en_blocks, zh_blocks)):
         problems.append("code block %d differs:\n--- README.md\n%s--- README_ZH.md\n%s" % (i + 1, a, b))
         break
 
+# The same sections: the headings' levels in the same order (a section added to one only shows).
+def headings(t):
+    body = re.sub(r"^```.*?^```", "", t, flags=re.M | re.S)
+    return re.findall(r"^(#{1,6}) +(.+?) *$", body, flags=re.M)
+
+en_h, zh_h = headings(texts["README.md"]), headings(texts["README_ZH.md"])
+if [len(l) for l, _ in en_h] != [len(l) for l, _ in zh_h]:
+    problems.append("the sections differ:\n--- README.md\n%s\n--- README_ZH.md\n%s"
+                    % ("\n".join(l + " " + h for l, h in en_h), "\n".join(l + " " + h for l, h in zh_h)))
+
 # In-page links lead to a heading (GitHub's anchors: lower case, punctuation dropped, spaces
 # to hyphens, -1, -2 ... for repeated headings).
 for name, t in texts.items():
@@ -111,8 +122,8 @@ for name, t in texts.items():
 if problems:
     print("\n".join(problems))
     sys.exit(1)
-print("ok: %d options, %d command uses, %d commands in both tables, %d identical code blocks"
-      % (len(en_opts), len(command_uses(texts["README.md"])), len(commands), len(en_blocks)))
+print("ok: %d options, %d command uses, %d commands in both tables, %d identical code blocks, %d sections"
+      % (len(en_opts), len(command_uses(texts["README.md"])), len(commands), len(en_blocks), len(en_h)))
 PY
 pass "README.md and README_ZH.md name the same commands, options and exit codes"
 echo "PASS test_readme_zh"
