@@ -165,7 +165,14 @@ def man_page(version, desc, cmds, helps):
     w(".BR mpirun ,")
     w("every rank of")
     w(".B run")
-    w("exits with the same code.")
+    w("exits with the same code, and so does the launcher, except when the launcher itself gets")
+    w("SIGTERM or SIGINT: Open MPI's")
+    w(".B mpirun")
+    w("then returns 1 whatever the ranks return, MPICH's")
+    w(".B mpiexec")
+    w("(hydra) returns 143 after SIGTERM, but sometimes 0. After a stop,")
+    w(".B eshard\\-mpi status")
+    w("(0 only when every shard is done) tells whether the job completed.")
     w(".SH ENVIRONMENT")
     env = [
         ("ESHARD_DJ_HELPER", "the Data\\-Juicer operator registry helper (default: dj_op_kinds.py, see FILES)"),

@@ -73,7 +73,8 @@ pass "README's exit codes agree with every --help"
 cmake --install "$BUILD" --prefix "$T/inst" >"$T/install.log" 2>&1 || { cat "$T/install.log"; fail "cmake --install"; }
 for f in bin/eshard-mpi share/eshard-mpi/dj_op_kinds.py share/eshard-mpi/dj_runner.py \
          share/eshard-mpi/dlc-mpijob.sh share/eshard-mpi/slurm-eshard.sbatch \
-         share/man/man1/eshard-mpi.1 share/bash-completion/completions/eshard-mpi share/doc/eshard-mpi/README.md; do
+         share/man/man1/eshard-mpi.1 share/bash-completion/completions/eshard-mpi share/doc/eshard-mpi/README.md \
+         share/doc/eshard-mpi/README_ZH.md; do
   [ -f "$T/inst/$f" ] || fail "cmake --install did not install $f"
 done
 for f in bin/eshard-mpi share/eshard-mpi/dj_op_kinds.py share/eshard-mpi/dj_runner.py share/eshard-mpi/dlc-mpijob.sh; do
