@@ -40,9 +40,12 @@ run_expect 0 "$BIN" prepare --config recipe.yaml --dataset-path in --job-dir "$T
 # The default mode: no --ray-mode.
 "$BIN" worker --job-dir "$T/job" >"$T/w.out" 2>&1 &
 wpid=$!
-rss_at() { # done count -> VmRSS in kB of the runner, sampled when that many shards are done
+# rss_at N: VmRSS in kB of the runner, sampled when N shards are done. It waits as long as the
+# worker runs (the worker ends by itself once every shard is done or failed; CTest's timeout
+# bounds the whole test), so a loaded machine slows it down without failing it.
+rss_at() {
   local want=$1 pid n
-  for _ in $(seq 1800); do
+  while :; do
     n=$(find "$T/job/state/done" -name '*.json' 2>/dev/null | wc -l)
     if [ "$n" -ge "$want" ]; then
       pid=$(sed -n 's/^Started the persistent Data-Juicer runner (pid \([0-9]*\)).*/\1/p' "$T/w.out" | tail -1)
@@ -53,7 +56,6 @@ rss_at() { # done count -> VmRSS in kB of the runner, sampled when that many sha
     kill -0 "$wpid" 2>/dev/null || { cat "$T/w.out"; fail "worker ended before $want shards were done"; }
     sleep 0.1
   done
-  fail "timed out waiting for $want done shards"
 }
 rss10=$(rss_at 10)
 rss50=$(rss_at 50)
