@@ -18,6 +18,8 @@
 #include "eshard/merge.h"
 #include "eshard/prepare.h"
 #include "eshard/report.h"
+#include "eshard/manifest.h"
+#include "eshard/status.h"
 #include "eshard/retry.h"
 #include "eshard/util.h"
 #include "eshard/verify.h"
@@ -290,6 +292,26 @@ static void write_report(const char *job_dir)
 	es_buf_free(&path);
 }
 
+/* Rank 0 at the end: why shards failed or needed another attempt (status's block), and for an
+ * incomplete job what to do next, in advice. */
+static void print_problems(const char *job_dir, struct es_buf *advice)
+{
+	struct es_manifest m;
+	if (es_manifest_load(job_dir, &m))
+		return;
+	struct es_status s;
+	struct es_buf out = ES_BUF_INIT;
+	if (!es_status_collect(&m, 0, &s) && !es_status_format_problems(&s, 20, &out)) {
+		fwrite(out.data, 1, out.len, stdout);
+		fflush(stdout);
+		if (advice)
+			es_status_advice(&s.counts, job_dir, advice);
+	}
+	es_buf_free(&out);
+	es_status_free(&s);
+	es_manifest_free(&m);
+}
+
 static void output_path(const struct run *r, struct es_buf *out)
 {
 	if (r->cli->output)
@@ -336,8 +358,11 @@ static int finalize_phase(struct run *r, int code, int wcode)
 		free(vr.output);
 		es_buf_free(&out);
 	} else if (r->ag.rank == 0 && agreed && !code) {
-		es_error(ES_EINVAL, "the job did not complete (exit code %d on at least one rank); see the rank messages above and 'eshard-mpi status --job-dir %s'",
-			 agreed, job_dir);
+		struct es_buf advice = ES_BUF_INIT;
+		print_problems(job_dir, *stop_flag() ? NULL : &advice);
+		es_error(ES_EINVAL, "the job did not complete (exit code %d on at least one rank); see the rank messages above and 'eshard-mpi status --job-dir %s'%s%s",
+			 agreed, job_dir, advice.len ? "; " : "", advice.data);
+		es_buf_free(&advice);
 	}
 	if (r->follow) {
 		es_merge_follow_abort(r->follow); /* the job did not complete: its temporary goes */

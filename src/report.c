@@ -1213,38 +1213,10 @@ static void put_stragglers(struct html *h, const struct report *r, size_t n_done
 static int log_tail(const struct report *r, const char *path, struct es_buf *out, int *missing)
 {
 	size_t maxb = r->o->log_tail_bytes ? r->o->log_tail_bytes : 4096;
-	int lines = r->o->log_tail_lines > 0 ? r->o->log_tail_lines : 20, cut = 0;
-	es_buf_reset(out);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	*missing = fd < 0;
-	if (fd < 0)
-		return 0;
-	struct stat st;
-	if (fstat(fd, &st) == 0 && (size_t)st.st_size > maxb) {
-		lseek(fd, st.st_size - (off_t)maxb, SEEK_SET);
-		cut = 1;
-	}
-	es_log_quiet_begin();
-	int rc = es_fs_read_fd(fd, out, maxb, path);
-	es_log_quiet_end();
-	close(fd);
-	if (rc) {
-		es_buf_reset(out);
-		return 0;
-	}
-	const char *nl = cut ? memchr(out->data, '\n', out->len) : NULL;
-	size_t from = nl && (size_t)(nl - out->data) + 1 < out->len ? (size_t)(nl - out->data) + 1 : 0;
-	size_t end = out->len;
-	if (end > from && out->data[end - 1] == '\n')
-		end--;
-	size_t k = end;
-	for (int seen = 0; k > from; k--)
-		if (out->data[k - 1] == '\n' && ++seen == lines)
-			break;
-	cut |= k > 0;
-	memmove(out->data, out->data + k, end - k);
-	es_buf_setlen(out, end - k);
-	return cut;
+	int lines = r->o->log_tail_lines > 0 ? r->o->log_tail_lines : 20;
+	int cut = es_fs_read_tail(path, lines, maxb, out);
+	*missing = cut < 0;
+	return cut > 0;
 }
 
 static void put_one_failure(struct html *h, const struct report *r, const struct rattempt *a, struct es_buf *tail)

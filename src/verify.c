@@ -96,7 +96,11 @@ int es_verify_run_follow(const char *job_dir, const char *output, int expect_nod
 	int sc = es_status_exit(&st);
 	if (sc) {
 		fflush(stdout);
-		rc = es_error(ES_EINVAL, "Verification stopped: not all shards are complete.");
+		struct es_buf advice = ES_BUF_INIT;
+		es_status_advice(&st.counts, m.job_dir, &advice);
+		rc = es_error(ES_EINVAL, "Verification stopped: not all shards are complete.%s%s%s", advice.len ? " " : "",
+			      advice.data, advice.len ? "." : "");
+		es_buf_free(&advice);
 		r->exit_code = sc;
 		goto out;
 	}
