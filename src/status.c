@@ -501,7 +501,9 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 	out->terminal = out->counts.done + out->counts.failed == out->counts.total;
 	if (out->rows_done > 0 && t0 >= 0 && t1 > t0) {
 		out->rate_rows_per_sec = (double)out->rows_done / (t1 - t0);
-		out->eta_secs = (double)(out->rows_total - out->rows_done) / out->rate_rows_per_sec;
+		/* No ETA for a finished job, nor for a stopped one (nothing runs). */
+		if (!out->terminal && out->counts.running > 0)
+			out->eta_secs = (double)(out->rows_total - out->rows_done) / out->rate_rows_per_sec;
 	}
 	if (out->complete)
 		out->eta_secs = 0;
@@ -725,6 +727,8 @@ int es_status_format_text(const struct es_manifest *m, const struct es_status *s
 		rc |= es_buf_adds(out, ", rate unknown");
 	if (s->complete) {
 		rc |= es_buf_adds(out, ", complete\n");
+	} else if (s->terminal) {
+		rc |= es_buf_adds(out, ", finished with failures\n");
 	} else if (s->eta_secs >= 0) {
 		char d[48];
 		fmt_duration(s->eta_secs, d, sizeof(d));

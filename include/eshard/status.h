@@ -123,7 +123,10 @@ struct es_status {
  *        from the attempt.json beside the record's output_path) and the running locks;
  *   t1 = the latest completed_at among the done records;
  *   rate = rows_done / (t1 - t0) when t1 > t0, else unknown;
- *   eta  = (rows_total - rows_done) / rate, assuming the current parallelism goes on.
+ *   eta  = (rows_total - rows_done) / rate, assuming the current parallelism goes on, and only
+ *          while a shard runs and the job is not terminal (unknown otherwise; 0 when complete).
+ * This rate counts the downtime between submissions; jobview.h's es_jobview_rate_status()
+ * replaces it with the rate over work time only (what `status` shows).
  * Unreadable or missing attempt files just leave the rate unknown.
  */
 int es_status_collect(const struct es_manifest *m, double lock_timeout, struct es_status *out);
