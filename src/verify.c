@@ -61,11 +61,11 @@ static int count_owners(const struct es_manifest *m, struct owner **out, size_t 
 
 int es_verify_run(const char *job_dir, const char *output, int expect_nodes, struct es_verify_result *r)
 {
-	return es_verify_run_follow(job_dir, output, expect_nodes, NULL, r);
+	return es_verify_run_follow(job_dir, output, expect_nodes, NULL, 0, r);
 }
 
 int es_verify_run_follow(const char *job_dir, const char *output, int expect_nodes, struct es_merge_follow *follow,
-			 struct es_verify_result *r)
+			 int brief, struct es_verify_result *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->exit_code = 2;
@@ -92,7 +92,8 @@ int es_verify_run_follow(const char *job_dir, const char *output, int expect_nod
 		rc = es_status_format_text(&m, &st, 1, &text);
 	if (rc)
 		goto out;
-	fputs(text.data, stdout);
+	if (!brief)
+		fputs(text.data, stdout);
 	int sc = es_status_exit(&st);
 	if (sc) {
 		fflush(stdout);

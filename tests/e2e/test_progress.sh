@@ -86,3 +86,98 @@ run_expect 2 "$BIN" verify --job-dir "$J"
 expect_err "Verification stopped: not all shards are complete. 1 shard(s) failed"
 expect_err "--all-failed"
 pass "failures explained: run's end, status text and --json, merge and verify"
+
+# ---- 3. honest rates: a terminal job with a failure has no ETA, in text, JSON and metrics
+run_expect 2 "$BIN" status --job-dir "$J"
+grep -q "^Progress: 7/8 shards done, [0-9]*/240 rows ([0-9.]*%), [0-9.]* rows/s, finished with failures$" "$T/out" ||
+  { cat "$T/out"; fail "status of a terminal job shows an ETA or no rate"; }
+run_expect 2 "$BIN" status --job-dir "$J" --json
+[ "$(json_get "$T/out" '["progress"]["eta_secs"]')" = None ] || fail "status --json gives an ETA for a terminal job"
+ROWS_DONE=$(json_get "$T/out" '["progress"]["rows_done"]')
+RESULT_ROWS=$(json_get "$T/out" '["progress"]["result_rows_done"]')
+JOB_ID=$(json_get "$T/out" '["job_id"]')
+pass "a job that finished with a failure: a rate over work time, no ETA"
+
+# ---- 4. status --prometheus of the real job, parsed
+run_expect 2 "$BIN" status --job-dir "$J" --prometheus
+python3 - "$T/out" "$host" "$ROWS_DONE" "$RESULT_ROWS" "$JOB_ID" <<'PY' || { cat "$T/out"; fail "status --prometheus is not what the job says (see above)"; }
+import re, sys
+text = open(sys.argv[1]).read()
+samples, types, helps = {}, {}, set()
+line_re = re.compile(r'^([a-z_]+)\{((?:[a-z_]+="(?:[^"\\]|\\.)*",?)*)\} (-?[0-9.e+]+)$')
+for line in text.splitlines():
+    if line.startswith("# HELP "):
+        helps.add(line.split()[2]); continue
+    if line.startswith("# TYPE "):
+        _, _, name, kind = line.split(); types[name] = kind; continue
+    m = line_re.match(line)
+    assert m, "not exposition format: %r" % line
+    labels = dict(re.findall(r'([a-z_]+)="((?:[^"\\]|\\.)*)"', m.group(2)))
+    assert labels.pop("job") == sys.argv[5], labels
+    samples[(m.group(1), tuple(sorted(labels.items())))] = float(m.group(3))
+for name in {k[0] for k in samples}:
+    assert name in helps and types.get(name) == "gauge", name
+def get(name, **kv):
+    return samples[(name, tuple(sorted(kv.items())))]
+want = {"pending": 0, "running": 0, "stale": 0, "done": 7, "failed": 1}
+for state, n in want.items():
+    assert get("eshard_shards", state=state) == n, state
+assert get("eshard_rows_done") == int(sys.argv[3]) and 0 < int(sys.argv[3]) < 240 and get("eshard_rows_total") == 240
+assert get("eshard_result_rows_done") == int(sys.argv[4])
+assert 0 < get("eshard_bytes_done") < get("eshard_bytes_total")
+assert get("eshard_attempts", outcome="done") == 7 and get("eshard_attempts", outcome="failed") == 3
+assert get("eshard_host_shards_done", host=sys.argv[2]) == 7
+assert get("eshard_job_terminal") == 1 and get("eshard_job_complete") == 0
+assert get("eshard_work_seconds") > 0 and get("eshard_rows_per_second") > 0
+assert not any(k[0] == "eshard_eta_seconds" for k in samples), "an ETA for a terminal job"
+PY
+run_expect 2 "$BIN" status --job-dir "$J" --prometheus --json
+expect_err "--json and --prometheus are two formats"
+run_expect 2 "$BIN" status --job-dir "$J" --count 2
+expect_err "--count needs --watch"
+pass "status --prometheus of a real job: every family with HELP and TYPE, the job's figures"
+
+# ---- 5. a job seen while it runs: status --watch (not a TTY) with --count, then until the end
+J2=$T/live
+rm -rf "$F"; mkdir -p "$F"
+NAP=9 timeout 120 "$MPIRUN" -np 2 "$BIN" run "${COMMON[@]}" --job-dir "$J2" --progress-secs 1 \
+  >"$T/live.out" 2>"$T/live.err" &
+mpi=$!
+wait_for 30 test -e "$J2/manifest.json"
+has_lock() { [ -n "$(ls "$J2/state/locks" 2>/dev/null)" ]; }
+wait_for 30 has_lock
+run_expect 1 timeout 30 "$BIN" status --job-dir "$J2" --watch --interval 0.3 --count 2
+[ "$(grep -c '^--- ' "$T/out")" = 2 ] || { cat "$T/out"; fail "--watch --count 2 did not show 2 snapshots"; }
+[ "$(grep -c '^Job ' "$T/out")" = 2 ] || fail "a --watch snapshot is not a whole status"
+! grep -q $'\033' "$T/out" || fail "--watch redraws although stdout is not a terminal"
+run_expect 0 timeout 60 "$BIN" status --job-dir "$J2" --watch --interval 0.5
+grep -q ', complete$' "$T/out" || { cat "$T/out"; fail "--watch did not end on the complete job"; }
+[ "$(grep -c '^--- ' "$T/out")" -ge 2 ] || fail "--watch showed one snapshot of a running job"
+[ "$(grep -c ', complete$' "$T/out")" = 1 ] || fail "--watch went on after the job completed"
+got=0; wait "$mpi" || got=$?
+[ "$got" = 0 ] || { cat "$T/live.out" "$T/live.err"; fail "the live job exited $got"; }
+pass "status --watch: --count snapshots, then plain snapshots until the job completed"
+
+# ---- 6. the live job's own output: progress lines from rank 0, one line per finished shard,
+# the end lines once, the summary
+O=$T/live.out
+grep -E '^Progress: [0-9]+/8 shards done, rows [0-9]+/240 \([0-9]+ kept\), [0-9.]+ rows/s, [0-9.]+ MB/s, ETA [0-9.hms]+, running [0-9]+, stale 0, failed 0, retries 0, slowest part-0000[0-7]-of-00008 on [^ ]+ [0-9.]+s$' "$O" >"$T/progress.txt" ||
+  { cat "$O"; fail "no progress line with a rate, an ETA and the slowest running shard"; }
+[ "$(wc -l <"$T/progress.txt")" -ge 2 ] || { cat "$O"; fail "--progress-secs 1 printed fewer than 2 lines in a 4 s job"; }
+! grep -q $'\033\|\r' "$O" || fail "progress lines are redrawn although the ranks run under mpirun"
+! grep -q '^Claimed ' "$O" || fail "Claimed lines without --verbose"
+[ "$(grep -c '^Finished part-0000[0-7]-of-00008: done (attempt 1, [0-9.]* s, [0-9]* rows)$' "$O")" = 8 ] ||
+  { cat "$O"; fail "expected one Finished line with duration and rows per shard"; }
+[ "$(grep -c '^All 8 shards completed$' "$O")" = 1 ] || fail "'All 8 shards completed' should be printed once (rank 0)"
+[ "$(grep -c '^No shard claim available' "$O")" -le 2 ] || fail "an idle rank said it waits more than once"
+grep -q '^Summary: 8/8 shards done (0 failed), rows in 240, rows out 240, wall time [0-9.hms]*, work time [0-9.hms]*, 8 attempt(s)$' "$O" ||
+  { cat "$O"; fail "no end summary"; }
+grep -qE "^  $host +2 +8 +8 +[0-9.]+ +[0-9]+$" "$O" || { cat "$O"; fail "no per-host row (2 workers, 8 shards, 8 attempts, rows/s, busy %)"; }
+grep -q '^Slowest shards (median [0-9.]*s):$' "$O" || fail "no slowest shards"
+! grep -q '^  part-.*: done owner=' "$O" || fail "run's end prints a line per shard"
+grep -q '^\[+[0-9.]*s rank 0 ' "$T/live.err" || { cat "$T/live.err"; fail "stderr lines of run have no elapsed-time prefix"; }
+# --progress-secs 0: none; --verbose: the Claimed lines.
+run_expect 0 timeout 120 "$MPIRUN" -np 2 "$BIN" run "${COMMON[@]}" --job-dir "$T/quiet" --progress-secs 0 --verbose
+! grep -q '^Progress: ' "$T/out" || fail "--progress-secs 0 printed progress"
+[ "$(grep -c '^Claimed part-' "$T/out")" = 8 ] || fail "--verbose did not print the Claimed lines"
+pass "run: progress lines on rank 0, a line per finished shard, the end once, the summary with the per-host table"
