@@ -34,14 +34,15 @@ static void sticky_redraw(void)
 	}
 }
 
+/* The elapsed time before the prefix, "[+12.3s] [rank R host] ": the prefix itself stays as
+ * it was, for whoever looks for "[rank R host] ERROR:". */
 static void put_prefix(FILE *f)
 {
 	if (clock_t0 > 0) {
 		double e = es_time_mono() - clock_t0;
-		fprintf(f, "[+%.1fs%s%s", e > 0 ? e : 0, prefix[0] == '[' ? " " : "] ", prefix[0] == '[' ? prefix + 1 : prefix);
-	} else {
-		fputs(prefix, f);
+		fprintf(f, "[+%.1fs] ", e > 0 ? e : 0);
 	}
+	fputs(prefix, f);
 }
 
 static void vreport(const char *kind, int keep, const char *fmt, va_list ap, const char *suffix)

@@ -38,8 +38,8 @@ void es_log_quiet_end(void);
 /* Prefix for every line, e.g. "[rank 1 node2] "; NULL or "" for none. */
 void es_log_set_prefix(const char *prefix);
 
-/* Lead every stderr line's prefix with the time since mono_t0 (an es_time_mono() reading):
- * "[+12.3s rank 1 node2] ". 0: no time. */
+/* Add the time since mono_t0 (an es_time_mono() reading) to every stderr line's prefix:
+ * "[+12.3s] [rank 1 node2] " (the time first, so the prefix itself stays as it was). 0: no time. */
 void es_log_set_clock(double mono_t0);
 /* A log line on stderr with the prefix, no "ERROR:"/"WARNING:" (a newline is added). */
 void es_log_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -175,9 +175,31 @@ grep -q '^Summary: 8/8 shards done (0 failed), rows in 240, rows out 240, wall t
 grep -qE "^  $host +2 +8 +8 +[0-9.]+ +[0-9]+$" "$O" || { cat "$O"; fail "no per-host row (2 workers, 8 shards, 8 attempts, rows/s, busy %)"; }
 grep -q '^Slowest shards (median [0-9.]*s):$' "$O" || fail "no slowest shards"
 ! grep -q '^  part-.*: done owner=' "$O" || fail "run's end prints a line per shard"
-grep -q '^\[+[0-9.]*s rank 0 ' "$T/live.err" || { cat "$T/live.err"; fail "stderr lines of run have no elapsed-time prefix"; }
+grep -q '^\[+[0-9.]*s\] \[rank 0 [^ ]*\] ' "$T/live.err" || { cat "$T/live.err"; fail "stderr lines of run have no elapsed-time prefix"; }
 # --progress-secs 0: none; --verbose: the Claimed lines.
 run_expect 0 timeout 120 "$MPIRUN" -np 2 "$BIN" run "${COMMON[@]}" --job-dir "$T/quiet" --progress-secs 0 --verbose
 ! grep -q '^Progress: ' "$T/out" || fail "--progress-secs 0 printed progress"
 [ "$(grep -c '^Claimed part-' "$T/out")" = 8 ] || fail "--verbose did not print the Claimed lines"
 pass "run: progress lines on rank 0, a line per finished shard, the end once, the summary with the per-host table"
+
+# ---- 7. honest rates after a resume: 3 shards, a 5 s pause, the other 5 shards; the rate
+# counts work time only, so it is what the shards took, not what the calendar says. worker
+# prints progress lines too.
+J3=$T/resume
+run_expect 0 "$BIN" prepare "${COMMON[@]}" --job-dir "$J3"
+run_expect 0 env NAP=5 "$BIN" worker --job-dir "$J3" --max-shards 3 --progress-secs 1
+sleep 5
+run_expect 0 env NAP=5 "$BIN" worker --job-dir "$J3" --progress-secs 1
+grep -q '^Progress: [0-9]/8 shards done, rows ' "$T/out" || { cat "$T/out"; fail "worker printed no progress line"; }
+run_expect 0 "$BIN" status --job-dir "$J3" --prometheus
+python3 - "$T/out" "$J3" <<'PY' || fail "the rate after a resume counts the downtime (see above)"
+import glob, json, re, sys
+m = dict(re.findall(r'^(eshard_[a-z_]+)\{job="[^"]*"\} ([0-9.e+-]+)$', open(sys.argv[1]).read(), re.M))
+work, rate, rows = float(m["eshard_work_seconds"]), float(m["eshard_rows_per_second"]), float(m["eshard_rows_done"])
+times = [json.loads(l)["time"] for p in glob.glob(sys.argv[2] + "/state/events/*.jsonl") for l in open(p)]
+span = max(times) - min(times)
+print("work %.2f s, calendar %.2f s, rate %.1f rows/s" % (work, span, rate), file=sys.stderr)
+assert span - work > 4, (work, span)          # the 5 s pause is not work
+assert abs(rate - rows / work) < 0.01 * rate, (rate, rows, work)
+PY
+pass "a resumed job: work time excludes the pause, the rate is rows per second of work; worker prints progress"
