@@ -203,3 +203,24 @@ assert span - work > 4, (work, span)          # the 5 s pause is not work
 assert abs(rate - rows / work) < 0.01 * rate, (rate, rows, work)
 PY
 pass "a resumed job: work time excludes the pause, the rate is rows per second of work; worker prints progress"
+
+# ---- 8. on a terminal (script(1) gives the worker a pseudo-terminal): one line redrawn in
+# place (carriage return, erase to the end of the line), no newline-terminated progress lines
+J4=$T/tty
+run_expect 0 "$BIN" prepare "${COMMON[@]}" --job-dir "$J4"
+command -v script >/dev/null || fail "script (util-linux) is missing"
+NAP=7 timeout 60 script -qefc "$BIN worker --job-dir $J4 --progress-secs 5" "$T/tty.log" >/dev/null </dev/null ||
+  { cat "$T/tty.log"; fail "the worker on a terminal failed"; }
+python3 - "$T/tty.log" <<'PY' || fail "the progress line on a terminal is not redrawn in place (see above)"
+import sys
+t = open(sys.argv[1], "rb").read().decode("utf-8", "replace")
+draws = t.count("\rProgress: ")
+assert draws >= 2, "drawn %d times: %r" % (draws, t[-2000:])
+assert "\r\x1b[K" in t, "never erased"
+# Never a progress line of its own: a redraw is followed by the erase, not by a newline.
+for chunk in t.split("\rProgress: ")[1:]:
+    line = chunk.split("\r", 1)[0]
+    assert "\n" not in line, "a progress line ended with a newline: %r" % line
+assert "All 8 shards completed" in t
+PY
+pass "on a terminal the progress line is redrawn in place"
