@@ -18,6 +18,9 @@
 #include "eshard/merge.h"
 #include "eshard/prepare.h"
 #include "eshard/report.h"
+#include "eshard/jobview.h"
+#include "eshard/progress.h"
+#include "eshard/status.h"
 #include "eshard/retry.h"
 #include "eshard/util.h"
 #include "eshard/verify.h"
@@ -38,7 +41,8 @@ struct run_cli {
 	struct prepare_cli pc;
 	const char *output, *run_id, *ray_mode;
 	int64_t nodes;
-	int require_all, retry_failed, allow_mismatch, no_runner, no_backup, merge_at_end;
+	int require_all, retry_failed, allow_mismatch, no_runner, no_backup, merge_at_end, verbose;
+	int64_t progress_secs;
 	int seen_lease, seen_hb, seen_lt, seen_mr;
 	double attempt_timeout, preempt_grace;
 };
@@ -70,6 +74,7 @@ static const char *env_run_id(void)
 static int parse_cli(int argc, char **argv, struct run_cli *c)
 {
 	memset(c, 0, sizeof(*c));
+	c->progress_secs = 10;
 	prepare_cli_init(&c->pc);
 	struct es_opt opts[ES_PREPARE_MAX_OPTS + 16];
 	size_t n = prepare_cli_options(&c->pc, opts);
@@ -92,6 +97,8 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 	opts[n++] = (struct es_opt){ "ray-mode", ES_OPT_STR, &c->ray_mode, NULL, "MODE", "per-rank (default for Data-Juicer with the local Ray address: one node-local Ray head and Data-Juicer runner per rank, reused by every shard) or per-attempt (Ray starts inside every shard's run, as in the reference)" };
 	opts[n++] = (struct es_opt){ "no-dj-runner", ES_OPT_FLAG, &c->no_runner, NULL, NULL, "per-rank mode: plain dj-process per shard instead of the persistent Data-Juicer runner" };
 	opts[n++] = (struct es_opt){ "allow-version-mismatch", ES_OPT_FLAG, &c->allow_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" };
+	opts[n++] = (struct es_opt){ "progress-secs", ES_OPT_NONNEG_INT, &c->progress_secs, NULL, "N", "rank 0 prints a progress line every N seconds (default 10; on a terminal one line redrawn once a second; 0: none)" };
+	opts[n++] = (struct es_opt){ "verbose", ES_OPT_FLAG, &c->verbose, NULL, NULL, "also print a line per claim (Claimed <shard> (attempt N))" };
 	static const struct es_cmd_help help = {
 		"run",
 		"Run the whole job under MPI: rank 0 prepares, every rank claims and processes shards, rank 0 verifies and merges.",
@@ -229,6 +236,8 @@ static void worker_options(struct run *r, struct es_worker_opts *wo)
 	wo->cap_counts_done = 1;
 	wo->wait_for_terminal = 1;
 	wo->quiet_idle = 1;
+	wo->quiet_claims = !c->verbose;
+	wo->quiet_end = r->ag.rank != 0; /* rank 0 says how the job ended, once */
 	/* Idle ranks poll every second for a quick end; a huge job polls less often, since each
 	 * poll opens every shard's markers on the shared file system. */
 	wo->poll_interval_override = shards / 2000.0 > 1.0 ? (shards / 2000.0 < 20.0 ? shards / 2000.0 : 20.0) : 1.0;
@@ -259,7 +268,16 @@ static int work_phase(struct run *r)
 {
 	struct es_worker_opts wo;
 	worker_options(r, &wo);
+	struct es_progress *prog = NULL;
+	/* Under a launcher the rank's stdout is the launcher's pseudo-terminal (Open MPI) or pipe,
+	 * whatever the launcher's own stdout is: a redrawn line would end up in a log file. So
+	 * only a run without a launcher (a singleton) redraws. */
+	int tty = isatty(STDOUT_FILENO) && r->ag.size == 1 && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") &&
+		  !getenv("PMIX_RANK");
+	if (r->ag.rank == 0 && es_progress_start(wo.job_dir, (double)r->cli->progress_secs, tty, &prog))
+		es_warning("no progress lines for this run (see the error above); 'eshard-mpi status --watch' shows them");
 	int wrc = es_worker_run(&wo, &r->wres);
+	es_progress_stop(prog);
 	int wcode = wrc ? 2 : r->wres.exit_code;
 	if (wrc) {
 		/* This rank cannot work (say the job folder is not mounted on its node). The job
@@ -288,6 +306,28 @@ static void write_report(const char *job_dir)
 			path.data, job_dir);
 	fflush(stdout);
 	es_buf_free(&path);
+}
+
+/* Rank 0 at the end: the summary (shards, rows, wall time, hosts, slowest shards, why shards
+ * failed or were retried), and for an incomplete job what to do next, into advice. */
+static void print_summary(const char *job_dir, struct es_buf *advice)
+{
+	struct es_jobview v;
+	struct es_buf out = ES_BUF_INIT;
+	es_log_quiet_begin();
+	int rc = es_jobview_load(job_dir, 0, 0, &v);
+	if (!rc)
+		rc = es_progress_summary(&v, &out);
+	es_log_quiet_end();
+	if (!rc) {
+		es_say("%.*s", (int)(out.len && out.data[out.len - 1] == '\n' ? out.len - 1 : out.len), out.data);
+		if (advice)
+			es_status_advice(&v.st.counts, job_dir, advice);
+	} else {
+		es_warning("no summary of the job: %s", es_last_error());
+	}
+	es_buf_free(&out);
+	es_jobview_free(&v);
 }
 
 static void output_path(const struct run *r, struct es_buf *out)
@@ -331,18 +371,23 @@ static int finalize_phase(struct run *r, int code, int wcode)
 		output_path(r, &out);
 		struct es_verify_result vr;
 		final = es_exit_code(es_verify_run_follow(job_dir, out.data, r->cli->require_all ? (int)r->nodes : 1,
-							  r->follow, &vr));
+							  r->follow, 1, &vr));
 		r->follow = NULL;
 		free(vr.output);
 		es_buf_free(&out);
 	} else if (r->ag.rank == 0 && agreed && !code) {
-		es_error(ES_EINVAL, "the job did not complete (exit code %d on at least one rank); see the rank messages above and 'eshard-mpi status --job-dir %s'",
-			 agreed, job_dir);
+		struct es_buf advice = ES_BUF_INIT;
+		print_summary(job_dir, *stop_flag() ? NULL : &advice);
+		es_error(ES_EINVAL, "the job did not complete (exit code %d on at least one rank); see the rank messages above and 'eshard-mpi status --job-dir %s'%s%s",
+			 agreed, job_dir, advice.len ? "; " : "", advice.data);
+		es_buf_free(&advice);
 	}
 	if (r->follow) {
 		es_merge_follow_abort(r->follow); /* the job did not complete: its temporary goes */
 		r->follow = NULL;
 	}
+	if (r->ag.rank == 0 && !agreed && !code)
+		print_summary(job_dir, NULL);
 	if (r->ag.rank == 0 && !code && !*stop_flag())
 		write_report(job_dir);
 	return agree_bcast_int(final);
@@ -364,6 +409,7 @@ int cmd_run(int argc, char **argv)
 	char prefix[300];
 	snprintf(prefix, sizeof(prefix), "[rank %d %s] ", r.ag.rank, es_hostname());
 	es_log_set_prefix(prefix);
+	es_log_set_clock(es_time_mono());
 	discover_hosts(&r);
 	choose_run_id(&r);
 	code = agree_max_int(code ? code : check_strict(&r));

@@ -2,32 +2,96 @@
 #include "commands_jobs.h"
 
 #include "eshard/buf.h"
+#include "eshard/jobview.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/status.h"
+#include "eshard/util.h"
 
 #include <stdio.h>
+#include <unistd.h>
+
+enum status_format { FMT_TEXT, FMT_JSON, FMT_PROMETHEUS };
+
+/* One snapshot into out; its exit code in *code. */
+static int snapshot(const char *job_dir, double lock_timeout, enum status_format fmt, int all, struct es_buf *out,
+		    int *code)
+{
+	struct es_jobview v;
+	int rc = es_jobview_load(job_dir, 0, lock_timeout, &v);
+	if (!rc)
+		rc = es_jobview_rate_status(&v);
+	if (!rc) {
+		if (fmt == FMT_PROMETHEUS)
+			rc = es_jobview_format_prometheus(&v, out);
+		else if (fmt == FMT_JSON)
+			rc = es_status_format_json(&v.m, &v.st, out);
+		else
+			rc = es_status_format_text(&v.m, &v.st, all, out);
+	}
+	*code = rc ? 2 : es_status_exit(&v.st);
+	/* --watch ends with the job: complete, or finished with failures. */
+	if (!rc && v.st.terminal)
+		*code |= 0x100;
+	es_jobview_free(&v);
+	return rc;
+}
+
+/* --watch: a snapshot every interval, until the job is terminal or count snapshots were shown.
+ * On a terminal the screen is redrawn; otherwise each snapshot follows the last, after a line
+ * "--- <time>". */
+static int watch(const char *job_dir, double lock_timeout, enum status_format fmt, int all, double interval,
+		 int64_t count)
+{
+	int tty = isatty(STDOUT_FILENO), code = 2;
+	struct es_buf out = ES_BUF_INIT;
+	for (int64_t n = 0; !count || n < count; n++) {
+		if (n)
+			es_sleep(interval);
+		es_buf_reset(&out);
+		if (snapshot(job_dir, lock_timeout, fmt, all, &out, &code))
+			break;
+		char now[40];
+		es_time_now_iso(now);
+		if (tty)
+			printf("\033[H\033[J");
+		printf("--- %s\n", now);
+		fwrite(out.data, 1, out.len, stdout);
+		fflush(stdout);
+		if (code & 0x100)
+			break;
+	}
+	es_buf_free(&out);
+	return code & 0xff;
+}
 
 int cmd_status(int argc, char **argv)
 {
 	const char *job_dir = NULL;
-	int64_t lock_timeout = 0;
-	int json = 0, all = 0;
+	int64_t lock_timeout = 0, count = 0;
+	int json = 0, all = 0, prometheus = 0, watching = 0;
+	double interval = 2;
 	struct es_opt opts[] = {
 		{ "job-dir", ES_OPT_STR, &job_dir, NULL, "DIR", "the job folder (required)" },
 		{ "lock-timeout-secs", ES_OPT_POS_INT, &lock_timeout, NULL, NULL, "a lock older than this is stale (default: the manifest's)" },
 		{ "json", ES_OPT_FLAG, &json, NULL, NULL, "print the machine-readable object (takes precedence over --all)" },
 		{ "all", ES_OPT_FLAG, &all, NULL, NULL, "one line per shard" },
+		{ "prometheus", ES_OPT_FLAG, &prometheus, NULL, NULL, "print metrics in the Prometheus text format (node_exporter's textfile collector)" },
+		{ "watch", ES_OPT_FLAG, &watching, NULL, NULL, "show a snapshot every --interval seconds until the job is terminal (redrawn on a terminal)" },
+		{ "interval", ES_OPT_POS_NUM, &interval, NULL, "S", "--watch: seconds between snapshots (default 2)" },
+		{ "count", ES_OPT_POS_INT, &count, NULL, NULL, "--watch: stop after this many snapshots" },
 	};
 	static const struct es_cmd_help help = {
 		"status",
 		"Show how far a job is: pending, running, stale, done and failed shards. Read-only.",
 		"A lock is stale when its mtime is older than --lock-timeout-secs (the reference rule) or\n"
 		"than the manifest's policy.lease_secs (live owners refresh it every heartbeat_secs).\n"
-		"Progress: rows/s = input rows of the done shards / (latest completed_at - earliest\n"
-		"claimed_at of the attempts seen); ETA = rows left / that rate.\n"
+		"Failed and retried shards are shown with the error, log path and last log lines of the\n"
+		"attempt that failed. Progress: rows/s = input rows of the done shards per second of work\n"
+		"(time when some attempt ran, so downtime between submissions does not count) over the last\n"
+		"minute of work; ETA = rows left / that rate, only while shards run.\n"
 		"Exit codes: 0 every shard done, 2 some shard failed or a done record is one merge would\n"
-		"refuse (named in the output), or an error, 1 otherwise.",
+		"refuse (named in the output), or an error, 1 otherwise (--watch: of the last snapshot).",
 	};
 	int rc = es_args_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), &help);
 	if (rc)
@@ -36,21 +100,21 @@ int cmd_status(int argc, char **argv)
 		es_error(ES_EUSAGE, "eshard-mpi status: --job-dir is required");
 		return 2;
 	}
-	struct es_manifest m;
-	if ((rc = es_manifest_load(job_dir, &m)))
+	if (json && prometheus) {
+		es_error(ES_EUSAGE, "eshard-mpi status: --json and --prometheus are two formats; give one");
 		return 2;
-	struct es_status s;
-	struct es_buf out = ES_BUF_INIT;
-	rc = es_status_collect(&m, (double)lock_timeout, &s);
-	if (!rc)
-		rc = json ? es_status_format_json(&m, &s, &out) : es_status_format_text(&m, &s, all, &out);
-	int code = 2;
-	if (!rc) {
-		fwrite(out.data, 1, out.len, stdout);
-		code = es_status_exit(&s);
 	}
+	if (!watching && count) {
+		es_error(ES_EUSAGE, "eshard-mpi status: --count needs --watch");
+		return 2;
+	}
+	enum status_format fmt = prometheus ? FMT_PROMETHEUS : json ? FMT_JSON : FMT_TEXT;
+	if (watching)
+		return watch(job_dir, (double)lock_timeout, fmt, all, interval, count);
+	struct es_buf out = ES_BUF_INIT;
+	int code;
+	if (!snapshot(job_dir, (double)lock_timeout, fmt, all, &out, &code))
+		fwrite(out.data, 1, out.len, stdout);
 	es_buf_free(&out);
-	es_status_free(&s);
-	es_manifest_free(&m);
-	return code;
+	return code & 0xff;
 }

@@ -1,6 +1,7 @@
 #include "commands.h"
 
 #include "eshard/log.h"
+#include "eshard/progress.h"
 #include "eshard/util.h"
 #include "eshard/worker.h"
 
@@ -91,6 +92,8 @@ int cmd_worker(int argc, char **argv)
 	struct es_opt opts[20];
 	opts[0] = (struct es_opt){ "job-dir", ES_OPT_STR, &o.job_dir, NULL, "DIR", "the prepared job folder (required)" };
 	size_t n = 1 + worker_cli_options(&o, opts + 1);
+	int64_t progress_secs = 10;
+	opts[n++] = (struct es_opt){ "progress-secs", ES_OPT_NONNEG_INT, &progress_secs, NULL, "N", "print a progress line of the whole job every N seconds (default 10; on a terminal one line redrawn once a second; 0: none)" };
 	static const struct es_cmd_help help = {
 		"worker",
 		"Claim shards of a prepared job one at a time, run each through the job's processor and publish the result.",
@@ -114,6 +117,11 @@ int cmd_worker(int argc, char **argv)
 	o.stop_flag = stop_flag();
 	o.supervisor_exe = self_exe();
 	struct es_worker_result res;
+	es_log_set_clock(es_time_mono());
+	struct es_progress *prog = NULL;
+	if (es_progress_start(o.job_dir, (double)progress_secs, isatty(STDOUT_FILENO), &prog))
+		es_warning("no progress lines for this worker (see the error above); 'eshard-mpi status --watch' shows them");
 	rc = es_worker_run(&o, &res);
+	es_progress_stop(prog);
 	return rc ? 2 : res.exit_code;
 }

@@ -183,8 +183,7 @@ static int runner_start(struct es_djrunner *r, char *const *env)
 		runner_stop(r, 1);
 		return 1;
 	}
-	printf("Started the persistent Data-Juicer runner (pid %d) on %s\n", (int)r->pid, r->sock);
-	fflush(stdout);
+	es_say("Started the persistent Data-Juicer runner (pid %d) on %s", (int)r->pid, r->sock);
 	return 0;
 }
 
@@ -255,9 +254,8 @@ int es_djrunner_ensure(struct es_djrunner *r)
 		double t0 = es_time_mono();
 		rc = es_ray_head_start(&ro, &r->head);
 		if (!rc) {
-			printf("Started a node-local Ray head at %s in %.1f s (temp dir %s)\n", r->head.address,
+			es_say("Started a node-local Ray head at %s in %.1f s (temp dir %s)", r->head.address,
 			       es_time_mono() - t0, r->head.temp_dir);
-			fflush(stdout);
 			r->ended = 0;
 			if (!r->o.no_runner)
 				runner_start(r, env.v);
@@ -308,6 +306,5 @@ void es_djrunner_stop(struct es_djrunner *r, int now)
 		es_ray_head_kill(&r->head);
 	else
 		es_ray_head_stop(&r->head);
-	printf("Stopped the node-local Ray head\n");
-	fflush(stdout);
+	es_say("Stopped the node-local Ray head");
 }

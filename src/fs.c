@@ -643,6 +643,44 @@ int es_fs_read_file(const char *path, struct es_buf *out, size_t max)
 	return rc;
 }
 
+int es_fs_read_tail(const char *path, int max_lines, size_t max_bytes, struct es_buf *out)
+{
+	int cut = 0;
+	es_buf_reset(out);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	if (fstat(fd, &st) == 0 && (size_t)st.st_size > max_bytes) {
+		lseek(fd, st.st_size - (off_t)max_bytes, SEEK_SET);
+		cut = 1;
+	}
+	es_log_quiet_begin();
+	int rc = es_fs_read_fd(fd, out, max_bytes, path);
+	es_log_quiet_end();
+	close(fd);
+	if (rc) {
+		es_buf_reset(out);
+		return -1;
+	}
+	/* Past the byte bound the first line is a piece of a line: drop it. */
+	const char *nl = cut ? memchr(out->data, '\n', out->len) : NULL;
+	size_t from = nl && (size_t)(nl - out->data) + 1 < out->len ? (size_t)(nl - out->data) + 1 : 0;
+	size_t end = out->len;
+	if (end > from && out->data[end - 1] == '\n')
+		end--;
+	size_t k = end;
+	for (int seen = 0; k > from; k--)
+		if (out->data[k - 1] == '\n' && ++seen == max_lines)
+			break;
+	if (k < from)
+		k = from;
+	cut |= k > 0;
+	memmove(out->data, out->data + k, end - k);
+	es_buf_setlen(out, end - k);
+	return cut;
+}
+
 int es_fs_exists_fresh(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

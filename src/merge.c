@@ -300,11 +300,15 @@ static int merge_complete(struct merger *g, double lock_timeout)
 	int rc = es_status_count(&g->m, lock_timeout, &c);
 	if (rc)
 		return rc;
-	if (c.done != c.total)
-		return es_error(ES_EINVAL, "Cannot merge an incomplete job: pending=%lld running=%lld stale=%lld failed=%lld done=%lld (%s)",
-				(long long)c.pending, (long long)c.running, (long long)c.stale, (long long)c.failed,
-				(long long)c.done, g->m.job_dir);
-	return 0;
+	if (c.done == c.total)
+		return 0;
+	struct es_buf advice = ES_BUF_INIT;
+	es_status_advice(&c, g->m.job_dir, &advice);
+	rc = es_error(ES_EINVAL, "Cannot merge an incomplete job: pending=%lld running=%lld stale=%lld failed=%lld done=%lld (%s); %s",
+		      (long long)c.pending, (long long)c.running, (long long)c.stale, (long long)c.failed,
+		      (long long)c.done, g->m.job_dir, advice.len ? advice.data : "");
+	es_buf_free(&advice);
+	return rc;
 }
 
 /* The output must be a file we may write. */

@@ -1,4 +1,5 @@
 #include "eshard/report.h"
+#include "eshard/jobview.h"
 #include "eshard/claim.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
@@ -20,593 +21,15 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---------------- the data ---------------- */
-
-enum { ST_DONE, ST_FAILED, ST_SUPERSEDED, ST_STALE, ST_LOST, ST_PREEMPTED, ST_RUNNING, ST_BACKUP_FAILED,
-       ST_NOT_STARTED, ST_N };
-static const char *const status_names[ST_N] = { "done", "failed", "superseded", "stale", "lost", "preempted",
-						"running", "backup_failed", "not_started" };
-static const char *const status_colors[ST_N] = { "#2e9e44", "#d62728", "#a0a0a0", "#f0a020", "#8c564b",
+static const char *const status_colors[ES_JV_N] =  { "#2e9e44", "#d62728", "#a0a0a0", "#f0a020", "#8c564b",
 						 "#9467bd", "#1f77b4", "#e377c2", "#7f7f7f" };
-
-/* How an attempt's end is known: recorded (event or attempt.json), live (its lock is held:
- * drawn to now), or unknown (drawn to the last time the job shows). */
-enum { END_RECORDED, END_LIVE, END_UNKNOWN };
-
-struct rattempt {
-	char *shard;
-	long shard_index;          /* in the manifest, -1 when not there */
-	int number;
-	char token[33];
-	char *host;
-	int64_t pid;
-	int status;
-	char *raw_status;          /* what attempt.json says, when it is not one of status_names */
-	double claim, start, end;  /* epoch seconds, < 0 when unknown */
-	double finished_at, stale_at; /* what attempt.json says of the end, < 0 when absent */
-	int end_kind;
-	double proc_secs;          /* the processor's own run time (duration_secs), < 0 unknown */
-	int64_t rows_in, rows_out; /* < 0 unknown */
-	int has_rc;
-	int64_t rc;
-	char *error;
-	char *dir;                 /* absolute attempt folder */
-	int timed_by_events;
-	int backup;                /* a backup attempt (attempt.json "backup": true) */
-	size_t worker;             /* index into report.w */
-};
-
-struct revent {
-	char token[33];
-	char name[24];
-	double time;
-	int64_t rows;
-	double duration;
-	char *detail;
-};
-
-struct rworker {
-	const char *host;          /* points at an attempt's host */
-	int64_t pid;
-	double first_claim;
-	size_t host_index;
-};
-
-struct rhost {
-	const char *host;
-	size_t n_workers;
-	int64_t attempts, done, failed, rows_in, rows_out;
-	double busy, busy_done, first_claim;
-};
-
-struct report {
-	const struct es_report_opts *o;
-	struct es_manifest m;
-	int have_manifest;
-	struct es_status st;
-	int have_status;
-	struct rattempt *a;
-	size_t n_a, cap_a;
-	struct revent *ev;
-	size_t n_ev, cap_ev;
-	size_t n_event_files, bad_event_lines, unreadable_attempts;
-	struct rworker *w;
-	size_t n_w;
-	struct rhost *h;
-	size_t n_h;
-	double t0, t1, now;
-	double median;             /* of the durations of done attempts, < 0 when none */
-	size_t by_status[ST_N];
-	size_t n_backups, n_backups_won;
-};
-
-static int oom(const char *what)
-{
-	return es_error(ES_ENOMEM, "out of memory making the report (%s)", what);
-}
-
-static char *xstrdup(const char *s)
-{
-	return strdup(s ? s : "");
-}
-
-static double dur_of(const struct rattempt *a)
-{
-	return a->end >= a->claim && a->claim >= 0 ? a->end - a->claim : -1;
-}
-
-/* ---------------- reading the job folder ---------------- */
-
-/* The entries of a folder but "." and "..", sorted; a missing folder has none. */
-static int list_dir(const char *path, struct es_strv *out)
-{
-	DIR *d = opendir(path);
-	if (!d)
-		return errno == ENOENT || errno == ENOTDIR ? 0 : es_error_errno(ES_EIO, "cannot read folder '%s'", path);
-	struct dirent *e;
-	int rc = 0;
-	while (!rc && (e = readdir(d)) != NULL)
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			rc = es_strv_push(out, strdup(e->d_name));
-	closedir(d);
-	if (rc)
-		return oom("folder listing");
-	es_strv_sort_unique(out);
-	return 0;
-}
-
-static int is_dir(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static cJSON *load_object_quiet(const char *path)
-{
-	cJSON *doc = NULL;
-	es_log_quiet_begin();
-	int rc = es_json_load(path, &doc);
-	es_log_quiet_end();
-	if (rc || !cJSON_IsObject(doc)) {
-		cJSON_Delete(doc);
-		return NULL;
-	}
-	return doc;
-}
-
-static double iso_of(const cJSON *doc, const char *key)
-{
-	double t;
-	return es_time_parse_iso(es_json_get_str(doc, key), &t) ? -1 : t;
-}
-
-static int status_index(const char *s)
-{
-	for (int i = 0; s && i < ST_N; i++)
-		if (!strcmp(s, status_names[i]))
-			return i;
-	return -1;
-}
-
-/* "0003-<token>": the attempt number and the token of an attempt folder's name. */
-static void parse_leaf(const char *name, struct rattempt *a)
-{
-	const char *dash = strchr(name, '-');
-	char num[16];
-	int64_t n = 0;
-	if (dash && dash - name < (long)sizeof(num)) {
-		memcpy(num, name, (size_t)(dash - name));
-		num[dash - name] = '\0';
-		if (es_parse_i64(num, &n) || n < 0 || n > 1000000)
-			n = 0;
-		snprintf(a->token, sizeof(a->token), "%s", dash + 1);
-	}
-	a->number = (int)n;
-}
-
-/* The fields of attempt.json (REFERENCE.md §2.5); the end waits for the events (resolve). */
-static void fill_from_json(struct rattempt *a, const cJSON *doc)
-{
-	const char *host = es_json_get_str(doc, "hostname");
-	a->host = xstrdup(host && *host ? host : "(unknown)");
-	es_json_get_i64(doc, "pid", &a->pid);
-	const char *st = es_json_get_str(doc, "status");
-	a->backup = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "backup"));
-	a->status = status_index(st);
-	if (a->status < 0) {
-		/* Only the values of §5.7 are known; an attempt.json without one is still an attempt. */
-		a->status = st ? ST_LOST : ST_RUNNING;
-		a->raw_status = st ? strdup(st) : NULL;
-	}
-	if (es_json_get_num(doc, "claimed_at_epoch", &a->claim))
-		a->claim = iso_of(doc, "claimed_at");
-	a->finished_at = iso_of(doc, "finished_at");
-	a->stale_at = iso_of(doc, "stale_at");
-	if (es_json_get_num(doc, "duration_secs", &a->proc_secs))
-		a->proc_secs = -1;
-	a->has_rc = !es_json_get_i64(doc, "return_code", &a->rc);
-	const char *err = es_json_get_str(doc, "error");
-	if (err)
-		a->error = strdup(err);
-	const cJSON *res = cJSON_GetObjectItemCaseSensitive(doc, "result");
-	if (es_json_get_i64(res, "rows", &a->rows_out))
-		a->rows_out = -1;
-}
-
-static struct rattempt *new_attempt(struct report *r)
-{
-	if (r->n_a == r->cap_a) {
-		size_t cap = r->cap_a ? 2 * r->cap_a : 64;
-		struct rattempt *p = realloc(r->a, cap * sizeof(*p));
-		if (!p)
-			return NULL;
-		r->a = p;
-		r->cap_a = cap;
-	}
-	struct rattempt *a = &r->a[r->n_a++];
-	memset(a, 0, sizeof(*a));
-	a->claim = a->start = a->end = a->proc_secs = a->finished_at = a->stale_at = -1;
-	a->rows_in = a->rows_out = -1;
-	a->shard_index = -1;
-	return a;
-}
-
-/* The manifest index of a shard id: the index its name carries ("part-00007-of-00016"), checked,
- * else a search. */
-static long shard_index(const struct es_manifest *m, const char *id)
-{
-	int64_t i;
-	char num[24];
-	const char *p = strncmp(id, "part-", 5) ? NULL : id + 5, *e = p ? strchr(p, '-') : NULL;
-	if (e && e - p < (long)sizeof(num)) {
-		memcpy(num, p, (size_t)(e - p));
-		num[e - p] = '\0';
-		if (!es_parse_i64(num, &i) && i >= 0 && (size_t)i < m->n_shards && !strcmp(m->shards[i].id, id))
-			return (long)i;
-	}
-	return es_manifest_find(m, id);
-}
-
-/* One attempt folder with an attempt.json. */
-static int add_attempt(struct report *r, const char *shard, const char *leaf, const char *dir)
-{
-	struct rattempt *a = new_attempt(r);
-	if (!a)
-		return oom("attempts");
-	a->shard = strdup(shard);
-	a->dir = strdup(dir);
-	if (!a->shard || !a->dir)
-		return oom("attempts");
-	parse_leaf(leaf, a);
-	a->shard_index = shard_index(&r->m, shard);
-	if (a->shard_index >= 0)
-		a->rows_in = r->m.shards[a->shard_index].rows;
-	struct es_buf p = ES_BUF_INIT;
-	es_buf_printf(&p, "%s/attempt.json", dir);
-	cJSON *doc = load_object_quiet(p.data);
-	es_buf_free(&p);
-	if (doc) {
-		fill_from_json(a, doc);
-	} else {
-		r->unreadable_attempts++;
-		a->host = xstrdup("(unknown)");
-		a->status = ST_LOST;
-		a->error = strdup("attempt.json cannot be read");
-	}
-	cJSON_Delete(doc);
-	return a->host ? 0 : oom("attempts");
-}
-
-/* Every attempts/<shard>/<leaf>/ that holds an attempt.json, in name order. */
-static int collect_attempts(struct report *r)
-{
-	struct es_strv shards = ES_STRV_INIT, leaves = ES_STRV_INIT;
-	struct es_buf base = ES_BUF_INIT, sdir = ES_BUF_INIT, adir = ES_BUF_INIT, aj = ES_BUF_INIT;
-	int rc = es_buf_printf(&base, "%s/attempts", r->m.job_dir);
-	if (!rc)
-		rc = list_dir(base.data, &shards);
-	for (size_t i = 0; !rc && i < shards.n; i++) {
-		es_buf_reset(&sdir);
-		es_buf_printf(&sdir, "%s/%s", base.data, shards.v[i]);
-		if (!is_dir(sdir.data))
-			continue;
-		es_strv_free(&leaves);
-		rc = list_dir(sdir.data, &leaves);
-		for (size_t k = 0; !rc && k < leaves.n; k++) {
-			es_buf_reset(&adir);
-			es_buf_reset(&aj);
-			es_buf_printf(&adir, "%s/%s", sdir.data, leaves.v[k]);
-			es_buf_printf(&aj, "%s/attempt.json", adir.data);
-			if (is_dir(adir.data) && es_fs_exists(aj.data) == 1)
-				rc = add_attempt(r, shards.v[i], leaves.v[k], adir.data);
-		}
-	}
-	es_strv_free(&shards);
-	es_strv_free(&leaves);
-	es_buf_free(&base);
-	es_buf_free(&sdir);
-	es_buf_free(&adir);
-	es_buf_free(&aj);
-	return rc;
-}
-
-static int add_event(struct report *r, const cJSON *o)
-{
-	const char *tok = es_json_get_str(o, "token"), *name = es_json_get_str(o, "event");
-	double t;
-	if (!tok || !name || es_json_get_num(o, "time", &t))
-		return 0; /* not an attempt's event */
-	if (r->n_ev == r->cap_ev) {
-		size_t cap = r->cap_ev ? 2 * r->cap_ev : 256;
-		struct revent *p = realloc(r->ev, cap * sizeof(*p));
-		if (!p)
-			return oom("events");
-		r->ev = p;
-		r->cap_ev = cap;
-	}
-	struct revent *e = &r->ev[r->n_ev++];
-	memset(e, 0, sizeof(*e));
-	snprintf(e->token, sizeof(e->token), "%s", tok);
-	snprintf(e->name, sizeof(e->name), "%s", name);
-	e->time = t;
-	if (es_json_get_i64(o, "rows", &e->rows))
-		e->rows = -1;
-	if (es_json_get_num(o, "duration", &e->duration))
-		e->duration = -1;
-	const char *d = es_json_get_str(o, "detail");
-	if (d && !(e->detail = strdup(d)))
-		return oom("events");
-	return 0;
-}
-
-/* One event log: a line that does not parse (the one a crash cut short) is counted, not fatal. */
-static int read_event_file(struct report *r, const char *path)
-{
-	struct es_buf text = ES_BUF_INIT;
-	es_log_quiet_begin();
-	int rc = es_fs_read_file(path, &text, (size_t)1 << 30);
-	es_log_quiet_end();
-	if (rc) {
-		es_buf_free(&text);
-		r->bad_event_lines++;
-		return 0;
-	}
-	r->n_event_files++;
-	const char *p = text.data, *end = text.data + text.len;
-	while (!rc && p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		if (len) {
-			es_log_quiet_begin();
-			cJSON *o = es_json_parse(p, len, path);
-			es_log_quiet_end();
-			if (cJSON_IsObject(o))
-				rc = add_event(r, o);
-			else
-				r->bad_event_lines++;
-			cJSON_Delete(o);
-		}
-		p += len + 1;
-	}
-	es_buf_free(&text);
-	return rc;
-}
-
-static int event_cmp(const void *x, const void *y)
-{
-	const struct revent *a = x, *b = y;
-	int c = strcmp(a->token, b->token);
-	return c ? c : (a->time > b->time) - (a->time < b->time);
-}
-
-static int collect_events(struct report *r)
-{
-	struct es_strv files = ES_STRV_INIT;
-	struct es_buf dir = ES_BUF_INIT, p = ES_BUF_INIT;
-	int rc = es_buf_printf(&dir, "%s/state/events", r->m.job_dir);
-	if (!rc)
-		rc = list_dir(dir.data, &files);
-	for (size_t i = 0; !rc && i < files.n; i++) {
-		size_t n = strlen(files.v[i]);
-		if (n < 6 || strcmp(files.v[i] + n - 6, ".jsonl") || files.v[i][0] == '.')
-			continue;
-		es_buf_reset(&p);
-		es_buf_printf(&p, "%s/%s", dir.data, files.v[i]);
-		rc = read_event_file(r, p.data);
-	}
-	es_strv_free(&files);
-	es_buf_free(&dir);
-	es_buf_free(&p);
-	if (!rc && r->n_ev > 1)
-		qsort(r->ev, r->n_ev, sizeof(*r->ev), event_cmp);
-	return rc;
-}
-
-/* ---------------- making sense of it ---------------- */
-
-static int is_end_event(const char *name)
-{
-	static const char *const ends[] = { "done", "superseded", "failed", "lost", "preempted", "backup_failed",
-					    "not_started" };
-	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
-		if (!strcmp(name, ends[i]))
-			return 1;
-	return 0;
-}
-
-/* The times of one attempt: events (matched by token) first, attempt.json otherwise. */
-static void resolve_times(struct report *r, struct rattempt *a)
-{
-	double ev_end = -1, ev_taken = -1;
-	struct revent key;
-	memset(&key, 0, sizeof(key));
-	snprintf(key.token, sizeof(key.token), "%s", a->token);
-	size_t lo = 0, hi = r->n_ev;
-	while (lo < hi) { /* the first event of the token */
-		size_t mid = lo + (hi - lo) / 2;
-		if (strcmp(r->ev[mid].token, key.token) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (size_t i = lo; a->token[0] && i < r->n_ev && !strcmp(r->ev[i].token, a->token); i++) {
-		const struct revent *e = &r->ev[i];
-		a->timed_by_events = 1;
-		if (!strcmp(e->name, "claim") || !strcmp(e->name, "backup")) {
-			a->claim = e->time;
-		} else if (!strcmp(e->name, "start")) {
-			a->start = e->time;
-		} else if (!strcmp(e->name, "stale_takeover")) {
-			ev_taken = e->time;
-		} else if (is_end_event(e->name)) {
-			ev_end = e->time;
-			if (e->rows >= 0 && (!strcmp(e->name, "done") || !strcmp(e->name, "superseded")))
-				a->rows_out = e->rows;
-			if (a->proc_secs < 0 && e->duration >= 0)
-				a->proc_secs = e->duration;
-			if (!a->error && e->detail)
-				a->error = strdup(e->detail);
-		}
-	}
-	if (a->claim < 0)
-		a->claim = a->start;
-	/* Its own worker's end first; a takeover only ends an attempt whose worker said nothing. */
-	a->end = ev_end >= 0 ? ev_end : a->finished_at >= 0 ? a->finished_at : ev_taken >= 0 ? ev_taken : a->stale_at;
-	if (a->end < 0 && a->claim >= 0 && a->proc_secs >= 0 && a->status != ST_RUNNING)
-		a->end = a->claim + a->proc_secs;
-	a->end_kind = a->end >= 0 ? END_RECORDED : END_UNKNOWN;
-}
-
-/* A running attempt whose shard lock still holds its token is live: it is drawn up to now. */
-static int attempt_is_live(const struct report *r, const struct rattempt *a)
-{
-	char path[4096];
-	struct es_lock_info li;
-	if (es_claim_lock_path(&r->m, a->shard, path, sizeof(path)))
-		return 0;
-	es_log_quiet_begin();
-	int rc = es_claim_lock_read(path, &li);
-	es_log_quiet_end();
-	return !rc && li.exists && !li.terminal && !strcmp(li.token, a->token);
-}
-
-static void resolve(struct report *r)
-{
-	r->t0 = r->t1 = -1;
-	for (size_t i = 0; i < r->n_a; i++) {
-		struct rattempt *a = &r->a[i];
-		resolve_times(r, a);
-		/* A done attempt without finished_at ended when its done record was completed. */
-		if (a->end < 0 && a->status == ST_DONE && a->shard_index >= 0 &&
-		    r->st.shards[a->shard_index].state == ES_SHARD_DONE)
-			a->end = r->st.shards[a->shard_index].completed_at_epoch;
-		if (a->end >= 0)
-			a->end_kind = END_RECORDED;
-		double ts[3] = { a->claim, a->start, a->end };
-		for (int k = 0; k < 3; k++) {
-			if (ts[k] < 0)
-				continue;
-			if (r->t0 < 0 || ts[k] < r->t0)
-				r->t0 = ts[k];
-			if (ts[k] > r->t1)
-				r->t1 = ts[k];
-		}
-	}
-	if (r->t0 < 0)
-		r->t0 = r->t1 = r->now; /* no time known at all: every attempt is drawn at now */
-	for (size_t i = 0; i < r->n_a; i++) {
-		struct rattempt *a = &r->a[i];
-		if (a->status == ST_RUNNING && a->end < 0 && attempt_is_live(r, a)) {
-			a->end = r->now;
-			a->end_kind = END_LIVE;
-			if (r->now > r->t1)
-				r->t1 = r->now;
-		}
-	}
-	for (size_t i = 0; i < r->n_a; i++) {
-		struct rattempt *a = &r->a[i];
-		if (a->claim < 0)
-			a->claim = a->end >= 0 ? a->end : r->t0;
-		if (a->end < 0)
-			a->end = a->status == ST_RUNNING && r->t1 > a->claim ? r->t1 : a->claim;
-		r->by_status[a->status]++;
-		r->n_backups += a->backup;
-		r->n_backups_won += a->backup && a->status == ST_DONE;
-	}
-}
-
-static int worker_cmp(const void *x, const void *y)
-{
-	const struct rworker *a = x, *b = y;
-	int c = strcmp(a->host, b->host);
-	if (c)
-		return c;
-	if (a->first_claim != b->first_claim)
-		return a->first_claim < b->first_claim ? -1 : 1;
-	return (a->pid > b->pid) - (a->pid < b->pid);
-}
-
-static size_t find_worker(const struct report *r, const char *host, int64_t pid)
-{
-	for (size_t i = 0; i < r->n_w; i++)
-		if (r->w[i].pid == pid && !strcmp(r->w[i].host, host))
-			return i;
-	return (size_t)-1;
-}
-
-/* Workers (host + pid, sorted by host, then first claim) and hosts, with their sums. */
-static int group(struct report *r)
-{
-	r->w = calloc(r->n_a ? r->n_a : 1, sizeof(*r->w));
-	r->h = calloc(r->n_a ? r->n_a : 1, sizeof(*r->h));
-	if (!r->w || !r->h)
-		return oom("hosts");
-	for (size_t i = 0; i < r->n_a; i++) {
-		struct rattempt *a = &r->a[i];
-		size_t k = find_worker(r, a->host, a->pid);
-		if (k == (size_t)-1) {
-			k = r->n_w++;
-			r->w[k] = (struct rworker){ a->host, a->pid, a->claim, 0 };
-		} else if (a->claim < r->w[k].first_claim) {
-			r->w[k].first_claim = a->claim;
-		}
-	}
-	if (r->n_w > 1)
-		qsort(r->w, r->n_w, sizeof(*r->w), worker_cmp);
-	for (size_t k = 0; k < r->n_w; k++) {
-		if (!r->n_h || strcmp(r->h[r->n_h - 1].host, r->w[k].host)) {
-			r->h[r->n_h] = (struct rhost){ .host = r->w[k].host, .first_claim = r->w[k].first_claim };
-			r->n_h++;
-		}
-		struct rhost *h = &r->h[r->n_h - 1];
-		h->n_workers++;
-		if (r->w[k].first_claim < h->first_claim)
-			h->first_claim = r->w[k].first_claim;
-		r->w[k].host_index = r->n_h - 1;
-	}
-	for (size_t i = 0; i < r->n_a; i++) {
-		struct rattempt *a = &r->a[i];
-		a->worker = find_worker(r, a->host, a->pid);
-		struct rhost *h = &r->h[r->w[a->worker].host_index];
-		double d = dur_of(a);
-		h->attempts++;
-		h->busy += d > 0 ? d : 0;
-		if (a->status == ST_FAILED)
-			h->failed++;
-		if (a->status == ST_DONE) {
-			h->done++;
-			h->busy_done += d > 0 ? d : 0;
-			h->rows_in += a->rows_in > 0 ? a->rows_in : 0;
-			h->rows_out += a->rows_out > 0 ? a->rows_out : 0;
-		}
-	}
-	return 0;
-}
-
-static int dbl_cmp(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-	return (a > b) - (a < b);
-}
-
-/* The durations of the done attempts, sorted (malloc'd; *n of them). */
-static double *done_durations(const struct report *r, size_t *n)
-{
-	double *d = malloc((r->n_a ? r->n_a : 1) * sizeof(*d));
-	*n = 0;
-	for (size_t i = 0; d && i < r->n_a; i++)
-		if (r->a[i].status == ST_DONE && dur_of(&r->a[i]) >= 0)
-			d[(*n)++] = dur_of(&r->a[i]);
-	if (d && *n > 1)
-		qsort(d, *n, sizeof(*d), dbl_cmp);
-	return d;
-}
 
 /* ---------------- HTML output ---------------- */
 
 struct html {
 	struct es_buf *b;
 	int rc;
+	const struct es_report_opts *o;
 };
 
 static void h_adds(struct html *h, const char *s)
@@ -761,8 +184,8 @@ static void put_style(struct html *h)
 {
 	h_adds(h, "<style>\n");
 	h_adds(h, css);
-	for (int s = 0; s < ST_N; s++)
-		h_printf(h, "g.attempt[data-status=\"%s\"] rect{fill:%s}\n", status_names[s], status_colors[s]);
+	for (int s = 0; s < ES_JV_N; s++)
+		h_printf(h, "g.attempt[data-status=\"%s\"] rect{fill:%s}\n", es_jv_status_names[s], status_colors[s]);
 	h_adds(h, "g.attempt[data-backup=\"1\"] rect{stroke:#222;stroke-width:1.5;stroke-dasharray:3 2}\n");
 	h_adds(h, "</style>\n");
 }
@@ -776,7 +199,7 @@ static void card(struct html *h, const char *value, const char *label)
 	h_adds(h, "</span></div>\n");
 }
 
-static void put_summary(struct html *h, const struct report *r)
+static void put_summary(struct html *h, const struct es_jobview *r)
 {
 	const struct es_status_counts *c = &r->st.counts;
 	char v[128], l[256], d[48];
@@ -789,7 +212,7 @@ static void put_summary(struct html *h, const struct report *r)
 	card(h, v, "shards failed");
 	snprintf(v, sizeof(v), "%zu", r->n_a);
 	snprintf(l, sizeof(l), "attempts (%zu failed, %zu stale, %zu lost, %zu preempted; %zu backups, %zu of them won)",
-		 r->by_status[ST_FAILED], r->by_status[ST_STALE], r->by_status[ST_LOST], r->by_status[ST_PREEMPTED],
+		 r->by_status[ES_JV_FAILED], r->by_status[ES_JV_STALE], r->by_status[ES_JV_LOST], r->by_status[ES_JV_PREEMPTED],
 		 r->n_backups, r->n_backups_won);
 	card(h, v, l);
 	snprintf(v, sizeof(v), "%lld", (long long)r->m.total_rows);
@@ -819,14 +242,14 @@ static void put_summary(struct html *h, const struct report *r)
 	h_adds(h, "</p>\n");
 }
 
-static void put_hosts(struct html *h, const struct report *r)
+static void put_hosts(struct html *h, const struct es_jobview *r)
 {
 	double wall = r->t0 >= 0 ? r->t1 - r->t0 : 0;
 	h_adds(h, "<h2>Hosts</h2>\n<table><tr><th>host</th><th>workers</th><th>attempts</th><th>shards done</th>"
 		  "<th>failed attempts</th><th>rows in (done)</th><th>rows out</th><th>busy</th><th>rows/s</th>"
 		  "<th>busy %</th><th>first claim</th></tr>\n");
 	for (size_t i = 0; i < r->n_h; i++) {
-		const struct rhost *x = &r->h[i];
+		const struct es_jv_host *x = &r->h[i];
 		char busy[48], first[48];
 		fmt_dur(x->busy, busy, sizeof(busy));
 		fmt_dur(x->first_claim - r->t0, first, sizeof(first));
@@ -887,11 +310,11 @@ static void put_time_axis(struct html *h, const struct xaxis *x, double y0, doub
 	h_adds(h, "</text>\n");
 }
 
-static void put_legend(struct html *h, const struct report *r)
+static void put_legend(struct html *h, const struct es_jobview *r)
 {
 	h_adds(h, "<div class=\"legend\">");
-	for (int s = 0; s < ST_N; s++)
-		h_printf(h, "<span><i style=\"background:%s\"></i>%s (%zu)</span>", status_colors[s], status_names[s],
+	for (int s = 0; s < ES_JV_N; s++)
+		h_printf(h, "<span><i style=\"background:%s\"></i>%s (%zu)</span>", status_colors[s], es_jv_status_names[s],
 			 r->by_status[s]);
 	if (r->n_backups)
 		h_printf(h, "<span><i style=\"border:1.5px dashed #222\"></i>backup attempts (%zu, %zu won)</span>",
@@ -900,7 +323,7 @@ static void put_legend(struct html *h, const struct report *r)
 }
 
 /* The tooltip of one attempt. */
-static void put_tooltip(struct html *h, const struct report *r, const struct rattempt *a)
+static void put_tooltip(struct html *h, const struct es_jobview *r, const struct es_jv_attempt *a)
 {
 	char t1[48], t2[48], d[48], p[48];
 	fmt_time(a->claim, t1, sizeof(t1));
@@ -910,15 +333,15 @@ static void put_tooltip(struct html *h, const struct report *r, const struct rat
 	h_esc(h, a->shard);
 	h_printf(h, " attempt %d (%.8s)\nhost ", a->number, a->token);
 	h_esc(h, a->host);
-	h_printf(h, ", pid %lld\nstatus %s%s", (long long)a->pid, status_names[a->status], a->backup ? " (a backup attempt)" : "");
+	h_printf(h, ", pid %lld\nstatus %s%s", (long long)a->pid, es_jv_status_names[a->status], a->backup ? " (a backup attempt)" : "");
 	if (a->raw_status) {
 		h_adds(h, " (attempt.json: ");
 		h_esc(h, a->raw_status);
 		h_adds(h, ")");
 	}
 	h_printf(h, "\nstart %s\nend %s%s\nduration %s", t1, t2,
-		 a->end_kind == END_LIVE ? " (still running: now)" :
-		 a->end_kind == END_UNKNOWN ? " (not recorded)" : "", d);
+		 a->end_kind == ES_JV_END_LIVE ? " (still running: now)" :
+		 a->end_kind == ES_JV_END_UNKNOWN ? " (not recorded)" : "", d);
 	if (a->proc_secs >= 0) {
 		fmt_dur(a->proc_secs, p, sizeof(p));
 		h_printf(h, " (processor %s)", p);
@@ -942,7 +365,7 @@ static void put_tooltip(struct html *h, const struct report *r, const struct rat
 
 #define ROW_H 20
 
-static void put_timeline(struct html *h, const struct report *r)
+static void put_timeline(struct html *h, const struct es_jobview *r)
 {
 	h_adds(h, "<h2>Timeline</h2>\n");
 	put_legend(h, r);
@@ -955,7 +378,7 @@ static void put_timeline(struct html *h, const struct report *r)
 	h_printf(h, "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\">\n", SVG_W,
 		 height + 46);
 	for (size_t k = 0; k < r->n_w; k++) {
-		const struct rworker *w = &r->w[k];
+		const struct es_jv_worker *w = &r->w[k];
 		double y = top + (double)k * ROW_H;
 		int first = !k || r->w[k - 1].host_index != w->host_index;
 		if (w->host_index % 2 == 0)
@@ -973,14 +396,14 @@ static void put_timeline(struct html *h, const struct report *r)
 	}
 	put_time_axis(h, &x, top, height, "seconds since the first claim");
 	for (size_t i = 0; i < r->n_a; i++) {
-		const struct rattempt *a = &r->a[i];
+		const struct es_jv_attempt *a = &r->a[i];
 		double x0 = ax_x(&x, a->claim - r->t0), x1 = ax_x(&x, a->end - r->t0);
 		double y = top + (double)a->worker * ROW_H + 3, wpx = x1 - x0 < 2 ? 2 : x1 - x0;
 		h_adds(h, "<g class=\"attempt\" data-shard=\"");
 		h_esc(h, a->shard);
 		h_adds(h, "\" data-host=\"");
 		h_esc(h, a->host);
-		h_printf(h, "\" data-status=\"%s\" data-attempt=\"%d\" data-pid=\"%lld\"%s>", status_names[a->status],
+		h_printf(h, "\" data-status=\"%s\" data-attempt=\"%d\" data-pid=\"%lld\"%s>", es_jv_status_names[a->status],
 			 a->number, (long long)a->pid, a->backup ? " data-backup=\"1\"" : "");
 		put_tooltip(h, r, a);
 		h_printf(h, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" rx=\"2\"/>", x0, y, wpx, ROW_H - 6);
@@ -1008,10 +431,10 @@ static void put_count_axis(struct html *h, double left, double right, double y_b
 		 left - 48, y_base - height / 2, left - 48, y_base - height / 2, fmt_unit);
 }
 
-static void put_throughput(struct html *h, const struct report *r)
+static void put_throughput(struct html *h, const struct es_jobview *r)
 {
 	h_adds(h, "<h2>Throughput</h2>\n");
-	if (!r->by_status[ST_DONE]) {
+	if (!r->by_status[ES_JV_DONE]) {
 		h_adds(h, "<p>No shard done yet.</p>\n");
 		return;
 	}
@@ -1022,12 +445,12 @@ static void put_throughput(struct html *h, const struct report *r)
 		nb = 1;
 	double *rows = calloc(nb, sizeof(*rows)), max = 0, total = 0;
 	if (!rows) {
-		h->rc = oom("throughput");
+		h->rc = es_error(ES_ENOMEM, "out of memory making the report (throughput)");
 		return;
 	}
 	for (size_t i = 0; i < r->n_a; i++) {
-		const struct rattempt *a = &r->a[i];
-		if (a->status != ST_DONE || a->rows_in < 0)
+		const struct es_jv_attempt *a = &r->a[i];
+		if (a->status != ES_JV_DONE || a->rows_in < 0)
 			continue;
 		size_t b = (size_t)floor((a->end - r->t0) / step);
 		rows[b < nb ? b : nb - 1] += (double)a->rows_in;
@@ -1069,7 +492,7 @@ static void put_throughput(struct html *h, const struct report *r)
 		 st, total, total / span);
 }
 
-static void put_histogram(struct html *h, const struct report *r, const double *d, size_t n)
+static void put_histogram(struct html *h, const struct es_jobview *r, const double *d, size_t n)
 {
 	h_adds(h, "<h2>Shard durations</h2>\n");
 	if (!n) {
@@ -1080,7 +503,7 @@ static void put_histogram(struct html *h, const struct report *r, const double *
 	double bw = nice_step(maxd, 15);
 	size_t nb = (size_t)floor(maxd / bw) + 1, *cnt = calloc(nb, sizeof(*cnt)), maxc = 1;
 	if (!cnt) {
-		h->rc = oom("histogram");
+		h->rc = es_error(ES_ENOMEM, "out of memory making the report (histogram)");
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -1115,7 +538,7 @@ static void put_histogram(struct html *h, const struct report *r, const double *
 		    "the median.</p>\n", n, md, mx);
 }
 
-static void put_skew(struct html *h, const struct report *r)
+static void put_skew(struct html *h, const struct es_jobview *r)
 {
 	h_adds(h, "<h2>Start-up skew</h2>\n");
 	if (!r->n_w) {
@@ -1147,7 +570,7 @@ static void put_skew(struct html *h, const struct report *r)
 	h_printf(h, "<line class=\"ax\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n", SVG_LEFT, top, SVG_LEFT,
 		 bottom);
 	for (size_t k = 0; k < r->n_w; k++) {
-		const struct rworker *w = &r->w[k];
+		const struct es_jv_worker *w = &r->w[k];
 		double y = top + (double)k * ROW_H, off = w->first_claim - r->t0, bw = ax_x(&x, off) - x.left;
 		h_printf(h, "<text class=\"lab\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", SVG_LEFT - 8, y + 14);
 		h_escn(h, w->host, strlen(w->host) > 24 ? 24 : strlen(w->host));
@@ -1161,29 +584,29 @@ static void put_skew(struct html *h, const struct report *r)
 
 static int att_dur_desc(const void *x, const void *y)
 {
-	double a = dur_of(*(const struct rattempt *const *)x), b = dur_of(*(const struct rattempt *const *)y);
+	double a = es_jv_duration(*(const struct es_jv_attempt *const *)x), b = es_jv_duration(*(const struct es_jv_attempt *const *)y);
 	return (a < b) - (a > b);
 }
 
-static void put_stragglers(struct html *h, const struct report *r, size_t n_done)
+static void put_stragglers(struct html *h, const struct es_jobview *r, size_t n_done)
 {
 	h_adds(h, "<h2>Stragglers</h2>\n");
 	if (!n_done) {
 		h_adds(h, "<p>No shard done yet.</p>\n");
 		return;
 	}
-	const struct rattempt **v = malloc(n_done * sizeof(*v));
+	const struct es_jv_attempt **v = malloc(n_done * sizeof(*v));
 	size_t n = 0, over = 0;
 	if (!v) {
-		h->rc = oom("stragglers");
+		h->rc = es_error(ES_ENOMEM, "out of memory making the report (stragglers)");
 		return;
 	}
 	for (size_t i = 0; i < r->n_a && n < n_done; i++)
-		if (r->a[i].status == ST_DONE && dur_of(&r->a[i]) >= 0)
+		if (r->a[i].status == ES_JV_DONE && es_jv_duration(&r->a[i]) >= 0)
 			v[n++] = &r->a[i];
 	qsort(v, n, sizeof(*v), att_dur_desc);
 	for (size_t i = 0; i < n; i++)
-		over += r->median > 0 && dur_of(v[i]) > 2 * r->median;
+		over += r->median > 0 && es_jv_duration(v[i]) > 2 * r->median;
 	char md[48];
 	fmt_dur(r->median, md, sizeof(md));
 	h_printf(h, "<p>Median duration of a done attempt: %s; %zu shard(s) took more than twice that.</p>\n", md, over);
@@ -1194,7 +617,7 @@ static void put_stragglers(struct html *h, const struct report *r, size_t n_done
 		show = over < 50 ? over : 50;
 	for (size_t i = 0; i < show; i++) {
 		char d[48];
-		double du = dur_of(v[i]);
+		double du = es_jv_duration(v[i]);
 		fmt_dur(du, d, sizeof(d));
 		h_printf(h, "<tr%s><td>", r->median > 0 && du > 2 * r->median ? " class=\"slow\"" : "");
 		h_esc(h, v[i]->shard);
@@ -1210,44 +633,16 @@ static void put_stragglers(struct html *h, const struct report *r, size_t n_done
 }
 
 /* The last lines of a log, at most o->log_tail_bytes of it, into out; 1 when cut. */
-static int log_tail(const struct report *r, const char *path, struct es_buf *out, int *missing)
+static int log_tail(const struct html *h, const char *path, struct es_buf *out, int *missing)
 {
-	size_t maxb = r->o->log_tail_bytes ? r->o->log_tail_bytes : 4096;
-	int lines = r->o->log_tail_lines > 0 ? r->o->log_tail_lines : 20, cut = 0;
-	es_buf_reset(out);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	*missing = fd < 0;
-	if (fd < 0)
-		return 0;
-	struct stat st;
-	if (fstat(fd, &st) == 0 && (size_t)st.st_size > maxb) {
-		lseek(fd, st.st_size - (off_t)maxb, SEEK_SET);
-		cut = 1;
-	}
-	es_log_quiet_begin();
-	int rc = es_fs_read_fd(fd, out, maxb, path);
-	es_log_quiet_end();
-	close(fd);
-	if (rc) {
-		es_buf_reset(out);
-		return 0;
-	}
-	const char *nl = cut ? memchr(out->data, '\n', out->len) : NULL;
-	size_t from = nl && (size_t)(nl - out->data) + 1 < out->len ? (size_t)(nl - out->data) + 1 : 0;
-	size_t end = out->len;
-	if (end > from && out->data[end - 1] == '\n')
-		end--;
-	size_t k = end;
-	for (int seen = 0; k > from; k--)
-		if (out->data[k - 1] == '\n' && ++seen == lines)
-			break;
-	cut |= k > 0;
-	memmove(out->data, out->data + k, end - k);
-	es_buf_setlen(out, end - k);
-	return cut;
+	size_t maxb = h->o->log_tail_bytes ? h->o->log_tail_bytes : 4096;
+	int lines = h->o->log_tail_lines > 0 ? h->o->log_tail_lines : 20;
+	int cut = es_fs_read_tail(path, lines, maxb, out);
+	*missing = cut < 0;
+	return cut > 0;
 }
 
-static void put_one_failure(struct html *h, const struct report *r, const struct rattempt *a, struct es_buf *tail)
+static void put_one_failure(struct html *h, const struct es_jv_attempt *a, struct es_buf *tail)
 {
 	char t[48], p[4200];
 	fmt_time(a->end, t, sizeof(t));
@@ -1261,7 +656,7 @@ static void put_one_failure(struct html *h, const struct report *r, const struct
 	h_esc(h, a->error ? a->error : "(no error recorded)");
 	h_adds(h, "</p>\n");
 	snprintf(p, sizeof(p), "%s/process.log", a->dir);
-	int missing = 0, cut = log_tail(r, p, tail, &missing);
+	int missing = 0, cut = log_tail(h, p, tail, &missing);
 	if (missing) {
 		h_adds(h, "<p class=\"note\">No process.log.</p>\n");
 		return;
@@ -1271,10 +666,10 @@ static void put_one_failure(struct html *h, const struct report *r, const struct
 	h_adds(h, "</pre>\n");
 }
 
-static void put_failures(struct html *h, const struct report *r)
+static void put_failures(struct html *h, const struct es_jobview *r)
 {
-	size_t maxn = r->o->max_failed_logs ? r->o->max_failed_logs : 50, shown = 0;
-	h_printf(h, "<h2>Failed attempts (%zu)</h2>\n", r->by_status[ST_FAILED]);
+	size_t maxn = h->o->max_failed_logs ? h->o->max_failed_logs : 50, shown = 0;
+	h_printf(h, "<h2>Failed attempts (%zu)</h2>\n", r->by_status[ES_JV_FAILED]);
 	if (r->st.counts.failed) {
 		h_adds(h, "<p>Failed shards:</p>\n<ul>\n");
 		for (size_t i = 0; i < r->st.n_shards; i++) {
@@ -1289,24 +684,24 @@ static void put_failures(struct html *h, const struct report *r)
 		}
 		h_adds(h, "</ul>\n");
 	}
-	if (!r->by_status[ST_FAILED]) {
+	if (!r->by_status[ES_JV_FAILED]) {
 		h_adds(h, "<p>No failed attempt.</p>\n");
 		return;
 	}
 	struct es_buf tail = ES_BUF_INIT;
 	for (size_t i = 0; i < r->n_a && !h->rc; i++) {
-		const struct rattempt *a = &r->a[i];
-		if (a->status != ST_FAILED)
+		const struct es_jv_attempt *a = &r->a[i];
+		if (a->status != ES_JV_FAILED)
 			continue;
 		if (shown++ < maxn)
-			put_one_failure(h, r, a, &tail);
+			put_one_failure(h, a, &tail);
 	}
 	es_buf_free(&tail);
 	if (shown > maxn)
 		h_printf(h, "<p class=\"note\">%zu more failed attempts are not shown.</p>\n", shown - maxn);
 }
 
-static void put_page(struct html *h, const struct report *r, const double *durs, size_t n_durs)
+static void put_page(struct html *h, const struct es_jobview *r, const double *durs, size_t n_durs)
 {
 	char now[48];
 	fmt_time(r->now, now, sizeof(now));
@@ -1333,65 +728,20 @@ static void put_page(struct html *h, const struct report *r, const double *durs,
 
 /* ---------------- the entry points ---------------- */
 
-static void report_free(struct report *r)
-{
-	for (size_t i = 0; i < r->n_a; i++) {
-		free(r->a[i].shard);
-		free(r->a[i].host);
-		free(r->a[i].raw_status);
-		free(r->a[i].error);
-		free(r->a[i].dir);
-	}
-	free(r->a);
-	for (size_t i = 0; i < r->n_ev; i++)
-		free(r->ev[i].detail);
-	free(r->ev);
-	free(r->w);
-	free(r->h);
-	if (r->have_status)
-		es_status_free(&r->st);
-	if (r->have_manifest)
-		es_manifest_free(&r->m);
-}
-
-static int collect(struct report *r, const char *job_dir)
-{
-	int rc = es_manifest_load(job_dir, &r->m);
-	if (rc)
-		return rc;
-	r->have_manifest = 1;
-	rc = es_status_collect(&r->m, 0, &r->st);
-	r->have_status = 1;
-	if (!rc)
-		rc = collect_attempts(r);
-	if (!rc)
-		rc = collect_events(r);
-	if (!rc) {
-		resolve(r);
-		rc = group(r);
-	}
-	return rc;
-}
-
 int es_report_render(const char *job_dir, const struct es_report_opts *opts, struct es_buf *out,
 		     struct es_report_info *info)
 {
 	static const struct es_report_opts defaults;
-	struct report r;
-	memset(&r, 0, sizeof(r));
-	r.o = opts ? opts : &defaults;
-	r.now = r.o->now > 0 ? r.o->now : es_time_epoch();
-	r.median = -1;
-	int rc = collect(&r, job_dir);
+	const struct es_report_opts *o = opts ? opts : &defaults;
+	struct es_jobview r;
+	int rc = es_jobview_load(job_dir, o->now, 0, &r);
 	if (!rc) {
 		size_t n = 0;
-		double *durs = done_durations(&r, &n);
+		double *durs = es_jobview_done_durations(&r, &n);
 		if (!durs) {
-			rc = oom("durations");
+			rc = es_error(ES_ENOMEM, "out of memory making the report (durations)");
 		} else {
-			if (n)
-				r.median = n % 2 ? durs[n / 2] : (durs[n / 2 - 1] + durs[n / 2]) / 2;
-			struct html h = { out, 0 };
+			struct html h = { out, 0, o };
 			put_page(&h, &r, durs, n);
 			if (h.rc)
 				rc = es_error(ES_ENOMEM, "out of memory writing the report of %s", r.m.job_dir);
@@ -1402,7 +752,7 @@ int es_report_render(const char *job_dir, const struct es_report_opts *opts, str
 		*info = (struct es_report_info){ r.n_a, r.n_h, r.n_w, r.n_ev, r.st.counts.total, r.st.counts.done,
 						 r.st.counts.failed };
 	}
-	report_free(&r);
+	es_jobview_free(&r);
 	return rc;
 }
 
@@ -1418,7 +768,8 @@ static int check_output(const char *output)
 	const char *slash = strrchr(output, '/');
 	struct es_buf dir = ES_BUF_INIT;
 	int rc = slash ? es_buf_add(&dir, output, slash == output ? 1 : (size_t)(slash - output)) : es_buf_adds(&dir, ".");
-	if (!rc && !is_dir(dir.data))
+	struct stat st2;
+	if (!rc && !(stat(dir.data, &st2) == 0 && S_ISDIR(st2.st_mode)))
 		rc = es_error(ES_EUSAGE, "Report output folder does not exist: %s", dir.data);
 	es_buf_free(&dir);
 	return rc;

@@ -108,40 +108,101 @@ static cJSON *load_attempt(const char *dir)
 	return a;
 }
 
-/* The attempt folder of a failed record: beside its last_log, else attempts/<id>/<NNNN>-*. */
-static char *failed_host_of(const char *job_dir, const char *id, const cJSON *rec)
+/* The folder of attempt number n of a shard, attempts/<id>/<NNNN>-*, into dir; 0 when found. */
+static int attempt_dir_by_number(const char *job_dir, const char *id, int64_t n, struct es_buf *dir)
+{
+	char prefix[32];
+	int found = -1;
+	snprintf(prefix, sizeof(prefix), "%04lld-", (long long)n);
+	es_buf_reset(dir);
+	es_buf_printf(dir, "%s/attempts/%s", job_dir, id);
+	DIR *d = opendir(dir->data);
+	if (!d)
+		return -1;
+	struct dirent *e;
+	while (found && (e = readdir(d)) != NULL)
+		if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+			es_buf_adds(dir, "/");
+			es_buf_adds(dir, e->d_name);
+			found = 0;
+		}
+	closedir(d);
+	return found;
+}
+
+/* What the attempt folder dir tells of attempt n: host, status, error (unless known) and the
+ * path of its log. */
+static void problem_from_dir(const char *dir, int64_t n, struct es_shard_problem *p)
+{
+	cJSON *a = load_attempt(dir);
+	const char *h = es_json_get_str(a, "hostname"), *st = es_json_get_str(a, "status");
+	const char *err = es_json_get_str(a, "error");
+	p->attempt = n > 0 && n <= INT32_MAX ? (int)n : 0;
+	if (h && *h)
+		p->host = strdup(h);
+	if (st)
+		p->status = strdup(st);
+	if (!p->error && err)
+		p->error = strdup(err);
+	struct es_buf log = ES_BUF_INIT;
+	if (!es_buf_printf(&log, "%s/process.log", dir))
+		p->log_path = es_buf_detach(&log, NULL);
+	es_buf_free(&log);
+	cJSON_Delete(a);
+}
+
+/* A failed shard: its last attempt, beside the record's last_log, else attempts/<id>/<NNNN>-*. */
+static void explain_failed(const char *job_dir, const char *id, const cJSON *rec, struct es_shard_status *r)
 {
 	struct es_buf dir = ES_BUF_INIT;
-	char *host = NULL;
-	int found = !attempt_dir_of(job_dir, id, es_json_get_str(rec, "last_log"), &dir);
-	int64_t last;
-	if (!found && !es_json_get_i64(rec, "last_attempt", &last) && last > 0) {
-		char prefix[32];
-		snprintf(prefix, sizeof(prefix), "%04lld-", (long long)last);
-		es_buf_reset(&dir);
-		es_buf_printf(&dir, "%s/attempts/%s", job_dir, id);
-		DIR *d = opendir(dir.data);
-		if (d) {
-			struct dirent *e;
-			while ((e = readdir(d)) != NULL)
-				if (!strncmp(e->d_name, prefix, strlen(prefix))) {
-					es_buf_adds(&dir, "/");
-					es_buf_adds(&dir, e->d_name);
-					found = 1;
-					break;
-				}
-			closedir(d);
-		}
-	}
-	if (found) {
-		cJSON *a = load_attempt(dir.data);
-		const char *h = es_json_get_str(a, "hostname");
-		if (h && *h)
-			host = strdup(h);
-		cJSON_Delete(a);
+	int64_t last = 0;
+	es_json_get_i64(rec, "last_attempt", &last);
+	r->attempt_number = last > 0 ? last : 0;
+	r->has_problem = 1;
+	r->problem.error = dup_str(r->error);
+	if (!attempt_dir_of(job_dir, id, es_json_get_str(rec, "last_log"), &dir) ||
+	    (last > 0 && !attempt_dir_by_number(job_dir, id, last, &dir))) {
+		problem_from_dir(dir.data, last, &r->problem);
+		r->failed_host = dup_str(r->problem.host);
 	}
 	es_buf_free(&dir);
-	return host;
+}
+
+static int is_problem_status(const char *st)
+{
+	return st && strcmp(st, "done") && strcmp(st, "superseded") && strcmp(st, "running");
+}
+
+/* A shard on a later attempt (done, running or stale with attempt_number > 1): the latest earlier
+ * attempt that ended without a result. Looks back at most 16 attempts. */
+static void explain_retried(const char *job_dir, const char *id, struct es_shard_status *r)
+{
+	struct es_buf dir = ES_BUF_INIT;
+	for (int64_t n = r->attempt_number - 1; n >= 1 && n >= r->attempt_number - 16; n--) {
+		if (attempt_dir_by_number(job_dir, id, n, &dir))
+			continue;
+		cJSON *a = load_attempt(dir.data);
+		int is = is_problem_status(es_json_get_str(a, "status"));
+		cJSON_Delete(a);
+		if (is) {
+			r->has_problem = 1;
+			problem_from_dir(dir.data, n, &r->problem);
+			break;
+		}
+	}
+	es_buf_free(&dir);
+}
+
+/* The bounded tail of a problem's log; a missing log leaves it NULL. */
+static void read_problem_tail(struct es_shard_problem *p)
+{
+	struct es_buf t = ES_BUF_INIT;
+	int cut = p->log_path ? es_fs_read_tail(p->log_path, ES_STATUS_TAIL_LINES, ES_STATUS_TAIL_BYTES, &t) : -1;
+	if (cut >= 0) {
+		p->log_cut = cut;
+		p->log_tail = es_buf_detach(&t, NULL);
+	}
+	es_buf_free(&t);
 }
 
 static double claimed_epoch_of(const cJSON *doc)
@@ -279,6 +340,7 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 		}
 		check_done_record(m, sh->id, doc, r);
 		r->owner = dup_str(es_json_get_str(doc, "hostname"));
+		es_json_get_i64(doc, "attempt_number", &r->attempt_number);
 		es_json_get_i64(doc, "rows", &r->done_rows);
 		double t;
 		if (!es_time_parse_iso(es_json_get_str(doc, "completed_at"), &t))
@@ -305,7 +367,7 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 			return 0;
 		}
 		r->error = dup_str(es_json_get_str(doc, "last_error"));
-		r->failed_host = failed_host_of(m->job_dir, sh->id, doc);
+		explain_failed(m->job_dir, sh->id, doc, r);
 		cJSON_Delete(doc);
 		return 0;
 	}
@@ -330,6 +392,7 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 		return 0;
 	}
 	r->owner = li.hostname[0] ? strdup(li.hostname) : NULL;
+	r->attempt_number = li.attempt_number > 0 ? li.attempt_number : 0;
 	r->has_pid = li.has_pid;
 	r->pid = li.pid;
 	r->has_heartbeat = li.has_heartbeat;
@@ -381,12 +444,19 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 	out->counts.total = (int64_t)m->n_shards;
 	struct es_buf done = ES_BUF_INIT, failed = ES_BUF_INIT, lock = ES_BUF_INIT;
 	double t0 = -1, t1 = -1;
+	size_t tails = 0;
 	int rc = 0;
 	for (size_t i = 0; !rc && i < m->n_shards; i++) {
 		struct es_shard_status *r = &out->shards[i];
 		rc = collect_one(m, &m->shards[i], out->lock_timeout_secs, &done, &failed, &lock, r, &t0);
 		if (rc)
 			break;
+		if (r->state != ES_SHARD_FAILED && r->state != ES_SHARD_PENDING && r->attempt_number > 1)
+			explain_retried(m->job_dir, r->shard_id, r);
+		if (r->has_problem && tails < ES_STATUS_MAX_TAILS) {
+			read_problem_tail(&r->problem);
+			tails++;
+		}
 		count_state(&out->counts, r->state);
 		out->bad_records += r->record_error != NULL;
 		out->rows_total += r->rows;
@@ -431,7 +501,9 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 	out->terminal = out->counts.done + out->counts.failed == out->counts.total;
 	if (out->rows_done > 0 && t0 >= 0 && t1 > t0) {
 		out->rate_rows_per_sec = (double)out->rows_done / (t1 - t0);
-		out->eta_secs = (double)(out->rows_total - out->rows_done) / out->rate_rows_per_sec;
+		/* No ETA for a finished job, nor for a stopped one (nothing runs). */
+		if (!out->terminal && out->counts.running > 0)
+			out->eta_secs = (double)(out->rows_total - out->rows_done) / out->rate_rows_per_sec;
 	}
 	if (out->complete)
 		out->eta_secs = 0;
@@ -445,6 +517,12 @@ void es_status_free(struct es_status *s)
 		free(s->shards[i].error);
 		free(s->shards[i].failed_host);
 		free(s->shards[i].record_error);
+		struct es_shard_problem *p = &s->shards[i].problem;
+		free(p->status);
+		free(p->error);
+		free(p->host);
+		free(p->log_path);
+		free(p->log_tail);
 	}
 	free(s->shards);
 	for (size_t i = 0; i < s->n_hosts; i++)
@@ -471,6 +549,25 @@ static cJSON *num_node(double v)
 	if (v == floor(v) && fabs(v) < 9e15)
 		return es_json_new_int((int64_t)v);
 	return cJSON_CreateNumber(v);
+}
+
+static cJSON *problem_json(const struct es_shard_problem *p)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	int rc = es_json_set(o, "attempt", p->attempt > 0 ? es_json_new_int(p->attempt) : cJSON_CreateNull());
+	rc |= es_json_set(o, "status", str_or_null(p->status));
+	rc |= es_json_set(o, "error", str_or_null(p->error));
+	rc |= es_json_set(o, "host", str_or_null(p->host));
+	rc |= es_json_set(o, "log_path", str_or_null(p->log_path));
+	rc |= es_json_set(o, "log_tail", str_or_null(p->log_tail));
+	rc |= es_json_set_bool(o, "log_tail_cut", p->log_cut);
+	if (rc) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
 }
 
 static cJSON *shard_json(const struct es_shard_status *r)
@@ -515,6 +612,10 @@ static cJSON *shard_json(const struct es_shard_status *r)
 	case ES_SHARD_PENDING:
 		break;
 	}
+	if (r->attempt_number > 0)
+		rc |= es_json_set_int(o, "attempt_number", r->attempt_number);
+	if (r->has_problem)
+		rc |= es_json_set(o, "problem", problem_json(&r->problem));
 	if (rc) {
 		cJSON_Delete(o);
 		return NULL;
@@ -626,6 +727,8 @@ int es_status_format_text(const struct es_manifest *m, const struct es_status *s
 		rc |= es_buf_adds(out, ", rate unknown");
 	if (s->complete) {
 		rc |= es_buf_adds(out, ", complete\n");
+	} else if (s->terminal) {
+		rc |= es_buf_adds(out, ", finished with failures\n");
 	} else if (s->eta_secs >= 0) {
 		char d[48];
 		fmt_duration(s->eta_secs, d, sizeof(d));
@@ -653,6 +756,7 @@ int es_status_format_text(const struct es_manifest *m, const struct es_status *s
 	for (size_t i = 0; i < s->n_shards; i++)
 		if (s->shards[i].record_error)
 			rc |= es_buf_printf(out, "Bad done record of %s: %s\n", s->shards[i].shard_id, s->shards[i].record_error);
+	rc |= es_status_format_problems(s, 20, out);
 	for (size_t i = 0; all && i < s->n_shards; i++) {
 		const struct es_shard_status *r = &s->shards[i];
 		rc |= es_buf_printf(out, "  %s: %s", r->shard_id, es_shard_state_name(r->state));
@@ -661,4 +765,80 @@ int es_status_format_text(const struct es_manifest *m, const struct es_status *s
 		rc |= es_buf_addc(out, '\n');
 	}
 	return rc ? es_error(ES_ENOMEM, "out of memory writing the status of %s", m->job_dir) : 0;
+}
+
+/* A log line as it is shown on a terminal: control bytes (but tab) become '?'. */
+static int add_shown_line(struct es_buf *out, const char *p, size_t n)
+{
+	int rc = es_buf_adds(out, "  | ");
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)p[i];
+		rc |= es_buf_addc(out, ch < 0x20 && ch != '\t' ? '?' : ch == 0x7f ? '?' : (char)ch);
+	}
+	return rc | es_buf_addc(out, '\n');
+}
+
+static int format_problem(const struct es_shard_status *r, struct es_buf *out)
+{
+	const struct es_shard_problem *p = &r->problem;
+	int rc;
+	if (r->state == ES_SHARD_FAILED)
+		rc = es_buf_printf(out, "Failed %s (attempt %d", r->shard_id, p->attempt);
+	else
+		rc = es_buf_printf(out, "Retried %s (now %s at attempt %lld; attempt %d %s", r->shard_id,
+				   es_shard_state_name(r->state), (long long)r->attempt_number, p->attempt,
+				   p->status ? p->status : "ended");
+	if (p->host)
+		rc |= es_buf_printf(out, " on %s", p->host);
+	rc |= es_buf_printf(out, "): %s\n", p->error && *p->error ? p->error : "(no error recorded)");
+	if (!p->log_path)
+		return rc;
+	if (!p->log_tail) {
+		rc |= es_buf_printf(out, "  log %s (not readable)\n", p->log_path);
+		return rc;
+	}
+	if (!*p->log_tail)
+		return rc | es_buf_printf(out, "  log %s (empty)\n", p->log_path);
+	rc |= es_buf_printf(out, "  log %s, %s\n", p->log_path, p->log_cut ? "last lines" : "all of it");
+	for (const char *l = p->log_tail; *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t n = nl ? (size_t)(nl - l) : strlen(l);
+		rc |= add_shown_line(out, l, n);
+		l += n + (nl != NULL);
+	}
+	return rc;
+}
+
+int es_status_format_problems(const struct es_status *s, size_t max_shards, struct es_buf *out)
+{
+	size_t shown = 0, more = 0;
+	int rc = 0;
+	for (size_t i = 0; i < s->n_shards; i++) {
+		if (!s->shards[i].has_problem)
+			continue;
+		if (max_shards && shown >= max_shards) {
+			more++;
+			continue;
+		}
+		rc |= format_problem(&s->shards[i], out);
+		shown++;
+	}
+	if (more)
+		rc |= es_buf_printf(out, "... and %zu more failed or retried shard(s) (status --json lists every one)\n", more);
+	return rc ? es_error(ES_ENOMEM, "out of memory writing the failures of a status") : 0;
+}
+
+int es_status_advice(const struct es_status_counts *c, const char *job_dir, struct es_buf *out)
+{
+	int64_t unfinished = c->pending + c->running + c->stale;
+	int rc = 0;
+	if (c->failed)
+		rc |= es_buf_printf(out, "%lld shard(s) failed: see why with 'eshard-mpi status --job-dir %s', requeue them with "
+				    "'eshard-mpi retry --job-dir %s --all-failed' (or run with --retry-failed), then run the same command again",
+				    (long long)c->failed, job_dir, job_dir);
+	if (unfinished)
+		rc |= es_buf_printf(out, "%s%lld shard(s) not finished (pending %lld, running %lld, stale %lld): run the same "
+				    "'eshard-mpi run' (or 'worker') command again, it resumes the job", c->failed ? "; " : "",
+				    (long long)unfinished, (long long)c->pending, (long long)c->running, (long long)c->stale);
+	return rc ? es_error(ES_ENOMEM, "out of memory") : 0;
 }

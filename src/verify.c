@@ -61,11 +61,11 @@ static int count_owners(const struct es_manifest *m, struct owner **out, size_t 
 
 int es_verify_run(const char *job_dir, const char *output, int expect_nodes, struct es_verify_result *r)
 {
-	return es_verify_run_follow(job_dir, output, expect_nodes, NULL, r);
+	return es_verify_run_follow(job_dir, output, expect_nodes, NULL, 0, r);
 }
 
 int es_verify_run_follow(const char *job_dir, const char *output, int expect_nodes, struct es_merge_follow *follow,
-			 struct es_verify_result *r)
+			 int brief, struct es_verify_result *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->exit_code = 2;
@@ -92,11 +92,16 @@ int es_verify_run_follow(const char *job_dir, const char *output, int expect_nod
 		rc = es_status_format_text(&m, &st, 1, &text);
 	if (rc)
 		goto out;
-	fputs(text.data, stdout);
+	if (!brief)
+		fputs(text.data, stdout);
 	int sc = es_status_exit(&st);
 	if (sc) {
 		fflush(stdout);
-		rc = es_error(ES_EINVAL, "Verification stopped: not all shards are complete.");
+		struct es_buf advice = ES_BUF_INIT;
+		es_status_advice(&st.counts, m.job_dir, &advice);
+		rc = es_error(ES_EINVAL, "Verification stopped: not all shards are complete.%s%s%s", advice.len ? " " : "",
+			      advice.data, advice.len ? "." : "");
+		es_buf_free(&advice);
 		r->exit_code = sc;
 		goto out;
 	}

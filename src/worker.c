@@ -814,8 +814,7 @@ static int worker_init(struct worker *w)
 	w->poll = o->poll_interval_override > 0 ? o->poll_interval_override : (double)p->poll_interval_secs;
 	w->work_left = -1;
 	w->backup_due = -1;
-	printf("Worker %s:%d started for %s\n", es_hostname(), (int)getpid(), w->m.job_id);
-	fflush(stdout);
+	es_say("Worker %s:%d started for %s", es_hostname(), (int)getpid(), w->m.job_id);
 	return 0;
 }
 
@@ -864,12 +863,16 @@ static int handle_claim(struct worker *w, size_t i, struct es_worker_result *res
 {
 	if (!res->first_claim_epoch)
 		res->first_claim_epoch = w->c.claimed_at_epoch;
-	printf("Claimed %s (attempt %d)\n", w->m.shards[i].id, w->c.attempt_number);
-	fflush(stdout);
+	if (!w->o->quiet_claims)
+		es_say("Claimed %s (attempt %d)", w->m.shards[i].id, w->c.attempt_number);
 	event(w, "claim", i, -1, -1, -1, NULL);
+	double t0 = es_time_mono();
 	const char *r = process_shard(w, i);
-	printf("Finished %s: %s\n", w->m.shards[i].id, r);
-	fflush(stdout);
+	if (!strcmp(r, "done"))
+		es_say("Finished %s: %s (attempt %d, %.1f s, %lld rows)", w->m.shards[i].id, r, w->c.attempt_number,
+		       es_time_mono() - t0, (long long)w->m.shards[i].rows);
+	else
+		es_say("Finished %s: %s", w->m.shards[i].id, r);
 	if (!strcmp(r, "preempted") || w->broken)
 		return 1;
 	res->processed++;
@@ -914,17 +917,15 @@ static int try_backup(struct worker *w, struct es_worker_result *res)
 	int rc = es_claim_backup(&w->c, i, primary);
 	if (rc != ES_CLAIM_OK)
 		return 0; /* it has a backup already (or the marker could not be made: the primary runs on) */
-	printf("Backup of %s (attempt %d): its attempt on %s has run %.1f s, the median shard %.1f s\n", w->m.shards[i].id,
+	es_say("Backup of %s (attempt %d): its attempt on %s has run %.1f s, the median shard %.1f s", w->m.shards[i].id,
 	       w->c.attempt_number, host, ch.age_secs, ch.median_secs);
-	fflush(stdout);
 	char detail[64];
 	snprintf(detail, sizeof(detail), "of %s", primary);
 	event(w, "backup", i, -1, -1, -1, detail);
 	w->backup = 1;
 	const char *r = process_shard(w, i);
 	w->backup = 0;
-	printf("Finished %s: %s (backup)\n", w->m.shards[i].id, r);
-	fflush(stdout);
+	es_say("Finished %s: %s (backup)", w->m.shards[i].id, r);
 	if (!strcmp(r, "done")) {
 		/* A backup that wins is a shard this worker completed (it counts toward a cap). */
 		w->done_here++;
@@ -979,22 +980,23 @@ static int idle(struct worker *w, struct es_worker_result *res, int *rc)
 		return 0;
 	}
 	if (done == total) {
-		printf("All %lld shards completed\n", total);
-		fflush(stdout);
+		if (!o->quiet_end)
+			es_say("All %lld shards completed", total);
 		res->exit_code = w->capped && res->failed && !o->cap_counts_done ? 2 : 0;
 		return 1;
 	}
 	if (done + failed == total) {
-		fprintf(stderr, "Job finished with failures: done=%lld failed=%lld\n", done, failed);
+		if (!o->quiet_end)
+			es_log_note("Job finished with failures: done=%lld failed=%lld", done, failed);
 		res->exit_code = 2;
 		return 1;
 	}
 	char line[256];
 	snprintf(line, sizeof(line), "No shard claim available; pending=%lld running=%lld stale=%lld. Waiting %gs...",
 		 pending, running, stale, w->poll);
-	if (!o->quiet_idle || strcmp(line, w->last_idle)) {
-		printf("%s\n", line);
-		fflush(stdout);
+	/* quiet_idle: an idle rank says it waits once, not at every change of the counts. */
+	if (!o->quiet_idle || !w->last_idle[0]) {
+		es_say("%s", line);
 		snprintf(w->last_idle, sizeof(w->last_idle), "%s", line);
 	}
 	/* Sleep in short steps so that SIGTERM is acted on at once; wake up when a running shard
@@ -1018,8 +1020,7 @@ static int reached_cap(struct worker *w, struct es_worker_result *res)
 	const struct es_worker_opts *o = w->o;
 	if (w->capped || o->max_shards <= 0 || (o->cap_counts_done ? w->done_here : res->processed) < o->max_shards)
 		return 0;
-	printf("Reached --max-shards=%lld\n", (long long)o->max_shards);
-	fflush(stdout);
+	es_say("Reached --max-shards=%lld", (long long)o->max_shards);
 	if (!o->wait_for_terminal) {
 		res->exit_code = res->failed ? 2 : 0;
 		return 1;
@@ -1071,8 +1072,8 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	if (!end && !rc && stopped(o)) {
 		res->stopped_by_signal = 1;
 		res->exit_code = 128 + (int)*o->stop_flag;
-		fprintf(stderr, "Worker %s:%d stopped by signal %d; its claims were released for other workers\n",
-			es_hostname(), (int)getpid(), (int)*o->stop_flag);
+		es_log_note("Worker %s:%d stopped by signal %d; its claims were released for other workers",
+			    es_hostname(), (int)getpid(), (int)*o->stop_flag);
 	}
 	es_djrunner_stop(&w.dj, res->stopped_by_signal);
 	es_events_close(&w.ev);

@@ -92,6 +92,11 @@ int es_fs_remove_tree(const char *path);
 int es_fs_read_fd(int fd, struct es_buf *out, size_t max, const char *what);
 /* Read a whole file into out (replacing its content); fails past max bytes (0: 64 MiB). */
 int es_fs_read_file(const char *path, struct es_buf *out, size_t max);
+/* The last max_lines lines of a file, from at most its last max_bytes bytes, into out (replacing
+ * its content; a line cut by the byte bound is dropped, the trailing newline too). Returns 1 when
+ * something before them was left out, 0 when out is the whole file, and -1 when the file cannot
+ * be read (out empty; no message: a missing log is normal for an attempt that never started). */
+int es_fs_read_tail(const char *path, int max_lines, size_t max_bytes, struct es_buf *out);
 /* Like realpath(3), but a missing tail is allowed and normalized lexically: symlinks are
  * resolved component by component and ".." is applied after resolution (Python's
  * os.path.realpath(strict=False)). A relative path is taken against the CWD. */

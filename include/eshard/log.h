@@ -38,6 +38,19 @@ void es_log_quiet_end(void);
 /* Prefix for every line, e.g. "[rank 1 node2] "; NULL or "" for none. */
 void es_log_set_prefix(const char *prefix);
 
+/* Add the time since mono_t0 (an es_time_mono() reading) to every stderr line's prefix:
+ * "[+12.3s] [rank 1 node2] " (the time first, so the prefix itself stays as it was). 0: no time. */
+void es_log_set_clock(double mono_t0);
+/* A log line on stderr with the prefix, no "ERROR:"/"WARNING:" (a newline is added). */
+void es_log_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A line on stdout (a newline is added), flushed. Lines of es_say, es_error, es_warning and
+ * es_log_note are whole even when two threads print, and they move a sticky line out of the
+ * way: the line is cleared, the new one printed, the sticky line drawn again below it. */
+void es_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The sticky line on stdout (for a terminal: the progress line redrawn in place, no newline);
+ * NULL clears it. Only for a terminal: elsewhere print whole lines with es_say. */
+void es_say_sticky(const char *line);
+
 /* Exit status for a library result: 0 stays 0, a stop by signal N (ES_EINTR while the process
  * is stopping) 128+N, any other error 2 (REFERENCE.md §1.1). */
 int es_exit_code(int rc);

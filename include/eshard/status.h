@@ -42,6 +42,24 @@ enum es_shard_state {
 /* "pending", "running", "stale", "done", "failed". */
 const char *es_shard_state_name(enum es_shard_state s);
 
+/* Bounds of the log tail that status shows per failed or retried shard, and the number of
+ * shards that get one (the others still get their error and log path). */
+#define ES_STATUS_TAIL_LINES 5
+#define ES_STATUS_TAIL_BYTES 2048
+#define ES_STATUS_MAX_TAILS 100
+
+/* Why a shard failed, or why it needed another attempt: its latest attempt that ended without
+ * a result (failed, stale, lost, preempted, ...). */
+struct es_shard_problem {
+	int attempt;               /* the attempt's number, 0 when unknown */
+	char *status;              /* its attempt.json status, or NULL */
+	char *error;               /* its error (the failed record's last_error for a failed shard) */
+	char *host;                /* the host it ran on, or NULL */
+	char *log_path;            /* absolute path of its process.log, or NULL */
+	char *log_tail;            /* the last lines of that log (bounded, see above), or NULL */
+	int log_cut;               /* log_tail is not the whole log */
+};
+
 struct es_shard_status {
 	const char *shard_id;      /* points into the manifest */
 	int64_t rows;              /* manifest (input) rows of the shard */
@@ -60,6 +78,10 @@ struct es_shard_status {
 	double claimed_at_epoch;   /* done: claimed_at_epoch of the attempt that published, or -1 */
 	double completed_at_epoch; /* done: the record's completed_at, or -1 */
 	char *record_error;        /* done: why merge would refuse its record, or NULL */
+	int64_t attempt_number;    /* done, running, stale: the current attempt's number; failed: the
+	                            * last one; 0 when unknown */
+	int has_problem;           /* failed, or retried (attempt_number > 1): problem is filled */
+	struct es_shard_problem problem;
 };
 
 struct es_status_counts {
@@ -101,7 +123,10 @@ struct es_status {
  *        from the attempt.json beside the record's output_path) and the running locks;
  *   t1 = the latest completed_at among the done records;
  *   rate = rows_done / (t1 - t0) when t1 > t0, else unknown;
- *   eta  = (rows_total - rows_done) / rate, assuming the current parallelism goes on.
+ *   eta  = (rows_total - rows_done) / rate, assuming the current parallelism goes on, and only
+ *          while a shard runs and the job is not terminal (unknown otherwise; 0 when complete).
+ * This rate counts the downtime between submissions; jobview.h's es_jobview_rate_status()
+ * replaces it with the rate over work time only (what `status` shows).
  * Unreadable or missing attempt files just leave the rate unknown.
  */
 int es_status_collect(const struct es_manifest *m, double lock_timeout, struct es_status *out);
@@ -119,6 +144,15 @@ int es_status_count_cached(const struct es_manifest *m, double lock_timeout, uns
 			   struct es_status_counts *c);
 
 void es_status_free(struct es_status *s);
+
+/* What a user does next about an incomplete job, one sentence for a message (appended to out):
+ * "retry --all-failed" then the same command again for failed shards, the same command again
+ * (it resumes) for pending, running or stale ones. Nothing when the job is complete. */
+int es_status_advice(const struct es_status_counts *c, const char *job_dir, struct es_buf *out);
+
+/* The "Failed <id> ..." / "Retried <id> ..." block of the text status for every shard with a
+ * problem (at most max_shards of them, 0: all; the rest counted), appended to out. */
+int es_status_format_problems(const struct es_status *s, size_t max_shards, struct es_buf *out);
 
 /* Process exit code of `status`: 0 complete, 2 any failed, otherwise 1 (counts only). */
 int es_status_exit_code(const struct es_status_counts *c);

@@ -32,9 +32,10 @@ int es_verify_run(const char *job_dir, const char *output, int expect_nodes, str
 
 /* The same, finishing the merge that follow (es_merge_follow_start on the same job and output)
  * began while the job ran: only what it has not appended and re-read yet is merged and re-read.
- * follow is finished or aborted (freed) whatever the outcome. */
+ * follow is finished or aborted (freed) whatever the outcome. brief: the status is not printed
+ * (run prints its own summary instead of a line per shard). */
 struct es_merge_follow;
 int es_verify_run_follow(const char *job_dir, const char *output, int expect_nodes, struct es_merge_follow *follow,
-			 struct es_verify_result *r);
+			 int brief, struct es_verify_result *r);
 
 #endif

@@ -57,7 +57,10 @@ struct es_worker_opts {
 	 * attempt uses up a node's share, and its retry can find every rank capped, so the job
 	 * never becomes terminal and the run waits forever. */
 	int cap_counts_done;
-	int quiet_idle;              /* print the idle line only once per change of counts */
+	int quiet_idle;              /* print the idle line only once (else at every change of counts) */
+	int quiet_claims;            /* no "Claimed <id>" line (run without --verbose) */
+	int quiet_end;               /* no "All N shards completed" / "Job finished with failures"
+	                              * line (every rank of run but rank 0) */
 	/* A processor that dies of a stop signal (SIGTERM, SIGINT, SIGHUP, SIGKILL) that no
 	 * eshard-mpi process sent may be the first victim of a scheduler stopping the whole job:
 	 * the worker waits this long (<= 0: 5 s) for its own stop before it counts the attempt

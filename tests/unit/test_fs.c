@@ -142,5 +142,23 @@ int main(void)
 	CHECK_INT_EQ(es_fs_temp_owner(name), ES_TEMP_UNKNOWN);
 	CHECK_INT_EQ(es_fs_temp_owner(".x.notatoken.tmp"), ES_TEMP_UNKNOWN);
 	es_buf_free(&b);
+	/* The bounded tail of a log: the last lines, a line cut by the byte bound dropped. */
+	{
+		struct es_buf tail = ES_BUF_INIT;
+		snprintf(p, sizeof(p), "%s/tail.log", t);
+		CHECK_INT_EQ(es_fs_read_tail(p, 5, 2048, &tail), -1);
+		CHECK_INT_EQ(es_fs_write_atomic(p, "a\nb\nc\n", 6), 0);
+		CHECK_INT_EQ(es_fs_read_tail(p, 5, 2048, &tail), 0);
+		CHECK_STR_EQ(tail.data, "a\nb\nc");
+		CHECK_INT_EQ(es_fs_read_tail(p, 2, 2048, &tail), 1);
+		CHECK_STR_EQ(tail.data, "b\nc");
+		CHECK_INT_EQ(es_fs_write_atomic(p, "line one\nline two\nthree", 23), 0);
+		CHECK_INT_EQ(es_fs_read_tail(p, 5, 12, &tail), 1); /* "e two\nthree": the piece goes */
+		CHECK_STR_EQ(tail.data, "three");
+		CHECK_INT_EQ(es_fs_write_atomic(p, "", 0), 0);
+		CHECK_INT_EQ(es_fs_read_tail(p, 5, 2048, &tail), 0);
+		CHECK_STR_EQ(tail.data, "");
+		es_buf_free(&tail);
+	}
 	return test_done();
 }

@@ -1,0 +1,779 @@
+#include "eshard/jobview.h"
+#include "eshard/claim.h"
+#include "eshard/fs.h"
+#include "eshard/log.h"
+#include "eshard/util.h"
+#include "json.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *const es_jv_status_names[ES_JV_N] = { "done", "failed", "superseded", "stale", "lost", "preempted",
+						"running", "backup_failed", "not_started" };
+
+static int oom(const char *what)
+{
+	return es_error(ES_ENOMEM, "out of memory reading the job folder (%s)", what);
+}
+
+static char *xstrdup(const char *s)
+{
+	return strdup(s ? s : "");
+}
+
+double es_jv_duration(const struct es_jv_attempt *a)
+{
+	return a->end >= a->claim && a->claim >= 0 ? a->end - a->claim : -1;
+}
+
+/* ---------------- reading the job folder ---------------- */
+
+/* The entries of a folder but "." and "..", sorted; a missing folder has none. */
+static int list_dir(const char *path, struct es_strv *out)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : es_error_errno(ES_EIO, "cannot read folder '%s'", path);
+	struct dirent *e;
+	int rc = 0;
+	while (!rc && (e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			rc = es_strv_push(out, strdup(e->d_name));
+	closedir(d);
+	if (rc)
+		return oom("folder listing");
+	es_strv_sort_unique(out);
+	return 0;
+}
+
+static int is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static cJSON *load_object_quiet(const char *path)
+{
+	cJSON *doc = NULL;
+	es_log_quiet_begin();
+	int rc = es_json_load(path, &doc);
+	es_log_quiet_end();
+	if (rc || !cJSON_IsObject(doc)) {
+		cJSON_Delete(doc);
+		return NULL;
+	}
+	return doc;
+}
+
+static double iso_of(const cJSON *doc, const char *key)
+{
+	double t;
+	return es_time_parse_iso(es_json_get_str(doc, key), &t) ? -1 : t;
+}
+
+static int status_index(const char *s)
+{
+	for (int i = 0; s && i < ES_JV_N; i++)
+		if (!strcmp(s, es_jv_status_names[i]))
+			return i;
+	return -1;
+}
+
+/* "0003-<token>": the attempt number and the token of an attempt folder's name. */
+static void parse_leaf(const char *name, struct es_jv_attempt *a)
+{
+	const char *dash = strchr(name, '-');
+	char num[16];
+	int64_t n = 0;
+	if (dash && dash - name < (long)sizeof(num)) {
+		memcpy(num, name, (size_t)(dash - name));
+		num[dash - name] = '\0';
+		if (es_parse_i64(num, &n) || n < 0 || n > 1000000)
+			n = 0;
+		snprintf(a->token, sizeof(a->token), "%s", dash + 1);
+	}
+	a->number = (int)n;
+}
+
+/* The fields of attempt.json (REFERENCE.md §2.5); the end waits for the events (resolve). */
+static void fill_from_json(struct es_jv_attempt *a, const cJSON *doc)
+{
+	const char *host = es_json_get_str(doc, "hostname");
+	a->host = xstrdup(host && *host ? host : "(unknown)");
+	es_json_get_i64(doc, "pid", &a->pid);
+	const char *st = es_json_get_str(doc, "status");
+	a->backup = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "backup"));
+	a->status = status_index(st);
+	if (a->status < 0) {
+		/* Only the values of §5.7 are known; an attempt.json without one is still an attempt. */
+		a->status = st ? ES_JV_LOST : ES_JV_RUNNING;
+		a->raw_status = st ? strdup(st) : NULL;
+	}
+	if (es_json_get_num(doc, "claimed_at_epoch", &a->claim))
+		a->claim = iso_of(doc, "claimed_at");
+	a->finished_at = iso_of(doc, "finished_at");
+	a->stale_at = iso_of(doc, "stale_at");
+	if (es_json_get_num(doc, "duration_secs", &a->proc_secs))
+		a->proc_secs = -1;
+	a->has_rc = !es_json_get_i64(doc, "return_code", &a->rc);
+	const char *err = es_json_get_str(doc, "error");
+	if (err)
+		a->error = strdup(err);
+	const cJSON *res = cJSON_GetObjectItemCaseSensitive(doc, "result");
+	if (es_json_get_i64(res, "rows", &a->rows_out))
+		a->rows_out = -1;
+}
+
+static struct es_jv_attempt *new_attempt(struct es_jobview *r)
+{
+	if (r->n_a == r->cap_a) {
+		size_t cap = r->cap_a ? 2 * r->cap_a : 64;
+		struct es_jv_attempt *p = realloc(r->a, cap * sizeof(*p));
+		if (!p)
+			return NULL;
+		r->a = p;
+		r->cap_a = cap;
+	}
+	struct es_jv_attempt *a = &r->a[r->n_a++];
+	memset(a, 0, sizeof(*a));
+	a->claim = a->start = a->end = a->proc_secs = a->finished_at = a->stale_at = -1;
+	a->rows_in = a->rows_out = -1;
+	a->shard_index = -1;
+	return a;
+}
+
+/* The manifest index of a shard id: the index its name carries ("part-00007-of-00016"), checked,
+ * else a search. */
+static long shard_index(const struct es_manifest *m, const char *id)
+{
+	int64_t i;
+	char num[24];
+	const char *p = strncmp(id, "part-", 5) ? NULL : id + 5, *e = p ? strchr(p, '-') : NULL;
+	if (e && e - p < (long)sizeof(num)) {
+		memcpy(num, p, (size_t)(e - p));
+		num[e - p] = '\0';
+		if (!es_parse_i64(num, &i) && i >= 0 && (size_t)i < m->n_shards && !strcmp(m->shards[i].id, id))
+			return (long)i;
+	}
+	return es_manifest_find(m, id);
+}
+
+/* One attempt folder with an attempt.json. */
+static int add_attempt(struct es_jobview *r, const char *shard, const char *leaf, const char *dir)
+{
+	struct es_jv_attempt *a = new_attempt(r);
+	if (!a)
+		return oom("attempts");
+	a->shard = strdup(shard);
+	a->dir = strdup(dir);
+	if (!a->shard || !a->dir)
+		return oom("attempts");
+	parse_leaf(leaf, a);
+	a->shard_index = shard_index(&r->m, shard);
+	if (a->shard_index >= 0)
+		a->rows_in = r->m.shards[a->shard_index].rows;
+	struct es_buf p = ES_BUF_INIT;
+	es_buf_printf(&p, "%s/attempt.json", dir);
+	cJSON *doc = load_object_quiet(p.data);
+	es_buf_free(&p);
+	if (doc) {
+		fill_from_json(a, doc);
+	} else {
+		r->unreadable_attempts++;
+		a->host = xstrdup("(unknown)");
+		a->status = ES_JV_LOST;
+		a->error = strdup("attempt.json cannot be read");
+	}
+	cJSON_Delete(doc);
+	return a->host ? 0 : oom("attempts");
+}
+
+/* Every attempts/<shard>/<leaf>/ that holds an attempt.json, in name order. */
+static int collect_attempts(struct es_jobview *r)
+{
+	struct es_strv shards = ES_STRV_INIT, leaves = ES_STRV_INIT;
+	struct es_buf base = ES_BUF_INIT, sdir = ES_BUF_INIT, adir = ES_BUF_INIT, aj = ES_BUF_INIT;
+	int rc = es_buf_printf(&base, "%s/attempts", r->m.job_dir);
+	if (!rc)
+		rc = list_dir(base.data, &shards);
+	for (size_t i = 0; !rc && i < shards.n; i++) {
+		es_buf_reset(&sdir);
+		es_buf_printf(&sdir, "%s/%s", base.data, shards.v[i]);
+		if (!is_dir(sdir.data))
+			continue;
+		es_strv_free(&leaves);
+		rc = list_dir(sdir.data, &leaves);
+		for (size_t k = 0; !rc && k < leaves.n; k++) {
+			es_buf_reset(&adir);
+			es_buf_reset(&aj);
+			es_buf_printf(&adir, "%s/%s", sdir.data, leaves.v[k]);
+			es_buf_printf(&aj, "%s/attempt.json", adir.data);
+			if (is_dir(adir.data) && es_fs_exists(aj.data) == 1)
+				rc = add_attempt(r, shards.v[i], leaves.v[k], adir.data);
+		}
+	}
+	es_strv_free(&shards);
+	es_strv_free(&leaves);
+	es_buf_free(&base);
+	es_buf_free(&sdir);
+	es_buf_free(&adir);
+	es_buf_free(&aj);
+	return rc;
+}
+
+static int add_event(struct es_jobview *r, const cJSON *o)
+{
+	const char *tok = es_json_get_str(o, "token"), *name = es_json_get_str(o, "event");
+	double t;
+	if (!tok || !name || es_json_get_num(o, "time", &t))
+		return 0; /* not an attempt's event */
+	if (r->n_ev == r->cap_ev) {
+		size_t cap = r->cap_ev ? 2 * r->cap_ev : 256;
+		struct es_jv_event *p = realloc(r->ev, cap * sizeof(*p));
+		if (!p)
+			return oom("events");
+		r->ev = p;
+		r->cap_ev = cap;
+	}
+	struct es_jv_event *e = &r->ev[r->n_ev++];
+	memset(e, 0, sizeof(*e));
+	snprintf(e->token, sizeof(e->token), "%s", tok);
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	e->time = t;
+	if (es_json_get_i64(o, "rows", &e->rows))
+		e->rows = -1;
+	if (es_json_get_num(o, "duration", &e->duration))
+		e->duration = -1;
+	const char *d = es_json_get_str(o, "detail");
+	if (d && !(e->detail = strdup(d)))
+		return oom("events");
+	return 0;
+}
+
+/* One event log: a line that does not parse (the one a crash cut short) is counted, not fatal. */
+static int read_event_file(struct es_jobview *r, const char *path)
+{
+	struct es_buf text = ES_BUF_INIT;
+	es_log_quiet_begin();
+	int rc = es_fs_read_file(path, &text, (size_t)1 << 30);
+	es_log_quiet_end();
+	if (rc) {
+		es_buf_free(&text);
+		r->bad_event_lines++;
+		return 0;
+	}
+	r->n_event_files++;
+	const char *p = text.data, *end = text.data + text.len;
+	while (!rc && p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		if (len) {
+			es_log_quiet_begin();
+			cJSON *o = es_json_parse(p, len, path);
+			es_log_quiet_end();
+			if (cJSON_IsObject(o))
+				rc = add_event(r, o);
+			else
+				r->bad_event_lines++;
+			cJSON_Delete(o);
+		}
+		p += len + 1;
+	}
+	es_buf_free(&text);
+	return rc;
+}
+
+static int event_cmp(const void *x, const void *y)
+{
+	const struct es_jv_event *a = x, *b = y;
+	int c = strcmp(a->token, b->token);
+	return c ? c : (a->time > b->time) - (a->time < b->time);
+}
+
+static int collect_events(struct es_jobview *r)
+{
+	struct es_strv files = ES_STRV_INIT;
+	struct es_buf dir = ES_BUF_INIT, p = ES_BUF_INIT;
+	int rc = es_buf_printf(&dir, "%s/state/events", r->m.job_dir);
+	if (!rc)
+		rc = list_dir(dir.data, &files);
+	for (size_t i = 0; !rc && i < files.n; i++) {
+		size_t n = strlen(files.v[i]);
+		if (n < 6 || strcmp(files.v[i] + n - 6, ".jsonl") || files.v[i][0] == '.')
+			continue;
+		es_buf_reset(&p);
+		es_buf_printf(&p, "%s/%s", dir.data, files.v[i]);
+		rc = read_event_file(r, p.data);
+	}
+	es_strv_free(&files);
+	es_buf_free(&dir);
+	es_buf_free(&p);
+	if (!rc && r->n_ev > 1)
+		qsort(r->ev, r->n_ev, sizeof(*r->ev), event_cmp);
+	return rc;
+}
+
+/* ---------------- making sense of it ---------------- */
+
+static int is_end_event(const char *name)
+{
+	static const char *const ends[] = { "done", "superseded", "failed", "lost", "preempted", "backup_failed",
+					    "not_started" };
+	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
+		if (!strcmp(name, ends[i]))
+			return 1;
+	return 0;
+}
+
+/* The times of one attempt: events (matched by token) first, attempt.json otherwise. */
+static void resolve_times(struct es_jobview *r, struct es_jv_attempt *a)
+{
+	double ev_end = -1, ev_taken = -1;
+	struct es_jv_event key;
+	memset(&key, 0, sizeof(key));
+	snprintf(key.token, sizeof(key.token), "%s", a->token);
+	size_t lo = 0, hi = r->n_ev;
+	while (lo < hi) { /* the first event of the token */
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(r->ev[mid].token, key.token) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; a->token[0] && i < r->n_ev && !strcmp(r->ev[i].token, a->token); i++) {
+		const struct es_jv_event *e = &r->ev[i];
+		a->timed_by_events = 1;
+		if (!strcmp(e->name, "claim") || !strcmp(e->name, "backup")) {
+			a->claim = e->time;
+		} else if (!strcmp(e->name, "start")) {
+			a->start = e->time;
+		} else if (!strcmp(e->name, "stale_takeover")) {
+			ev_taken = e->time;
+		} else if (is_end_event(e->name)) {
+			ev_end = e->time;
+			if (e->rows >= 0 && (!strcmp(e->name, "done") || !strcmp(e->name, "superseded")))
+				a->rows_out = e->rows;
+			if (a->proc_secs < 0 && e->duration >= 0)
+				a->proc_secs = e->duration;
+			if (!a->error && e->detail)
+				a->error = strdup(e->detail);
+		}
+	}
+	if (a->claim < 0)
+		a->claim = a->start;
+	/* Its own worker's end first; a takeover only ends an attempt whose worker said nothing. */
+	a->end = ev_end >= 0 ? ev_end : a->finished_at >= 0 ? a->finished_at : ev_taken >= 0 ? ev_taken : a->stale_at;
+	if (a->end < 0 && a->claim >= 0 && a->proc_secs >= 0 && a->status != ES_JV_RUNNING)
+		a->end = a->claim + a->proc_secs;
+	a->end_kind = a->end >= 0 ? ES_JV_END_RECORDED : ES_JV_END_UNKNOWN;
+}
+
+/* A running attempt whose shard lock still holds its token is live: it is drawn up to now. */
+static int attempt_is_live(const struct es_jobview *r, const struct es_jv_attempt *a)
+{
+	char path[4096];
+	struct es_lock_info li;
+	if (es_claim_lock_path(&r->m, a->shard, path, sizeof(path)))
+		return 0;
+	es_log_quiet_begin();
+	int rc = es_claim_lock_read(path, &li);
+	es_log_quiet_end();
+	return !rc && li.exists && !li.terminal && !strcmp(li.token, a->token);
+}
+
+static void resolve(struct es_jobview *r)
+{
+	r->t0 = r->t1 = -1;
+	for (size_t i = 0; i < r->n_a; i++) {
+		struct es_jv_attempt *a = &r->a[i];
+		resolve_times(r, a);
+		/* A done attempt without finished_at ended when its done record was completed. */
+		if (a->end < 0 && a->status == ES_JV_DONE && a->shard_index >= 0 &&
+		    r->st.shards[a->shard_index].state == ES_SHARD_DONE)
+			a->end = r->st.shards[a->shard_index].completed_at_epoch;
+		if (a->end >= 0)
+			a->end_kind = ES_JV_END_RECORDED;
+		double ts[3] = { a->claim, a->start, a->end };
+		for (int k = 0; k < 3; k++) {
+			if (ts[k] < 0)
+				continue;
+			if (r->t0 < 0 || ts[k] < r->t0)
+				r->t0 = ts[k];
+			if (ts[k] > r->t1)
+				r->t1 = ts[k];
+		}
+	}
+	if (r->t0 < 0)
+		r->t0 = r->t1 = r->now; /* no time known at all: every attempt is drawn at now */
+	for (size_t i = 0; i < r->n_a; i++) {
+		struct es_jv_attempt *a = &r->a[i];
+		if (a->status == ES_JV_RUNNING && a->end < 0 && attempt_is_live(r, a)) {
+			a->end = r->now;
+			a->end_kind = ES_JV_END_LIVE;
+			if (r->now > r->t1)
+				r->t1 = r->now;
+		}
+	}
+	for (size_t i = 0; i < r->n_a; i++) {
+		struct es_jv_attempt *a = &r->a[i];
+		if (a->claim < 0)
+			a->claim = a->end >= 0 ? a->end : r->t0;
+		if (a->end < 0)
+			a->end = a->status == ES_JV_RUNNING && r->t1 > a->claim ? r->t1 : a->claim;
+		r->by_status[a->status]++;
+		r->n_backups += a->backup;
+		r->n_backups_won += a->backup && a->status == ES_JV_DONE;
+	}
+}
+
+static int worker_cmp(const void *x, const void *y)
+{
+	const struct es_jv_worker *a = x, *b = y;
+	int c = strcmp(a->host, b->host);
+	if (c)
+		return c;
+	if (a->first_claim != b->first_claim)
+		return a->first_claim < b->first_claim ? -1 : 1;
+	return (a->pid > b->pid) - (a->pid < b->pid);
+}
+
+static size_t find_worker(const struct es_jobview *r, const char *host, int64_t pid)
+{
+	for (size_t i = 0; i < r->n_w; i++)
+		if (r->w[i].pid == pid && !strcmp(r->w[i].host, host))
+			return i;
+	return (size_t)-1;
+}
+
+/* Workers (host + pid, sorted by host, then first claim) and hosts, with their sums. */
+static int group(struct es_jobview *r)
+{
+	r->w = calloc(r->n_a ? r->n_a : 1, sizeof(*r->w));
+	r->h = calloc(r->n_a ? r->n_a : 1, sizeof(*r->h));
+	if (!r->w || !r->h)
+		return oom("hosts");
+	for (size_t i = 0; i < r->n_a; i++) {
+		struct es_jv_attempt *a = &r->a[i];
+		size_t k = find_worker(r, a->host, a->pid);
+		if (k == (size_t)-1) {
+			k = r->n_w++;
+			r->w[k] = (struct es_jv_worker){ a->host, a->pid, a->claim, 0 };
+		} else if (a->claim < r->w[k].first_claim) {
+			r->w[k].first_claim = a->claim;
+		}
+	}
+	if (r->n_w > 1)
+		qsort(r->w, r->n_w, sizeof(*r->w), worker_cmp);
+	for (size_t k = 0; k < r->n_w; k++) {
+		if (!r->n_h || strcmp(r->h[r->n_h - 1].host, r->w[k].host)) {
+			r->h[r->n_h] = (struct es_jv_host){ .host = r->w[k].host, .first_claim = r->w[k].first_claim };
+			r->n_h++;
+		}
+		struct es_jv_host *h = &r->h[r->n_h - 1];
+		h->n_workers++;
+		if (r->w[k].first_claim < h->first_claim)
+			h->first_claim = r->w[k].first_claim;
+		r->w[k].host_index = r->n_h - 1;
+	}
+	for (size_t i = 0; i < r->n_a; i++) {
+		struct es_jv_attempt *a = &r->a[i];
+		a->worker = find_worker(r, a->host, a->pid);
+		struct es_jv_host *h = &r->h[r->w[a->worker].host_index];
+		double d = es_jv_duration(a);
+		h->attempts++;
+		h->busy += d > 0 ? d : 0;
+		if (a->status == ES_JV_FAILED)
+			h->failed++;
+		if (a->status == ES_JV_DONE) {
+			h->done++;
+			h->busy_done += d > 0 ? d : 0;
+			h->rows_in += a->rows_in > 0 ? a->rows_in : 0;
+			h->rows_out += a->rows_out > 0 ? a->rows_out : 0;
+		}
+	}
+	return 0;
+}
+
+static int dbl_cmp(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+	return (a > b) - (a < b);
+}
+
+/* The durations of the done attempts, sorted (malloc'd; *n of them). */
+double *es_jobview_done_durations(const struct es_jobview *r, size_t *n)
+{
+	double *d = malloc((r->n_a ? r->n_a : 1) * sizeof(*d));
+	*n = 0;
+	for (size_t i = 0; d && i < r->n_a; i++)
+		if (r->a[i].status == ES_JV_DONE && es_jv_duration(&r->a[i]) >= 0)
+			d[(*n)++] = es_jv_duration(&r->a[i]);
+	if (d && *n > 1)
+		qsort(d, *n, sizeof(*d), dbl_cmp);
+	return d;
+}
+
+void es_jobview_free(struct es_jobview *r)
+{
+	for (size_t i = 0; i < r->n_a; i++) {
+		free(r->a[i].shard);
+		free(r->a[i].host);
+		free(r->a[i].raw_status);
+		free(r->a[i].error);
+		free(r->a[i].dir);
+	}
+	free(r->a);
+	for (size_t i = 0; i < r->n_ev; i++)
+		free(r->ev[i].detail);
+	free(r->ev);
+	free(r->w);
+	free(r->h);
+	if (r->have_status)
+		es_status_free(&r->st);
+	if (r->have_manifest)
+		es_manifest_free(&r->m);
+	memset(r, 0, sizeof(*r));
+}
+
+static int collect(struct es_jobview *r, const char *job_dir, double lock_timeout)
+{
+	int rc = es_manifest_load(job_dir, &r->m);
+	if (rc)
+		return rc;
+	r->have_manifest = 1;
+	rc = es_status_collect(&r->m, lock_timeout, &r->st);
+	r->have_status = 1;
+	if (!rc)
+		rc = collect_attempts(r);
+	if (!rc)
+		rc = collect_events(r);
+	if (!rc) {
+		resolve(r);
+		rc = group(r);
+	}
+	return rc;
+}
+
+
+int es_jobview_load(const char *job_dir, double now, double lock_timeout, struct es_jobview *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->now = now > 0 ? now : es_time_epoch();
+	r->median = -1;
+	int rc = collect(r, job_dir, lock_timeout);
+	if (rc)
+		return rc;
+	size_t n = 0;
+	double *d = es_jobview_done_durations(r, &n);
+	if (!d)
+		return oom("durations");
+	if (n)
+		r->median = n % 2 ? d[n / 2] : (d[n / 2 - 1] + d[n / 2]) / 2;
+	free(d);
+	return 0;
+}
+
+/* ---------------- rates ---------------- */
+
+static int span_cmp(const void *x, const void *y)
+{
+	const struct es_work_span *a = x, *b = y;
+	return (a->start > b->start) - (a->start < b->start);
+}
+
+/* The length of the union of the spans clipped to [from, to]; spans sorted by start. */
+static double union_secs(const struct es_work_span *s, size_t n, double from, double to)
+{
+	double total = 0, cur_a = 0, cur_b = -1;
+	int open = 0;
+	for (size_t i = 0; i < n; i++) {
+		double a = s[i].start > from ? s[i].start : from, b = s[i].end < to ? s[i].end : to;
+		if (b <= a)
+			continue;
+		if (open && a <= cur_b) {
+			if (b > cur_b)
+				cur_b = b;
+			continue;
+		}
+		if (open)
+			total += cur_b - cur_a;
+		cur_a = a;
+		cur_b = b;
+		open = 1;
+	}
+	if (open)
+		total += cur_b - cur_a;
+	return total;
+}
+
+void es_rate_compute(const struct es_work_span *spans, size_t n, double now, double window, int64_t rows_left,
+		     int64_t running, int terminal, struct es_rate *out)
+{
+	*out = (struct es_rate){ 0, -1, -1, -1, -1, -1 };
+	struct es_work_span *s = malloc((n ? n : 1) * sizeof(*s));
+	if (!s)
+		return;
+	memcpy(s, spans, n * sizeof(*s));
+	qsort(s, n, sizeof(*s), span_cmp);
+	double from = now - window;
+	int64_t rows = 0, bytes = 0, wrows = 0, wbytes = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!s[i].done)
+			continue;
+		rows += s[i].rows;
+		bytes += s[i].bytes;
+		if (s[i].end >= from && s[i].end <= now) {
+			wrows += s[i].rows;
+			wbytes += s[i].bytes;
+		}
+	}
+	out->work_secs = union_secs(s, n, -INFINITY, INFINITY);
+	if (out->work_secs > 0) {
+		out->rows_per_sec = (double)rows / out->work_secs;
+		out->bytes_per_sec = (double)bytes / out->work_secs;
+	}
+	double wsecs = union_secs(s, n, from, now);
+	if (wsecs > 0 && wrows > 0) {
+		out->window_rows_per_sec = (double)wrows / wsecs;
+		out->window_bytes_per_sec = (double)wbytes / wsecs;
+	} else {
+		out->window_rows_per_sec = out->rows_per_sec;
+		out->window_bytes_per_sec = out->bytes_per_sec;
+	}
+	if (running > 0 && !terminal && out->window_rows_per_sec > 0)
+		out->eta_secs = (double)rows_left / out->window_rows_per_sec;
+	free(s);
+}
+
+int es_jobview_rate(const struct es_jobview *v, double window, struct es_rate *out)
+{
+	struct es_work_span *s = malloc((v->n_a ? v->n_a : 1) * sizeof(*s));
+	if (!s)
+		return es_error(ES_ENOMEM, "out of memory computing the rates of %s", v->m.job_dir);
+	size_t n = 0;
+	for (size_t i = 0; i < v->n_a; i++) {
+		const struct es_jv_attempt *a = &v->a[i];
+		if (a->status == ES_JV_STALE || a->status == ES_JV_LOST || a->claim < 0 || a->end < a->claim)
+			continue;
+		if (a->status == ES_JV_RUNNING && a->end_kind != ES_JV_END_LIVE)
+			continue; /* a running attempt whose lock is not its own any more: its end is not known */
+		int done = a->status == ES_JV_DONE && a->shard_index >= 0;
+		s[n++] = (struct es_work_span){ a->claim, a->end, done, done ? v->m.shards[a->shard_index].rows : 0,
+						 done ? v->m.shards[a->shard_index].size_bytes : 0 };
+	}
+	const struct es_status *st = &v->st;
+	es_rate_compute(s, n, v->now, window > 0 ? window : 60, st->rows_total - st->rows_done, st->counts.running,
+			st->terminal, out);
+	free(s);
+	return 0;
+}
+
+int es_jobview_rate_status(struct es_jobview *v)
+{
+	struct es_rate r;
+	int rc = es_jobview_rate(v, 60, &r);
+	if (rc)
+		return rc;
+	v->st.rate_rows_per_sec = r.window_rows_per_sec;
+	v->st.eta_secs = v->st.complete ? 0 : r.eta_secs;
+	return 0;
+}
+
+/* ---------------- Prometheus ---------------- */
+
+/* A label value: backslash, double quote and newline escaped (the exposition format's rule). */
+static int prom_label(struct es_buf *out, const char *v)
+{
+	int rc = 0;
+	for (const char *p = v ? v : ""; *p; p++) {
+		if (*p == '\\' || *p == '"')
+			rc |= es_buf_addc(out, '\\') | es_buf_addc(out, *p);
+		else if (*p == '\n')
+			rc |= es_buf_adds(out, "\\n");
+		else
+			rc |= es_buf_addc(out, *p);
+	}
+	return rc;
+}
+
+static int prom_family(struct es_buf *out, const char *name, const char *help)
+{
+	return es_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+}
+
+/* name{job="..."[,key="val"]} value */
+static int prom_sample(struct es_buf *out, const char *name, const char *job, const char *key, const char *val,
+		       double value)
+{
+	int rc = es_buf_printf(out, "%s{job=\"", name);
+	rc |= prom_label(out, job);
+	if (key) {
+		rc |= es_buf_printf(out, "\",%s=\"", key);
+		rc |= prom_label(out, val);
+	}
+	if (value == floor(value) && fabs(value) < 9e15)
+		rc |= es_buf_printf(out, "\"} %lld\n", (long long)value);
+	else
+		rc |= es_buf_printf(out, "\"} %.6g\n", value);
+	return rc;
+}
+
+int es_jobview_format_prometheus(const struct es_jobview *v, struct es_buf *out)
+{
+	const struct es_status *st = &v->st;
+	const struct es_status_counts *c = &st->counts;
+	const char *job = v->m.job_id;
+	int64_t bytes_total = 0, bytes_done = 0;
+	for (size_t i = 0; i < v->m.n_shards; i++) {
+		bytes_total += v->m.shards[i].size_bytes;
+		if (i < st->n_shards && st->shards[i].state == ES_SHARD_DONE)
+			bytes_done += v->m.shards[i].size_bytes;
+	}
+	struct es_rate r;
+	int rc = es_jobview_rate(v, 60, &r);
+	if (rc)
+		return rc;
+	const char *states[] = { "pending", "running", "stale", "done", "failed" };
+	int64_t counts[] = { c->pending, c->running, c->stale, c->done, c->failed };
+	rc |= prom_family(out, "eshard_shards", "Shards of the job by state (as eshard-mpi status classifies them).");
+	for (int i = 0; i < 5; i++)
+		rc |= prom_sample(out, "eshard_shards", job, "state", states[i], (double)counts[i]);
+	rc |= prom_family(out, "eshard_shards_total", "Shards in the manifest.");
+	rc |= prom_sample(out, "eshard_shards_total", job, NULL, NULL, (double)c->total);
+	rc |= prom_family(out, "eshard_rows_total", "Input rows in the manifest.");
+	rc |= prom_sample(out, "eshard_rows_total", job, NULL, NULL, (double)st->rows_total);
+	rc |= prom_family(out, "eshard_rows_done", "Input rows of the done shards.");
+	rc |= prom_sample(out, "eshard_rows_done", job, NULL, NULL, (double)st->rows_done);
+	rc |= prom_family(out, "eshard_result_rows_done", "Rows of the results of the done shards (after filtering).");
+	rc |= prom_sample(out, "eshard_result_rows_done", job, NULL, NULL, (double)st->result_rows_done);
+	rc |= prom_family(out, "eshard_bytes_total", "Input bytes in the manifest.");
+	rc |= prom_sample(out, "eshard_bytes_total", job, NULL, NULL, (double)bytes_total);
+	rc |= prom_family(out, "eshard_bytes_done", "Input bytes of the done shards.");
+	rc |= prom_sample(out, "eshard_bytes_done", job, NULL, NULL, (double)bytes_done);
+	rc |= prom_family(out, "eshard_attempts", "Attempt folders by outcome (the status of their attempt.json).");
+	for (int i = 0; i < ES_JV_N; i++)
+		rc |= prom_sample(out, "eshard_attempts", job, "outcome", es_jv_status_names[i], (double)v->by_status[i]);
+	rc |= prom_family(out, "eshard_host_shards_done", "Done shards by the host that published them.");
+	for (size_t i = 0; i < st->n_hosts; i++)
+		rc |= prom_sample(out, "eshard_host_shards_done", job, "host", st->hosts[i].host, (double)st->hosts[i].done);
+	rc |= prom_family(out, "eshard_job_complete", "1 when every shard is done and merge would accept every record.");
+	rc |= prom_sample(out, "eshard_job_complete", job, NULL, NULL, st->complete);
+	rc |= prom_family(out, "eshard_job_terminal", "1 when every shard is done or failed.");
+	rc |= prom_sample(out, "eshard_job_terminal", job, NULL, NULL, st->terminal);
+	rc |= prom_family(out, "eshard_work_seconds", "Seconds in which some attempt ran (downtime between submissions excluded).");
+	rc |= prom_sample(out, "eshard_work_seconds", job, NULL, NULL, r.work_secs);
+	if (r.window_rows_per_sec >= 0) {
+		rc |= prom_family(out, "eshard_rows_per_second", "Input rows per second of work over the last minute of work.");
+		rc |= prom_sample(out, "eshard_rows_per_second", job, NULL, NULL, r.window_rows_per_sec);
+	}
+	if (r.eta_secs >= 0) {
+		rc |= prom_family(out, "eshard_eta_seconds", "Estimated seconds to the end (only while shards run).");
+		rc |= prom_sample(out, "eshard_eta_seconds", job, NULL, NULL, r.eta_secs);
+	}
+	return rc ? es_error(ES_ENOMEM, "out of memory writing the metrics of %s", v->m.job_dir) : 0;
+}
