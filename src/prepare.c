@@ -221,7 +221,7 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 			break;
 		}
 		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-		struct es_line_reader *r = es_line_reader_new(fd, max_line, path);
+		struct es_line_reader *r = es_line_reader_new_codec(fd, max_line, path, es_codec_of_name(path));
 		struct raw_cb_arg arg = { &h, i, 0, 0 };
 		if (!r) {
 			close(fd);
