@@ -215,8 +215,8 @@ static int check_operator(struct check *c, size_t i)
 	if (v == ES_DJ_OP_UNKNOWN)
 		return unknown_operator(c, &o);
 	if (v == ES_DJ_OP_WHOLE)
-		return repr_error("Operator %s requires or may require whole-dataset semantics and is not "
-				  "supported by this demo", o.name);
+		return repr_error("Operator %s requires or may require whole-dataset semantics and cannot "
+				  "run shard by shard", o.name);
 	if (!args)
 		return 0;
 	if (es_pyval_truthy(es_yaml_get(args, "stats_export_path")))
@@ -237,6 +237,56 @@ static int check_operator(struct check *c, size_t i)
 		       : es_error(ES_ENOMEM, "out of memory");
 		free(r);
 	}
+	return rc;
+}
+
+/* A top-level setting that cannot work per shard: "Recipe option <key>=<repr> cannot work per
+ * shard: <why>". fmt holds the why. */
+static int not_per_shard(const char *key, const struct es_ynode *v, const char *why)
+{
+	char *r = es_pyval_repr(v);
+	int rc = es_error(ES_EINVAL, "Recipe option %s=%s cannot work per shard: %s", key, r ? r : "?", why);
+	free(r);
+	return rc;
+}
+
+static int warn_option(struct check *c, const char *key, const char *why)
+{
+	return es_strv_pushf(&c->warnings, "recipe option %s %s", key, why);
+}
+
+/* Beyond the reference: the top-level settings of Data-Juicer 1.6.1 (config.py) that write
+ * one global output or need the whole dataset, checked the way each behaves in a shard worker
+ * (the Ray executor, export_path set per attempt; docs/dj-notes.md "Recipe settings per
+ * shard" records what each did in a real run). */
+static int check_export(struct check *c)
+{
+	const struct es_ynode *v = es_yaml_get(c->root, "export_type");
+	if (v && v->kind != ES_Y_NULL && !es_yaml_is_str(v, "jsonl"))
+		return not_per_shard("export_type", v, "every shard's output is verified and merged as JSONL; "
+				     "only 'jsonl' (or no export_type) works");
+	v = es_yaml_get(c->root, "export_shard_size");
+	if (es_pyval_truthy(v))
+		return not_per_shard("export_shard_size", v, "it sizes the files of one global export; Ray counts "
+				     "every shard's rows and bytes for it and eshard-mpi merges the files into one");
+	v = es_yaml_get(c->root, "export_in_parallel");
+	if (es_pyval_truthy(v))
+		return not_per_shard("export_in_parallel", v, "it asks for one global parallel export by the "
+				     "default executor; shard workers export each shard through Ray");
+	v = es_yaml_get(c->root, "encrypt_before_export");
+	if (es_pyval_truthy(v))
+		return not_per_shard("encrypt_before_export", v, "encrypted output files cannot be verified "
+				     "and merged as JSONL");
+	v = es_yaml_get(c->root, "generated_dataset_config");
+	if (es_pyval_truthy(v))
+		return not_per_shard("generated_dataset_config", v, "Data-Juicer loads it instead of "
+				     "dataset_path, so every shard would process the whole generated dataset");
+	int rc = 0;
+	if (es_pyval_truthy(es_yaml_get(c->root, "export_extra_args")))
+		rc = warn_option(c, "export_extra_args", "is passed to Ray's write_json for every shard; an "
+				 "argument that changes the file format (pandas_json_args) breaks the merge");
+	if (!rc && es_pyval_truthy(es_yaml_get(c->root, "dataset")))
+		rc = warn_option(c, "dataset", "is ignored: shard workers read their shard through dataset_path");
 	return rc;
 }
 
@@ -323,6 +373,8 @@ static int validate(const struct es_ynode *root, const char *path, const struct 
 		rc = check_operator(&c, i);
 	if (!rc)
 		rc = media_keys(&c);
+	if (!rc)
+		rc = check_export(&c);
 	es_strv_sort_unique(&c.index);
 	if (!rc)
 		rc = prepare_facts(&c, out);

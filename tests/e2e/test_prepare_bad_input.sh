@@ -69,6 +69,15 @@ RECIPE=$T/bomb.yaml DS=$T/in-ok check bomb "alias"
 printf 'process:\n  - no_such_operator_xyz:\n' >"$T/unknown.yaml";  RECIPE=$T/unknown.yaml DS=$T/in-ok check unknownop "Unknown operator 'no_such_operator_xyz'"
 printf 'process:\n  - document_deduplicator:\n' >"$T/dedup.yaml"; RECIPE=$T/dedup.yaml DS=$T/in-ok check wholeop "Operator 'document_deduplicator' requires or may require whole-dataset semantics"
 printf 'process:\n  - text_length_filter:\n      stats_export_path: /tmp/x\n' >"$T/stats.yaml"; RECIPE=$T/stats.yaml DS=$T/in-ok check statsexport "stats_export_path"
+# Settings that cannot work per shard: named with their value.
+for opt in "export_type: parquet|export_type='parquet'" "export_shard_size: 268435456|export_shard_size=268435456" \
+           "export_in_parallel: true|export_in_parallel=True" "encrypt_before_export: true|encrypt_before_export=True" \
+           "generated_dataset_config: {type: EmptyFormatter, length: 5}|generated_dataset_config="; do
+  key=${opt%%:*}
+  printf '%s\nprocess:\n  - whitespace_normalization_mapper:\n' "${opt%%|*}" >"$T/$key.yaml"
+  RECIPE=$T/$key.yaml DS=$T/in-ok check "$key" "Recipe option ${opt#*|}"
+  expect_err "cannot work per shard"
+done
 
 # An unreadable file (as an unprivileged user: root reads everything).
 mkdir -p "$T/in-unreadable" && chmod 755 "$T" "$T/in-unreadable" && mkdir -p "$T/jobs" && chmod 777 "$T/jobs"

@@ -227,7 +227,7 @@ static void test_naming_convention(void)
 		char text[256], want[256];
 		snprintf(text, sizeof(text), "process:\n  - %s:\n", whole[i]);
 		snprintf(want, sizeof(want),
-			 "Operator '%s' requires or may require whole-dataset semantics and is not supported by this demo",
+			 "Operator '%s' requires or may require whole-dataset semantics and cannot run shard by shard",
 			 whole[i]);
 		EXPECT_ERR_EXACT(text, &NOREG, want);
 	}
@@ -646,11 +646,11 @@ static void test_registry(void)
 	/* The registry decides, not the name. */
 	EXPECT_ERR_EXACT("process:\n  - nothing_mapper:\n", &o, "Unknown operator 'nothing_mapper'; cannot prove it is shard-safe");
 	EXPECT_ERR_EXACT("process:\n  - plain_op:\n", &o,
-			 "Operator 'plain_op' requires or may require whole-dataset semantics and is not supported by this demo");
+			 "Operator 'plain_op' requires or may require whole-dataset semantics and cannot run shard by shard");
 	EXPECT_ERR_EXACT("process:\n  - flagged_mapper:\n", &o,
-			 "Operator 'flagged_mapper' requires or may require whole-dataset semantics and is not supported by this demo");
+			 "Operator 'flagged_mapper' requires or may require whole-dataset semantics and cannot run shard by shard");
 	EXPECT_ERR_EXACT("process:\n  - document_deduplicator:\n", &o,
-			 "Operator 'document_deduplicator' requires or may require whole-dataset semantics and is not supported by this demo");
+			 "Operator 'document_deduplicator' requires or may require whole-dataset semantics and cannot run shard by shard");
 	/* A name the helper was not asked about (not a string) is unknown. */
 	EXPECT_ERR_EXACT("process:\n  - clean_html_mapper:\n  - 7:\n", &o, "Unknown operator 7; cannot prove it is shard-safe");
 
@@ -795,6 +795,59 @@ static void test_registry_suggestions(void)
 	EXPECT_ERR_EXACT("process:\n  - text_length_filtr:\n", &NOREG, "Unknown operator 'text_length_filtr'; cannot prove it is shard-safe");
 }
 
+/* Top-level settings that cannot work per shard: refused naming the option and its value
+ * (PyYAML typing: 0, false, null, empty are unset); the ones that only may not: warned. */
+static void test_export_settings(void)
+{
+	static const char *const P = "process:\n  - whitespace_normalization_mapper:\n";
+	static const struct { const char *yaml, *msg; } bad[] = {
+		{ "export_type: parquet\n", "Recipe option export_type='parquet' cannot work per shard: every shard's output "
+		  "is verified and merged as JSONL; only 'jsonl' (or no export_type) works" },
+		{ "export_type: json\n", "Recipe option export_type='json' cannot work per shard" },
+		{ "export_type: JSONL\n", "Recipe option export_type='JSONL' cannot work per shard" },
+		{ "export_type: 1\n", "Recipe option export_type=1 cannot work per shard" },
+		{ "export_shard_size: 1048576\n", "Recipe option export_shard_size=1048576 cannot work per shard: it sizes" },
+		{ "export_shard_size: 1.5\n", "Recipe option export_shard_size=1.5 cannot work per shard" },
+		{ "export_in_parallel: yes\n", "Recipe option export_in_parallel=True cannot work per shard" },
+		{ "encrypt_before_export: true\nencryption_key_path: /k\n",
+		  "Recipe option encrypt_before_export=True cannot work per shard: encrypted output files" },
+		{ "generated_dataset_config:\n  type: EmptyFormatter\n", "Recipe option generated_dataset_config="
+		  "{'type': 'EmptyFormatter'} cannot work per shard: Data-Juicer loads it instead of dataset_path" },
+	};
+	char text[1024];
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "%s%s", bad[i].yaml, P);
+		EXPECT_ERR(text, &NOREG, bad[i].msg);
+	}
+	/* Unset in every way PyYAML has: accepted without a warning of its own. */
+	static const char *const fine[] = {
+		"export_type: jsonl\n", "export_type: null\n", "export_shard_size: 0\n", "export_shard_size: 0.0\n",
+		"export_in_parallel: false\n", "export_in_parallel: off\n", "encrypt_before_export: no\n",
+		"generated_dataset_config: {}\n", "generated_dataset_config:\n", "export_extra_args: {}\n",
+		"export_path: /x/out.jsonl\nkeep_stats_in_res_ds: false\nnp: 8\n",
+	};
+	struct es_recipe r;
+	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+		snprintf(text, sizeof(text), "executor_type: ray\n%s%s", fine[i], P);
+		if (EXPECT_OK(text, &NOREG, &r))
+			CHECK_STR_EQ(warnings_of(&r), FALLBACK_NONE);
+		es_recipe_free(&r);
+	}
+	/* Warned: arguments of every shard's write_json, and a dataset list that dataset_path wins over. */
+	snprintf(text, sizeof(text), "executor_type: ray\nexport_extra_args:\n  min_rows_per_file: 10\n"
+		 "dataset:\n  configs:\n    - type: local\n      path: /d\n%s", P);
+	if (EXPECT_OK(text, &NOREG, &r)) {
+		char want[2048];
+		snprintf(want, sizeof(want), "%s | recipe option export_extra_args is passed to Ray's write_json for every "
+			 "shard; an argument that changes the file format (pandas_json_args) breaks the merge | recipe "
+			 "option dataset is ignored: shard workers read their shard through dataset_path", FALLBACK_NONE);
+		CHECK_STR_EQ(warnings_of(&r), want);
+	}
+	es_recipe_free(&r);
+	/* The reference's checks come first: an unknown operator is reported before the export. */
+	EXPECT_ERR("export_type: parquet\nprocess:\n  - no_such_op_xyz:\n", &NOREG, "Unknown operator 'no_such_op_xyz'");
+}
+
 int main(void)
 {
 	T = test_tmpdir();
@@ -814,5 +867,6 @@ int main(void)
 	test_registry();
 	test_registry_failures();
 	test_registry_suggestions();
+	test_export_settings();
 	return test_done();
 }
