@@ -51,6 +51,10 @@ assert len(r) == 2 and r[0].startswith("Operator 'document_deduplicator'") and r
 PY
 run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$T/p" --process-cmd "$CMD" --allow-unsharded
 expect_out "Job is already prepared and unchanged"
+run_expect 1 "$BIN" status --job-dir "$T/p"
+expect_out "Unsharded: the recipe is not shard-safe; one shard, the whole dataset, runs once"
+run_expect 1 "$BIN" status --job-dir "$T/p" --json
+[ "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["unsharded"])' <"$T/out")" = True ] || fail "status --json lacks unsharded"
 
 # run -np 2: rank 0 alone works; both exit 0; the rows are deduplicated.
 run_expect 0 "$MPIEXEC" --oversubscribe -np 2 "$BIN" run --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" \
