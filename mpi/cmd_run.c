@@ -54,6 +54,7 @@ struct run {
 	int distinct;                /* distinct hosts of the ranks */
 	int slot, slots;             /* this rank among the ranks of its host */
 	int64_t nodes, cap;
+	int unsharded;               /* the job runs once, unsharded, on rank 0 (--allow-unsharded) */
 	char rid[128];
 	struct es_worker_result wres;
 	struct es_merge_follow *follow; /* rank 0: the merge while working */
@@ -199,7 +200,7 @@ static int prepare_phase(struct run *r)
 	int code = 0;
 	struct es_prepare_opts *o = &r->cli->pc.o;
 	int automatic = !o->num_shards;
-	int64_t shards = o->num_shards;
+	int64_t shards = o->num_shards, unsharded = 0;
 	if (r->ag.rank == 0) {
 		char count[32];
 		snprintf(count, sizeof(count), "%lld", (long long)shards);
@@ -214,13 +215,22 @@ static int prepare_phase(struct run *r)
 		if (!prc && r->cli->retry_failed)
 			prc = es_retry_run(pres.job_dir, 1, NULL, 0, 0);
 		code = es_exit_code(prc);
-		if (!prc)
+		if (!prc) {
 			shards = pres.num_shards;
+			unsharded = pres.unsharded;
+		}
 		free(pres.job_dir);
 	}
 	code = agree_bcast_int(code);
-	agree_bcast_bytes(&shards, (int)sizeof(shards));
-	o->num_shards = shards;
+	int64_t facts[2] = { shards, unsharded };
+	agree_bcast_bytes(facts, (int)sizeof(facts));
+	o->num_shards = facts[0];
+	r->unsharded = facts[1] != 0;
+	if (!code && r->unsharded && r->ag.rank == 0 && r->ag.size > 1) {
+		printf("The recipe is not shard-safe: rank 0 runs it once, unsharded; the other %d rank(s) wait\n",
+		       r->ag.size - 1);
+		fflush(stdout);
+	}
 	if (!code && automatic && r->cli->require_all)
 		code = check_strict_shards(r);
 	return code;
@@ -290,6 +300,38 @@ static int work_phase(struct run *r)
 		agree_send_stop(&r->ag, wcode);
 	}
 	return wcode;
+}
+
+/* An unsharded job: the ranks other than 0 wait for rank 0's work to end (a non-blocking
+ * barrier, polled with a sleep, that rank 0 enters after its work). A stop signal here stops
+ * rank 0 too; a stop from rank 0 is this rank's code. Returns this rank's exit code. */
+static int wait_phase(struct run *r)
+{
+	MPI_Request req;
+	int done = 0, code = 0;
+	MPI_Ibarrier(MPI_COMM_WORLD, &req);
+	for (;;) {
+		MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+		if (done)
+			return code;
+		if (!code && *stop_flag()) {
+			code = es_stop_signal() > 0 ? 128 + es_stop_signal() : 2;
+			agree_send_stop(&r->ag, code);
+		} else if (!code && agree_peer_stopped(&r->ag)) {
+			code = r->ag.stop_buf;
+		}
+		es_sleep(0.05);
+	}
+}
+
+/* Rank 0 of an unsharded job, its work done: the barrier that releases the waiting ranks. */
+static void release_waiters(void)
+{
+	MPI_Request req;
+	int done = 0;
+	MPI_Ibarrier(MPI_COMM_WORLD, &req);
+	while (MPI_Test(&req, &done, MPI_STATUS_IGNORE), !done)
+		es_sleep(0.005);
 }
 
 /* The job's HTML report beside its manifest, whatever the outcome (it shows the failures too).
@@ -417,7 +459,14 @@ int cmd_run(int argc, char **argv)
 		code = prepare_phase(&r);
 	if (!code)
 		start_follow(&r);
-	int wcode = code ? code : work_phase(&r);
+	int wcode = code;
+	if (!code && r.unsharded && r.ag.rank != 0) {
+		wcode = wait_phase(&r);
+	} else if (!code) {
+		wcode = work_phase(&r);
+		if (r.unsharded)
+			release_waiters();
+	}
 	int final = finalize_phase(&r, code, wcode);
 	agree_finish(&r.ag);
 	MPI_Finalize();

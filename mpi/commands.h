@@ -24,7 +24,7 @@ size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts);
 int worker_cli_finish(struct es_worker_opts *o, const char *cmd);
 
 /* The options of prepare, shared with run: fills opts[] and returns how many. */
-#define ES_PREPARE_MAX_OPTS 20
+#define ES_PREPARE_MAX_OPTS 24
 struct prepare_cli {
 	struct es_prepare_opts o;
 	const char *python, *dj_process, *dj_root, *process_cmd;

@@ -6,7 +6,7 @@ set -euo pipefail
 # mpich libmpich-dev: the second tested MPI (build-mpich/); Debian gives Open MPI the higher
 # alternatives priority, so mpirun, mpiexec and mpicc stay Open MPI's.
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev mpich libmpich-dev libcjson-dev libyaml-dev
-          libssl-dev python3 python3-venv time util-linux procps locales
+          libssl-dev zlib1g-dev libzstd-dev zstd gzip python3 python3-venv time util-linux procps locales
           slurm-wlm munge
           python3-fusepy fuse strace
           dpkg-dev groff-base man-db bash-completion

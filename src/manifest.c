@@ -211,6 +211,7 @@ static int load_doc(const cJSON *doc, const char *jd, struct es_manifest *m, con
 		return es_error(ES_ENOMEM, "out of memory loading %s", path);
 	es_json_get_i64(doc, "num_shards", &m->num_shards);
 	es_json_get_i64(doc, "total_rows", &m->total_rows);
+	m->unsharded = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "unsharded"));
 	es_json_get_i64(doc, "total_size_bytes", &m->total_size_bytes);
 	load_policy(cJSON_GetObjectItemCaseSensitive(doc, "policy"), &m->policy);
 	if ((rc = load_processor(doc, &m->processor, path)) || (rc = load_shards(shards, m, path)))

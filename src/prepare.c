@@ -221,7 +221,7 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 			break;
 		}
 		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-		struct es_line_reader *r = es_line_reader_new(fd, max_line, path);
+		struct es_line_reader *r = es_line_reader_new_codec(fd, max_line, path, es_codec_of_name(path));
 		struct raw_cb_arg arg = { &h, i, 0, 0 };
 		if (!r) {
 			close(fd);
@@ -582,6 +582,14 @@ static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_f
 	es_json_set(m, "shards", shards);
 	es_json_set_int(m, "total_rows", (int64_t)f->p1->rows);
 	es_json_set_int(m, "total_size_bytes", (int64_t)f->p1->bytes);
+	if (f->recipe->n_unsharded) {
+		/* An extra field (as "processor"): the job is one shard, the whole dataset, run once
+		 * by one rank; why the recipe could not be sharded. */
+		cJSON *u = cJSON_CreateObject();
+		es_json_set(u, "reasons", str_array(f->recipe->unsharded_reasons, f->recipe->n_unsharded));
+		es_json_set_str(u, "runs_on", "rank 0 of 'eshard-mpi run' (any one worker of 'eshard-mpi worker')");
+		es_json_set(m, "unsharded", u);
+	}
 	es_json_set(m, "warnings", str_array(f->warnings, f->n_warnings));
 	return m;
 }
@@ -712,16 +720,32 @@ static int prep_options(struct prep *P)
 static int prep_recipe(struct prep *P)
 {
 	const struct es_prepare_opts *o = P->o;
-	struct es_recipe_opts ro = { o->processor.python, o->helper ? o->helper : es_recipe_default_helper(), NULL };
+	struct es_recipe_opts ro = { .python = o->processor.python,
+				     .helper = o->helper ? o->helper : es_recipe_default_helper(),
+				     .allow_unsharded = o->allow_unsharded };
 	int rc = es_recipe_load(P->config.data, &ro, &P->recipe);
 	if (rc)
 		return rc;
 	P->have_recipe = 1;
-	if (!(P->warnings = calloc(P->recipe.n_warnings + 1, sizeof(*P->warnings))))
+	/* Not shard-safe, and allowed to run unsharded: one shard, the whole dataset. */
+	P->res->unsharded = P->recipe.n_unsharded > 0;
+	if (P->res->unsharded && o->num_shards > 1)
+		return es_error(ES_EUSAGE, "--num-shards %lld: the recipe is not shard-safe (%s) and runs unsharded "
+				"(--allow-unsharded), as one shard; use --num-shards 1 or auto", (long long)o->num_shards,
+				P->recipe.unsharded_reasons[0]);
+	if (!(P->warnings = calloc(P->recipe.n_warnings + 2, sizeof(*P->warnings))))
 		return es_error(ES_ENOMEM, "out of memory");
 	for (size_t i = 0; i < P->recipe.n_warnings; i++)
 		if (!(P->warnings[P->n_warnings++] = strdup(P->recipe.warnings[i])))
 			return es_error(ES_ENOMEM, "out of memory");
+	if (P->res->unsharded) {
+		struct es_buf w = ES_BUF_INIT;
+		rc = es_buf_printf(&w, "recipe is not shard-safe and runs once, unsharded, on one rank (--allow-unsharded): %s%s",
+				   P->recipe.unsharded_reasons[0], P->recipe.n_unsharded > 1 ? " (and more, see unsharded.reasons)" : "");
+		P->warnings[P->n_warnings++] = es_buf_detach(&w, NULL);
+		if (rc)
+			return rc;
+	}
 	if (P->recipe.has_ray_address && strcmp(P->recipe.ray_address_str, P->ray_address)) {
 		struct es_buf w = ES_BUF_INIT;
 		rc = es_buf_printf(&w, "recipe ray_address=%s will be overridden with '%s'", P->recipe.ray_address_repr,
@@ -801,6 +825,10 @@ static int prep_scan(struct prep *P)
 		return rc;
 	if (P->p1.rows == 0)
 		return es_error(ES_EINVAL, "Input dataset contains no records: %s", P->dataset.data);
+	if (P->res->unsharded) {
+		P->n = 1;
+		return 0;
+	}
 	if (!o->num_shards) {
 		P->n = es_prepare_auto_shards(P->p1.bytes, P->p1.rows, o->auto_ranks, o->target_shard_bytes);
 		return 0;

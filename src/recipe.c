@@ -22,7 +22,7 @@ struct check {
 	const char *path;
 	const struct es_recipe_opts *opts;
 	const char *executor;                /* "default" or "ray", in the tree */
-	struct es_strv warnings, media, index, custom, names;
+	struct es_strv warnings, media, index, custom, names, unsharded;
 	struct es_dj_registry reg;
 };
 
@@ -34,6 +34,31 @@ static int repr_error(const char *fmt, const struct es_ynode *v)
 	char *r = es_pyval_repr(v);
 	int rc = es_error(ES_EINVAL, fmt, r ? r : "?");
 	free(r);
+	return rc;
+}
+
+/* fmt with its one %s replaced by repr(v); NULL when out of memory. */
+static char *repr_msg(const char *fmt, const struct es_ynode *v)
+{
+	char *r = es_pyval_repr(v);
+	struct es_buf b = ES_BUF_INIT;
+	char *out = r && !es_buf_printf(&b, fmt, r) ? es_buf_detach(&b, NULL) : NULL;
+	es_buf_free(&b);
+	free(r);
+	return out;
+}
+
+/* A refusal because the recipe is not shard-safe (msg is malloc'd, or NULL when out of
+ * memory): with allow_unsharded the job runs unsharded instead, so the message becomes one of
+ * its reasons (not logged) and the check goes on. */
+static int not_shard_safe(struct check *c, char *msg)
+{
+	if (!msg)
+		return es_error(ES_ENOMEM, "out of memory");
+	if (c->opts->allow_unsharded)
+		return es_strv_push(&c->unsharded, msg);
+	int rc = es_error(ES_EINVAL, "%s", msg);
+	free(msg);
 	return rc;
 }
 
@@ -214,16 +239,17 @@ static int check_operator(struct check *c, size_t i)
 	enum es_dj_verdict v = op_name(&o) ? es_dj_registry_kind(&c->reg, op_name(&o)) : ES_DJ_OP_UNKNOWN;
 	if (v == ES_DJ_OP_UNKNOWN)
 		return unknown_operator(c, &o);
-	if (v == ES_DJ_OP_WHOLE)
-		return repr_error("Operator %s requires or may require whole-dataset semantics and is not "
-				  "supported by this demo", o.name);
+	int rc = 0;
+	if (v == ES_DJ_OP_WHOLE && (rc = not_shard_safe(c, repr_msg("Operator %s requires or may require "
+				    "whole-dataset semantics and cannot run shard by shard", o.name))))
+		return rc;
 	if (!args)
 		return 0;
-	if (es_pyval_truthy(es_yaml_get(args, "stats_export_path")))
-		return repr_error("Operator %s sets stats_export_path, which would cause cross-shard output "
-				  "collisions", o.name);
+	if (es_pyval_truthy(es_yaml_get(args, "stats_export_path")) &&
+	    (rc = not_shard_safe(c, repr_msg("Operator %s sets stats_export_path, which would cause cross-shard "
+					       "output collisions", o.name))))
+		return rc;
 	const struct es_ynode *ik = es_yaml_get(args, "index_key");
-	int rc = 0;
 	if (ik && ik->kind != ES_Y_NULL) {
 		if (ik->kind != ES_Y_STR || ik->len == 0 || has_nul(ik))
 			return repr_error("Operator %s has an invalid index_key", o.name);
@@ -237,6 +263,69 @@ static int check_operator(struct check *c, size_t i)
 		       : es_error(ES_ENOMEM, "out of memory");
 		free(r);
 	}
+	return rc;
+}
+
+/* A top-level setting that cannot work per shard: "Recipe option <key>=<repr> cannot work per
+ * shard: <why>", malloc'd (NULL when out of memory). */
+static char *per_shard_msg(const char *key, const struct es_ynode *v, const char *why)
+{
+	struct es_buf f = ES_BUF_INIT;
+	char *out = es_buf_printf(&f, "Recipe option %s=%%s cannot work per shard: %s", key, why) ? NULL
+		    : repr_msg(f.data, v);
+	es_buf_free(&f);
+	return out;
+}
+
+static int not_per_shard(const char *key, const struct es_ynode *v, const char *why)
+{
+	char *m = per_shard_msg(key, v, why);
+	int rc = m ? es_error(ES_EINVAL, "%s", m) : es_error(ES_ENOMEM, "out of memory");
+	free(m);
+	return rc;
+}
+
+static int warn_option(struct check *c, const char *key, const char *why)
+{
+	return es_strv_pushf(&c->warnings, "recipe option %s %s", key, why);
+}
+
+/* Beyond the reference: the top-level settings of Data-Juicer 1.6.1 (config.py) that write
+ * one global output or need the whole dataset, checked the way each behaves in a shard worker
+ * (the Ray executor, export_path set per attempt; docs/dj-notes.md "Recipe settings per
+ * shard" records what each did in a real run). */
+static int check_export(struct check *c)
+{
+	const struct es_ynode *v = es_yaml_get(c->root, "export_type");
+	if (v && v->kind != ES_Y_NULL && !es_yaml_is_str(v, "jsonl"))
+		return not_per_shard("export_type", v, "every shard's output is verified and merged as JSONL; "
+				     "only 'jsonl' (or no export_type) works");
+	v = es_yaml_get(c->root, "encrypt_before_export");
+	if (es_pyval_truthy(v))
+		return not_per_shard("encrypt_before_export", v, "encrypted output files cannot be verified "
+				     "and merged as JSONL");
+	int rc = 0;
+	v = es_yaml_get(c->root, "export_shard_size");
+	if (es_pyval_truthy(v) &&
+	    (rc = not_shard_safe(c, per_shard_msg("export_shard_size", v, "it sizes the files of one global export; "
+						  "Ray counts every shard's rows and bytes for it and eshard-mpi merges "
+						  "the files into one"))))
+		return rc;
+	v = es_yaml_get(c->root, "export_in_parallel");
+	if (es_pyval_truthy(v) &&
+	    (rc = not_shard_safe(c, per_shard_msg("export_in_parallel", v, "it asks for one global parallel export "
+						  "by the default executor; shard workers export each shard through Ray"))))
+		return rc;
+	v = es_yaml_get(c->root, "generated_dataset_config");
+	if (es_pyval_truthy(v) &&
+	    (rc = not_shard_safe(c, per_shard_msg("generated_dataset_config", v, "Data-Juicer loads it instead of "
+						  "dataset_path, so every shard would process the whole generated dataset"))))
+		return rc;
+	if (es_pyval_truthy(es_yaml_get(c->root, "export_extra_args")))
+		rc = warn_option(c, "export_extra_args", "is passed to Ray's write_json for every shard; an "
+				 "argument that changes the file format (pandas_json_args) breaks the merge");
+	if (!rc && es_pyval_truthy(es_yaml_get(c->root, "dataset")))
+		rc = warn_option(c, "dataset", "is ignored: shard workers read their shard through dataset_path");
 	return rc;
 }
 
@@ -294,6 +383,9 @@ static void hand_over(struct check *c, struct es_recipe *out)
 	out->n_media = c->media.n;
 	out->index_keys = c->index.v;
 	out->n_index = c->index.n;
+	out->unsharded_reasons = c->unsharded.v;
+	out->n_unsharded = c->unsharded.n;
+	memset(&c->unsharded, 0, sizeof(c->unsharded));
 	memset(&c->warnings, 0, sizeof(c->warnings));
 	memset(&c->media, 0, sizeof(c->media));
 	memset(&c->index, 0, sizeof(c->index));
@@ -323,6 +415,8 @@ static int validate(const struct es_ynode *root, const char *path, const struct 
 		rc = check_operator(&c, i);
 	if (!rc)
 		rc = media_keys(&c);
+	if (!rc)
+		rc = check_export(&c);
 	es_strv_sort_unique(&c.index);
 	if (!rc)
 		rc = prepare_facts(&c, out);
@@ -333,13 +427,14 @@ static int validate(const struct es_ynode *root, const char *path, const struct 
 	es_strv_free(&c.index);
 	es_strv_free(&c.custom);
 	es_strv_free(&c.names);
+	es_strv_free(&c.unsharded);
 	es_dj_registry_free(&c.reg);
 	return rc;
 }
 
 int es_recipe_load(const char *path, const struct es_recipe_opts *opts, struct es_recipe *out)
 {
-	static const struct es_recipe_opts defaults = { NULL, NULL, NULL };
+	static const struct es_recipe_opts defaults = { NULL, NULL, NULL, 0 };
 	memset(out, 0, sizeof(*out));
 	if (!opts)
 		opts = &defaults;
@@ -383,6 +478,7 @@ void es_recipe_free(struct es_recipe *r)
 	free_strs(r->media_keys, r->n_media);
 	free_strs(r->index_keys, r->n_index);
 	free_strs(r->warnings, r->n_warnings);
+	free_strs(r->unsharded_reasons, r->n_unsharded);
 	free(r->dataset_path);
 	free(r->ray_address_str);
 	free(r->ray_address_repr);

@@ -1,5 +1,6 @@
 #include "eshard/scan.h"
 #include "eshard/buf.h"
+#include "eshard/linereader.h"
 #include "eshard/log.h"
 
 #include <dirent.h>
@@ -12,11 +13,15 @@
 int es_scan_is_jsonl_name(const char *name)
 {
 	/* Python's PurePath.suffix: the part from the last dot, if that dot is neither the
-	 * first nor the last character of the name. */
-	const char *dot = strrchr(name, '.');
-	if (!dot || dot == name || dot[1] == '\0')
-		return 0;
-	return strcasecmp(dot, ".jsonl") == 0;
+	 * first nor the last character of the name. A compressed file's name is a JSONL name
+	 * followed by its codec's suffix (".gz", ".zst"): "x.jsonl.gz" is taken, ".jsonl.gz",
+	 * whose stem would be empty, is not, as ".jsonl" is not. */
+	size_t n = strlen(name);
+	int codec = es_codec_of_name(name);
+	if (codec != ES_CODEC_PLAIN)
+		n -= codec == ES_CODEC_GZIP ? 3 : 4;
+	/* At least one character before the dot of ".jsonl". */
+	return n >= 7 && strncasecmp(name + n - 6, ".jsonl", 6) == 0;
 }
 
 struct list {

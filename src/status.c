@@ -648,6 +648,8 @@ int es_status_format_json(const struct es_manifest *m, const struct es_status *s
 	if (m->recipe_executor_type)
 		rc |= es_json_set_str(ex, "recipe_executor_type", m->recipe_executor_type);
 	rc |= es_json_set(o, "execution", ex);
+	if (m->unsharded) /* only then: the reference's status object has no such key */
+		rc |= es_json_set_bool(o, "unsharded", 1);
 	rc |= es_json_set_str(o, "job_dir", m->job_dir);
 	rc |= es_json_set_str(o, "job_id", m->job_id);
 	for (size_t i = 0; i < s->n_shards; i++) {
@@ -716,6 +718,9 @@ int es_status_format_text(const struct es_manifest *m, const struct es_status *s
 			       "stale=%lld done=%lld failed=%lld\n", m->job_id, et ? et : "ray", m->ray_address,
 			       (long long)c->total, (long long)c->pending, (long long)c->running,
 			       (long long)c->stale, (long long)c->done, (long long)c->failed);
+	if (m->unsharded)
+		rc |= es_buf_adds(out, "Unsharded: the recipe is not shard-safe; one shard, the whole dataset, runs once "
+				  "(--allow-unsharded; manifest unsharded.reasons)\n");
 	double pct = s->rows_total > 0 ? 100.0 * (double)s->rows_done / (double)s->rows_total : 0;
 	rc |= es_buf_printf(out, "Progress: %lld/%lld shards done, %lld/%lld rows (%.1f%%)",
 			    (long long)c->done, (long long)c->total, (long long)s->rows_done,

@@ -32,10 +32,15 @@ struct es_prepare_opts {
 	const char *helper;         /* scripts/dj_op_kinds.py, or NULL to find it beside the binary */
 	size_t max_line_bytes;      /* 0: ES_MAX_LINE_BYTES */
 	int quiet;                  /* do not print the summary line */
+	/* --allow-unsharded: a recipe that is not shard-safe (recipe.h) makes a job of one shard,
+	 * the whole dataset, run once (manifest field "unsharded" with the reasons); an explicit
+	 * --num-shards above 1 is then a usage error. A shard-safe recipe is sharded as always. */
+	int allow_unsharded;
 };
 
 struct es_prepare_result {
 	int already_prepared;       /* 1: an unchanged job existed, nothing was written */
+	int unsharded;              /* 1: the job runs unsharded (manifest field "unsharded") */
 	int64_t num_shards, rows, bytes;
 	char *job_dir;              /* resolved; caller frees */
 };

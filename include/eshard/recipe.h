@@ -33,6 +33,12 @@ struct es_recipe_opts {
 	const char *python;        /* interpreter for the registry helper; NULL -> "python3" (PATH) */
 	const char *helper;        /* path of scripts/dj_op_kinds.py; NULL -> naming convention only */
 	const char *base_dir;      /* relative custom_operator_paths resolve against this; NULL: CWD */
+	/* --allow-unsharded: a recipe that is not shard-safe (a whole-dataset operator, an
+	 * operator's stats_export_path, export_shard_size, export_in_parallel,
+	 * generated_dataset_config) is accepted, its reasons listed in unsharded_reasons, so that
+	 * it runs once over the whole dataset. export_type other than jsonl and
+	 * encrypt_before_export stay refused: their output cannot be merged even unsharded. */
+	int allow_unsharded;
 };
 
 struct es_recipe {
@@ -47,6 +53,9 @@ struct es_recipe {
 	int registry_consulted;              /* 1 when the Data-Juicer registry answered */
 	char *dj_version;                    /* Data-Juicer version from the helper, or NULL */
 	char *dj_commit;                     /* git revision of the Data-Juicer checkout, or NULL */
+	/* allow_unsharded: why the recipe is not shard-safe (each the refusal it would have had);
+	 * empty for a shard-safe recipe. */
+	char **unsharded_reasons; size_t n_unsharded;
 };
 
 /* Read, parse and validate the recipe at path. opts may be NULL (all defaults). */

@@ -2,7 +2,8 @@
  * scan: input discovery and ordering (REFERENCE.md §3 step 5).
  *
  * A file is taken when its last suffix, lower-cased, is ".jsonl" (Python's Path.suffix: a
- * name like ".jsonl" has none). In a folder, every regular file (a symlink to a file counts)
+ * name like ".jsonl" has none), or when it ends in ".jsonl.gz" or ".jsonl.zst" (any case) after
+ * a non-empty stem: compressed input, read through the line reader's decoder. In a folder, every regular file (a symlink to a file counts)
  * below it is considered, symlinked folders are not entered, and the list is sorted by the
  * relative path in byte order. Read-only: nothing is written.
  */
@@ -23,10 +24,10 @@ struct es_scan {
 	size_t n_files;
 };
 
-/* dataset_path must already be resolved. No files is an error: "No .jsonl files found under P". */
+/* dataset_path must already be resolved. No files is an error: "No .jsonl files found under P" (the reference's wording). */
 int es_scan_dataset(const char *dataset_path, struct es_scan *out);
 void es_scan_free(struct es_scan *s);
-/* 1 when name's last suffix is ".jsonl" in any case. */
+/* 1 when name's last suffix is ".jsonl", or its last two ".jsonl.gz" or ".jsonl.zst", in any case. */
 int es_scan_is_jsonl_name(const char *name);
 
 #endif

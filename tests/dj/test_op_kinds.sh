@@ -78,7 +78,7 @@ pass "prepare: Mapper + Filter accepted"
 for op in document_deduplicator topk_specified_field_selector; do
   recipe "$T/$op.yaml" whitespace_normalization_mapper "$op"
   prep 2 "$T/$op.yaml" "j-$op"
-  expect_err "Operator '$op' requires or may require whole-dataset semantics and is not supported by this demo"
+  expect_err "Operator '$op' requires or may require whole-dataset semantics and cannot run shard by shard"
   no_job_left "$T/j-$op"
 done
 pass "prepare: Deduplicator and Selector rejected"

@@ -32,8 +32,22 @@ input zero '{"a":1}\n{"a":2}\n';                 SHARDS=0 check zero "--num-shar
 input toomany '{"a":1}\n{"a":2}\n';              SHARDS=3 check toomany "--num-shards (3) exceeds input records (2)"
 input norows '';                                 check norows "Input dataset contains no records"
 DS=$T/does-not-exist                             check missing "does not exist"
-mkdir -p "$T/in-nojsonl"; echo '{}' >"$T/in-nojsonl/x.json"; echo '{}' >"$T/in-nojsonl/y.jsonl.gz"
+mkdir -p "$T/in-nojsonl"; echo '{}' >"$T/in-nojsonl/x.json"; echo '{}' >"$T/in-nojsonl/y.jsonl.bz2"
 DS=$T/in-nojsonl                                 check nojsonl "No .jsonl files found under $T/in-nojsonl"
+# Compressed input: a bad line names the file and its decoded line; corrupt, truncated or
+# mislabelled data names the file.
+mkdir -p "$T/in-gzline" && printf '{"a":1}\n{"a":2}\n{"a":\n' | gzip -c >"$T/in-gzline/x.jsonl.gz"
+DS=$T/in-gzline                                  check gzline "Invalid JSON at $T/in-gzline/x.jsonl.gz:3"
+mkdir -p "$T/in-zstline" && printf '{"a":1}\n\n' | zstd -q -c >"$T/in-zstline/x.jsonl.zst"
+DS=$T/in-zstline                                 check zstline "Blank JSONL record at $T/in-zstline/x.jsonl.zst:2"
+mkdir -p "$T/in-gzbad" && seq 1 5000 | sed 's/.*/{"a":&}/' | gzip -c >"$T/gz" && head -c 3000 "$T/gz" >"$T/in-gzbad/x.jsonl.gz"
+DS=$T/in-gzbad                                   check gztrunc "Corrupt gzip data (truncated) in $T/in-gzbad/x.jsonl.gz after line"
+echo '{"a":1}' >"$T/in-gzbad/x.jsonl.gz"
+DS=$T/in-gzbad                                   check gzplain "Corrupt gzip data (incorrect header check) in $T/in-gzbad/x.jsonl.gz after line 0"
+mkdir -p "$T/in-zstbad" && echo '{"a":1}' >"$T/in-zstbad/x.jsonl.zst"
+DS=$T/in-zstbad                                  check zstplain "Corrupt zstd data (Unknown frame descriptor) in $T/in-zstbad/x.jsonl.zst after line 0"
+: >"$T/in-zstbad/x.jsonl.zst"
+DS=$T/in-zstbad                                  check zstempty "Corrupt zstd data (empty file) in $T/in-zstbad/x.jsonl.zst"
 input longline '{"a":"0123456789012345678901234567890123456789"}\n'
 check longline "longer than" --max-line-bytes 16
 
@@ -55,6 +69,15 @@ RECIPE=$T/bomb.yaml DS=$T/in-ok check bomb "alias"
 printf 'process:\n  - no_such_operator_xyz:\n' >"$T/unknown.yaml";  RECIPE=$T/unknown.yaml DS=$T/in-ok check unknownop "Unknown operator 'no_such_operator_xyz'"
 printf 'process:\n  - document_deduplicator:\n' >"$T/dedup.yaml"; RECIPE=$T/dedup.yaml DS=$T/in-ok check wholeop "Operator 'document_deduplicator' requires or may require whole-dataset semantics"
 printf 'process:\n  - text_length_filter:\n      stats_export_path: /tmp/x\n' >"$T/stats.yaml"; RECIPE=$T/stats.yaml DS=$T/in-ok check statsexport "stats_export_path"
+# Settings that cannot work per shard: named with their value.
+for opt in "export_type: parquet|export_type='parquet'" "export_shard_size: 268435456|export_shard_size=268435456" \
+           "export_in_parallel: true|export_in_parallel=True" "encrypt_before_export: true|encrypt_before_export=True" \
+           "generated_dataset_config: {type: EmptyFormatter, length: 5}|generated_dataset_config="; do
+  key=${opt%%:*}
+  printf '%s\nprocess:\n  - whitespace_normalization_mapper:\n' "${opt%%|*}" >"$T/$key.yaml"
+  RECIPE=$T/$key.yaml DS=$T/in-ok check "$key" "Recipe option ${opt#*|}"
+  expect_err "cannot work per shard"
+done
 
 # An unreadable file (as an unprivileged user: root reads everything).
 mkdir -p "$T/in-unreadable" && chmod 755 "$T" "$T/in-unreadable" && mkdir -p "$T/jobs" && chmod 777 "$T/jobs"

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+static int last_unsharded = -1; /* m.unsharded of the last good load */
+
 static int load_with(const char *t, const char *name, const char *json)
 {
 	char dir[4096], p[4200];
@@ -19,8 +21,10 @@ static int load_with(const char *t, const char *name, const char *json)
 	es_log_quiet_begin();
 	int rc = es_manifest_load(dir, &m);
 	es_log_quiet_end();
-	if (!rc)
+	if (!rc) {
+		last_unsharded = m.unsharded;
 		es_manifest_free(&m);
+	}
 	return rc;
 }
 
@@ -31,6 +35,14 @@ int main(void)
 	char *t = test_tmpdir();
 	CHECK_INT_EQ(load_with(t, "good", "{\"schema_version\": 2, " OK_EXEC ", \"shards\": [{\"id\": \"part-00000-of-00001\", "
 				 "\"index\": 0, \"path\": \"shards/part-00000-of-00001.jsonl\", \"rows\": 1}]}"), 0);
+	CHECK_INT_EQ(last_unsharded, 0);
+	/* The extra field of --allow-unsharded (an object); anything else is not it. */
+	CHECK_INT_EQ(load_with(t, "unsharded", "{\"schema_version\": 2, " OK_EXEC ", \"unsharded\": {\"reasons\": [\"x\"]}, "
+				 "\"shards\": [{\"id\": \"part-00000-of-00001\", \"index\": 0, \"path\": \"shards/part-00000-of-00001.jsonl\"}]}"), 0);
+	CHECK_INT_EQ(last_unsharded, 1);
+	CHECK_INT_EQ(load_with(t, "unsharded-true", "{\"schema_version\": 2, " OK_EXEC ", \"unsharded\": true, "
+				 "\"shards\": [{\"id\": \"part-00000-of-00001\", \"index\": 0, \"path\": \"shards/part-00000-of-00001.jsonl\"}]}"), 0);
+	CHECK_INT_EQ(last_unsharded, 0);
 	CHECK_INT_EQ(load_with(t, "schema3", "{\"schema_version\": 3, " OK_EXEC ", \"shards\": [{\"id\": \"a\", \"path\": \"shards/a.jsonl\"}]}"), ES_EINVAL);
 	CHECK(strstr(es_last_error(), "schema_version") != NULL);
 	CHECK_INT_EQ(load_with(t, "noshards", "{\"schema_version\": 2, " OK_EXEC ", \"shards\": []}"), ES_EINVAL);

@@ -100,7 +100,7 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static const struct es_recipe_opts NOREG = { NULL, NULL, NULL };
+static const struct es_recipe_opts NOREG = { NULL, NULL, NULL, 0 };
 
 static void test_minimal_and_defaults(void)
 {
@@ -227,7 +227,7 @@ static void test_naming_convention(void)
 		char text[256], want[256];
 		snprintf(text, sizeof(text), "process:\n  - %s:\n", whole[i]);
 		snprintf(want, sizeof(want),
-			 "Operator '%s' requires or may require whole-dataset semantics and is not supported by this demo",
+			 "Operator '%s' requires or may require whole-dataset semantics and cannot run shard by shard",
 			 whole[i]);
 		EXPECT_ERR_EXACT(text, &NOREG, want);
 	}
@@ -625,7 +625,7 @@ static const char *ANSWER =
 static void test_registry(void)
 {
 	struct es_recipe r;
-	struct es_recipe_opts o = { "/bin/sh", fake_helper("ok", ANSWER, "", 0), T };
+	struct es_recipe_opts o = { "/bin/sh", fake_helper("ok", ANSWER, "", 0), T, 0 };
 	mkdir(tpath("ops"), 0755);
 	write_file(tpath("ops/my_ops.py"), "# custom operators\n");
 	if (EXPECT_OK("executor_type: ray\ncustom_operator_paths: ops/my_ops.py\nprocess:\n  - text_length_filter:\n"
@@ -646,11 +646,11 @@ static void test_registry(void)
 	/* The registry decides, not the name. */
 	EXPECT_ERR_EXACT("process:\n  - nothing_mapper:\n", &o, "Unknown operator 'nothing_mapper'; cannot prove it is shard-safe");
 	EXPECT_ERR_EXACT("process:\n  - plain_op:\n", &o,
-			 "Operator 'plain_op' requires or may require whole-dataset semantics and is not supported by this demo");
+			 "Operator 'plain_op' requires or may require whole-dataset semantics and cannot run shard by shard");
 	EXPECT_ERR_EXACT("process:\n  - flagged_mapper:\n", &o,
-			 "Operator 'flagged_mapper' requires or may require whole-dataset semantics and is not supported by this demo");
+			 "Operator 'flagged_mapper' requires or may require whole-dataset semantics and cannot run shard by shard");
 	EXPECT_ERR_EXACT("process:\n  - document_deduplicator:\n", &o,
-			 "Operator 'document_deduplicator' requires or may require whole-dataset semantics and is not supported by this demo");
+			 "Operator 'document_deduplicator' requires or may require whole-dataset semantics and cannot run shard by shard");
 	/* A name the helper was not asked about (not a string) is unknown. */
 	EXPECT_ERR_EXACT("process:\n  - clean_html_mapper:\n  - 7:\n", &o, "Unknown operator 7; cannot prove it is shard-safe");
 
@@ -676,7 +676,7 @@ static void test_registry(void)
 
 	/* Noise on stdout before the answer is tolerated. */
 	struct es_recipe_opts noisy = { "/bin/sh", fake_helper("noisy", "loading...\nstill loading\n{\"ops\": {"
-			"\"a_mapper\": {\"known\": true, \"mapper\": true}}}", "", 0), NULL };
+			"\"a_mapper\": {\"known\": true, \"mapper\": true}}}", "", 0), NULL, 0 };
 	if (EXPECT_OK("process:\n  - a_mapper:\n", &noisy, &r)) {
 		CHECK_INT_EQ(r.registry_consulted, 1);
 		CHECK(r.dj_version == NULL && r.dj_commit == NULL);
@@ -691,7 +691,7 @@ static void test_registry_failures(void)
 	char want[8192];
 	/* Exit 3: Data-Juicer is not importable -> the naming convention, with a warning. */
 	struct es_recipe_opts o3 = { "/bin/sh", fake_helper("nodj", "", "ERROR: cannot import data_juicer: "
-			"ModuleNotFoundError: No module named 'data_juicer'", 3), NULL };
+			"ModuleNotFoundError: No module named 'data_juicer'", 3), NULL, 0 };
 	if (EXPECT_OK("process:\n  - clean_html_mapper:\n  - text_length_filter:\n", &o3, &r)) {
 		CHECK_INT_EQ(r.registry_consulted, 0);
 		snprintf(want, sizeof(want), "Data-Juicer registry was not consulted (cannot import data_juicer: "
@@ -716,7 +716,7 @@ static void test_registry_failures(void)
 	es_recipe_free(&r);
 
 	/* The interpreter cannot be started -> fallback. */
-	struct es_recipe_opts nopy = { "/nonexistent/python3", o3.helper, NULL };
+	struct es_recipe_opts nopy = { "/nonexistent/python3", o3.helper, NULL, 0 };
 	if (EXPECT_OK("process:\n  - clean_html_mapper:\n", &nopy, &r))
 		CHECK(strstr(warnings_of(&r), "Data-Juicer registry was not consulted (cannot start "
 				      "'/nonexistent/python3': No such file or directory); operator kinds were "
@@ -726,7 +726,7 @@ static void test_registry_failures(void)
 	/* The default interpreter (python3) with a Python helper that exits 3. */
 	char *py = tpath("helper-exit3.py");
 	write_file(py, "import sys\nsys.stderr.write(\"ERROR: cannot import data_juicer: no module\\n\")\nsys.exit(3)\n");
-	struct es_recipe_opts pyo = { NULL, py, NULL };
+	struct es_recipe_opts pyo = { NULL, py, NULL, 0 };
 	if (EXPECT_OK("process:\n  - clean_html_mapper:\n", &pyo, &r)) {
 		CHECK_INT_EQ(r.registry_consulted, 0);
 		CHECK(!strncmp(warnings_of(&r), "Data-Juicer registry was not consulted (", 40));
@@ -738,7 +738,7 @@ static void test_registry_failures(void)
 
 	/* Exit 4: a custom operator path failed to load -> an error naming the helper. */
 	struct es_recipe_opts o4 = { "/bin/sh", fake_helper("custom", "", "ERROR: cannot load custom operator paths "
-			"['/x']: ImportError: boom", 4), NULL };
+			"['/x']: ImportError: boom", 4), NULL, 0 };
 	snprintf(want, sizeof(want), "Data-Juicer registry helper %s could not load the custom operators: "
 		 "cannot load custom operator paths ['/x']: ImportError: boom", o4.helper);
 	EXPECT_ERR_EXACT("custom_operator_paths: /x\nprocess:\n  - a_mapper:\n", &o4, want);
@@ -748,28 +748,28 @@ static void test_registry_failures(void)
 	/* Any other failure: the helper and its message (the exception line of a traceback). */
 	struct es_recipe r2;
 	struct es_recipe_opts o1 = { "/bin/sh", fake_helper("crash", "", "Traceback (most recent call last):\n"
-			"  File \"x.py\", line 1, in <module>\nRuntimeError: kaput", 1), NULL };
+			"  File \"x.py\", line 1, in <module>\nRuntimeError: kaput", 1), NULL, 0 };
 	int rc = load_text("process:\n  - a_mapper:\n", &o1, &r2);
 	snprintf(want, sizeof(want), "Data-Juicer registry helper %s failed with exit status 1: RuntimeError: kaput",
 		 o1.helper);
 	CHECK_INT_EQ(rc, ES_EIO);
 	CHECK_STR_EQ(es_last_error(), want);
-	struct es_recipe_opts og = { "/bin/sh", fake_helper("garbage", "this is not json", "", 0), NULL };
+	struct es_recipe_opts og = { "/bin/sh", fake_helper("garbage", "this is not json", "", 0), NULL, 0 };
 	rc = load_text("process:\n  - a_mapper:\n", &og, &r2);
 	CHECK_INT_EQ(rc, ES_EIO);
 	CHECK(strstr(es_last_error(), og.helper) && strstr(es_last_error(), "gave no usable answer"));
-	struct es_recipe_opts om = { "/bin/sh", fake_helper("missing", ANSWER, "", 0), NULL };
+	struct es_recipe_opts om = { "/bin/sh", fake_helper("missing", ANSWER, "", 0), NULL, 0 };
 	rc = load_text("process:\n  - other_mapper:\n", &om, &r2);
 	CHECK_INT_EQ(rc, ES_EIO);
 	CHECK(strstr(es_last_error(), "no answer for operator 'other_mapper'") != NULL);
 	char *killer = tpath("helper-kill.sh");
 	write_file(killer, "echo dying >&2\nkill -9 $$\n");
-	struct es_recipe_opts ok9 = { "/bin/sh", killer, NULL };
+	struct es_recipe_opts ok9 = { "/bin/sh", killer, NULL, 0 };
 	rc = load_text("process:\n  - a_mapper:\n", &ok9, &r2);
 	CHECK_INT_EQ(rc, ES_EIO);
 	CHECK(strstr(es_last_error(), "killed by signal 9: dying") != NULL);
 	/* A helper file that does not exist: the interpreter fails (exit 127 from sh). */
-	struct es_recipe_opts gone = { "/bin/sh", tpath("no-such-helper.sh"), NULL };
+	struct es_recipe_opts gone = { "/bin/sh", tpath("no-such-helper.sh"), NULL, 0 };
 	rc = load_text("process:\n  - a_mapper:\n", &gone, &r2);
 	CHECK(rc == 0 || rc == ES_EIO);
 	es_recipe_free(&r2);
@@ -782,7 +782,7 @@ static void test_registry_suggestions(void)
 	struct es_recipe_opts o = { "/bin/sh", fake_helper("list", "{\"ops\": {"
 			"\"clean_htm_mapper\": {\"known\": false}, \"zzz_op\": {\"known\": false}, "
 			"\"text_length_filter\": {\"known\": true, \"filter\": true}}, \"registered\": "
-			"[\"clean_html_mapper\", \"clean_email_mapper\", \"text_length_filter\", 7, \"\"]}", "", 0), NULL };
+			"[\"clean_html_mapper\", \"clean_email_mapper\", \"text_length_filter\", 7, \"\"]}", "", 0), NULL, 0 };
 	EXPECT_ERR_EXACT("process:\n  - clean_htm_mapper:\n", &o,
 			 "Unknown operator 'clean_htm_mapper'; cannot prove it is shard-safe (did you mean 'clean_html_mapper'?)");
 	EXPECT_ERR_EXACT("process:\n  - text_length_filter:\n  - zzz_op:\n", &o,
@@ -790,9 +790,99 @@ static void test_registry_suggestions(void)
 	/* A name that is not a string was not asked about: no hint. */
 	EXPECT_ERR_EXACT("process:\n  - text_length_filter:\n  - 7:\n", &o, "Unknown operator 7; cannot prove it is shard-safe");
 	/* The naming-convention fallback has no list: no hint, even for a near miss. */
-	struct es_recipe_opts o3 = { "/bin/sh", fake_helper("nodj2", "", "ERROR: cannot import data_juicer", 3), NULL };
+	struct es_recipe_opts o3 = { "/bin/sh", fake_helper("nodj2", "", "ERROR: cannot import data_juicer", 3), NULL, 0 };
 	EXPECT_ERR_EXACT("process:\n  - text_length_filtr:\n", &o3, "Unknown operator 'text_length_filtr'; cannot prove it is shard-safe");
 	EXPECT_ERR_EXACT("process:\n  - text_length_filtr:\n", &NOREG, "Unknown operator 'text_length_filtr'; cannot prove it is shard-safe");
+}
+
+/* Top-level settings that cannot work per shard: refused naming the option and its value
+ * (PyYAML typing: 0, false, null, empty are unset); the ones that only may not: warned. */
+static void test_export_settings(void)
+{
+	static const char *const P = "process:\n  - whitespace_normalization_mapper:\n";
+	static const struct { const char *yaml, *msg; } bad[] = {
+		{ "export_type: parquet\n", "Recipe option export_type='parquet' cannot work per shard: every shard's output "
+		  "is verified and merged as JSONL; only 'jsonl' (or no export_type) works" },
+		{ "export_type: json\n", "Recipe option export_type='json' cannot work per shard" },
+		{ "export_type: JSONL\n", "Recipe option export_type='JSONL' cannot work per shard" },
+		{ "export_type: 1\n", "Recipe option export_type=1 cannot work per shard" },
+		{ "export_shard_size: 1048576\n", "Recipe option export_shard_size=1048576 cannot work per shard: it sizes" },
+		{ "export_shard_size: 1.5\n", "Recipe option export_shard_size=1.5 cannot work per shard" },
+		{ "export_in_parallel: yes\n", "Recipe option export_in_parallel=True cannot work per shard" },
+		{ "encrypt_before_export: true\nencryption_key_path: /k\n",
+		  "Recipe option encrypt_before_export=True cannot work per shard: encrypted output files" },
+		{ "generated_dataset_config:\n  type: EmptyFormatter\n", "Recipe option generated_dataset_config="
+		  "{'type': 'EmptyFormatter'} cannot work per shard: Data-Juicer loads it instead of dataset_path" },
+	};
+	char text[1024];
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "%s%s", bad[i].yaml, P);
+		EXPECT_ERR(text, &NOREG, bad[i].msg);
+	}
+	/* Unset in every way PyYAML has: accepted without a warning of its own. */
+	static const char *const fine[] = {
+		"export_type: jsonl\n", "export_type: null\n", "export_shard_size: 0\n", "export_shard_size: 0.0\n",
+		"export_in_parallel: false\n", "export_in_parallel: off\n", "encrypt_before_export: no\n",
+		"generated_dataset_config: {}\n", "generated_dataset_config:\n", "export_extra_args: {}\n",
+		"export_path: /x/out.jsonl\nkeep_stats_in_res_ds: false\nnp: 8\n",
+	};
+	struct es_recipe r;
+	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+		snprintf(text, sizeof(text), "executor_type: ray\n%s%s", fine[i], P);
+		if (EXPECT_OK(text, &NOREG, &r))
+			CHECK_STR_EQ(warnings_of(&r), FALLBACK_NONE);
+		es_recipe_free(&r);
+	}
+	/* Warned: arguments of every shard's write_json, and a dataset list that dataset_path wins over. */
+	snprintf(text, sizeof(text), "executor_type: ray\nexport_extra_args:\n  min_rows_per_file: 10\n"
+		 "dataset:\n  configs:\n    - type: local\n      path: /d\n%s", P);
+	if (EXPECT_OK(text, &NOREG, &r)) {
+		char want[2048];
+		snprintf(want, sizeof(want), "%s | recipe option export_extra_args is passed to Ray's write_json for every "
+			 "shard; an argument that changes the file format (pandas_json_args) breaks the merge | recipe "
+			 "option dataset is ignored: shard workers read their shard through dataset_path", FALLBACK_NONE);
+		CHECK_STR_EQ(warnings_of(&r), want);
+	}
+	es_recipe_free(&r);
+	/* The reference's checks come first: an unknown operator is reported before the export. */
+	EXPECT_ERR("export_type: parquet\nprocess:\n  - no_such_op_xyz:\n", &NOREG, "Unknown operator 'no_such_op_xyz'");
+}
+
+/* allow_unsharded: the refusals of a recipe that is not shard-safe become its reasons, in the
+ * order found, without an error line; output formats that cannot be merged stay refused. */
+static void test_allow_unsharded(void)
+{
+	static const struct es_recipe_opts ALLOW = { NULL, NULL, NULL, 1 };
+	struct es_recipe r;
+	if (EXPECT_OK("executor_type: ray\nexport_shard_size: 10\nprocess:\n  - document_deduplicator:\n"
+		      "  - text_length_filter:\n      stats_export_path: /tmp/s.jsonl\n", &ALLOW, &r)) {
+		CHECK_STR_EQ(es_last_error(), "");
+		if (CHECK_INT_EQ(r.n_unsharded, 3)) {
+			CHECK_STR_EQ(r.unsharded_reasons[0], "Operator 'document_deduplicator' requires or may require "
+				     "whole-dataset semantics and cannot run shard by shard");
+			CHECK_STR_EQ(r.unsharded_reasons[1], "Operator 'text_length_filter' sets stats_export_path, which "
+				     "would cause cross-shard output collisions");
+			CHECK(strncmp(r.unsharded_reasons[2], "Recipe option export_shard_size=10 cannot work per shard", 56) == 0);
+		}
+		CHECK_STR_EQ(warnings_of(&r), FALLBACK_NONE);
+	}
+	es_recipe_free(&r);
+	CHECK(r.unsharded_reasons == NULL && r.n_unsharded == 0);
+	/* A shard-safe recipe has no reasons with the flag either. */
+	if (EXPECT_OK("process:\n  - whitespace_normalization_mapper:\n", &ALLOW, &r))
+		CHECK_INT_EQ(r.n_unsharded, 0);
+	es_recipe_free(&r);
+	/* Not lifted: output that cannot be merged, an unknown operator, a malformed one. */
+	EXPECT_ERR("export_type: parquet\nprocess:\n  - document_deduplicator:\n", &ALLOW,
+		   "Recipe option export_type='parquet' cannot work per shard");
+	EXPECT_ERR("encrypt_before_export: true\nprocess:\n  - document_deduplicator:\n", &ALLOW,
+		   "Recipe option encrypt_before_export=True cannot work per shard");
+	EXPECT_ERR("process:\n  - no_such_op_xyz:\n", &ALLOW, "Unknown operator 'no_such_op_xyz'");
+	EXPECT_ERR("process:\n  - document_deduplicator: 3\n", &ALLOW, "must be a mapping");
+	/* Without the flag, the first reason is the refusal. */
+	EXPECT_ERR_EXACT("export_shard_size: 10\nprocess:\n  - document_deduplicator:\n", &NOREG,
+			 "Operator 'document_deduplicator' requires or may require whole-dataset semantics and "
+			 "cannot run shard by shard");
 }
 
 int main(void)
@@ -814,5 +904,7 @@ int main(void)
 	test_registry();
 	test_registry_failures();
 	test_registry_suggestions();
+	test_export_settings();
+	test_allow_unsharded();
 	return test_done();
 }

@@ -66,15 +66,18 @@ static void check_list_at(const struct es_scan *s, const char *root, const char 
 #define CHECK_LIST(s, root, want) \
 	check_list_at((s), (root), (want), sizeof(want) / sizeof((want)[0]), __FILE__, __LINE__)
 
-/* Python's PurePath.suffix, lower-cased, is ".jsonl". */
+/* Python's PurePath.suffix, lower-cased, is ".jsonl", or the two last ".jsonl.gz"/".jsonl.zst". */
 static void test_is_jsonl_name(void)
 {
 	static const char *const yes[] = {
 		"a.jsonl", "a.JSONL", "a.JsonL", ".x.jsonl", "..jsonl", "a..jsonl", "a.b.jsonl",
 		"x y.jsonl", "\xc3\xa9.jsonl", "part-00001-of-00002.jsonl",
+		"a.jsonl.gz", "a.JSONL.GZ", "a.jsonl.zst", "a.jsonl.ZST", "..jsonl.gz", "a.b.jsonl.zst",
 	};
 	static const char *const no[] = {
-		".jsonl", ".JSONL", "jsonl", "a.jsonl.gz", "a.json", "a.jsonl.", "a.jsonlx",
+		".jsonl", ".JSONL", "jsonl", ".jsonl.gz", ".jsonl.zst", "a.gz", "a.zst", "a.json.gz",
+		"a.jsonl.gz.", "a.jsonl.bz2", "a.jsonl.zstd", "a.jsonl.tar.gz", "a.jsonl..gz", "a.jsonlgz",
+		"a.jsonl.gz~", "a.txt.zst", ".gz", "a.json", "a.jsonl.", "a.jsonlx",
 		"a_jsonl", "a.jsonl ", "a.jsonl~", "", ".", "..", "a.",
 	};
 	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
@@ -113,7 +116,10 @@ static void test_folder_rules(void)
 	mk_file(root, "c.JsonL");
 	mk_file(root, ".x.jsonl");     /* dot file: taken */
 	mk_file(root, ".jsonl");       /* no suffix: skipped */
-	mk_file(root, "a.jsonl.gz");   /* last suffix .gz: skipped */
+	mk_file(root, "a.jsonl.gz");   /* compressed JSONL: taken (the name decides, not the bytes) */
+	mk_file(root, "e.jsonl.ZST");
+	mk_file(root, ".jsonl.gz");    /* no stem: skipped */
+	mk_file(root, "f.json.gz");    /* not JSONL inside: skipped */
 	mk_file(root, "d.jsonl.");     /* no suffix: skipped */
 	mk_file(root, "notes.txt");
 	mk_file(root, "jsonl");
@@ -151,7 +157,8 @@ static void test_folder_rules(void)
 	if (!CHECK_INT_EQ(rc, 0))
 		fprintf(stderr, "  error: %s\n", es_last_error());
 	static const char *const want[] = {
-		".hidden/h.jsonl", ".x.jsonl", "a.jsonl", "b.JSONL", "c.JsonL", "folder.jsonl/k.jsonl",
+		".hidden/h.jsonl", ".x.jsonl", "a.jsonl", "a.jsonl.gz", "b.JSONL", "c.JsonL", "e.jsonl.ZST",
+		"folder.jsonl/k.jsonl",
 		"link_outside.jsonl", "link_to_file.jsonl", "link_to_txt.jsonl", "sub/deeper/y.jsonl",
 		"sub/z.jsonl",
 	};
@@ -179,7 +186,7 @@ static void test_sort_order(void)
 	static const char *const want[] = {
 		/* Python: sorted(["10.jsonl", "9.jsonl", "B.jsonl", ...]) */
 		"10.jsonl", "9.jsonl", "B.jsonl", "Z.jsonl", "a-b.jsonl", "a.b.jsonl", "a.jsonl",
-		"a/b.jsonl", "a/c/d.jsonl", "a0.jsonl", "a_b.jsonl", "z.jsonl", "\xc3\xa9.jsonl",
+		"a.jsonl.gz", "a.jsonl.zst", "a/b.jsonl", /* compressed names sort among the plain */ "a/c/d.jsonl", "a0.jsonl", "a_b.jsonl", "z.jsonl", "\xc3\xa9.jsonl",
 		"\xe4\xb8\xad.jsonl",
 	};
 	size_t n = sizeof(want) / sizeof(want[0]);
@@ -211,6 +218,14 @@ static void test_single_file(void)
 		CHECK_STR_EQ(s.dataset_path, p);
 		CHECK_STR_EQ(s.media_root, dir);
 	}
+	es_scan_free(&s);
+
+	/* A compressed file given directly is taken by its name too. */
+	mk_file(dir, "Part.jsonl.zst");
+	snprintf(p, sizeof(p), "%s/Part.jsonl.zst", dir);
+	rc = es_scan_dataset(p, &s);
+	if (CHECK_INT_EQ(rc, 0) && CHECK_INT_EQ(s.n_files, 1))
+		CHECK_STR_EQ(s.files[0].relative_path, "Part.jsonl.zst");
 	es_scan_free(&s);
 
 	/* A dot file given directly is fine too. */
@@ -248,7 +263,7 @@ static void test_errors(void)
 	CHECK_INT_EQ(mkdir(dir, 0755), 0);
 
 	/* A single file with another suffix. */
-	static const char *const names[] = { "data.json", ".jsonl", "a.jsonl.gz", "a.jsonl." };
+	static const char *const names[] = { "data.json", ".jsonl", "a.jsonl.bz2", "a.jsonl." };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		mk_file(dir, names[i]);
 		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
