@@ -106,16 +106,17 @@ for f in "$T"/job-envid/state/done/*.json; do
 done
 pass "run id from --run-id and from the launcher's environment"
 
-# ---- merge while working: with shards that take a while, rank 0 has appended most of them
-# before the last one is done; the output is the same bytes as with --merge-at-end, and no
-# temporary is left beside it.
+# ---- merge while working: while the last shard still runs (3 s; the others 0.4 s), rank 0 has
+# appended the ones before it; the output is the same bytes as with --merge-at-end, and no
+# temporary is left beside it. (With shards all alike, the last ones finished within the
+# follower's poll of each other and a loaded machine merged only 3 of 7 early.)
 cat >"$T/slow.sh" <<'EOF'
 #!/bin/sh
-sleep 0.4
+case $3 in part-00006-of-00007) sleep 3 ;; *) sleep 0.4 ;; esac
 tac "$1" >"$2"
 EOF
 chmod +x "$T/slow.sh"
-SLOW=(--config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards 7 --process-cmd "$T/slow.sh {input} {output}")
+SLOW=(--config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards 7 --process-cmd "$T/slow.sh {input} {output} {shard_id}")
 ranks_reset
 run_expect 0 timeout 100 "$MPIRUN" -np 2 "$T/rank.sh" "$BIN" run "${SLOW[@]}" --job-dir "$T/job-follow" --output "$T/outdir/follow.jsonl"
 ranks_expect 2 0
