@@ -85,12 +85,12 @@ void es_claimer_free(struct es_claimer *c)
 	c->obs = NULL;
 }
 
-/* Read a whole lock (at most 1 MiB) from an open descriptor. */
-static int read_fd(int fd, struct es_buf *b, const char *what)
+/* Read a whole lock (at most 1 MiB) from an open descriptor whose fstat() gave size. */
+static int read_fd(int fd, struct es_buf *b, off_t size, const char *what)
 {
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return es_error_errno(ES_EIO, "cannot seek '%s'", what);
-	return es_fs_read_fd(fd, b, (size_t)1 << 20, what);
+	return es_fs_read_fd_sized(fd, b, (size_t)1 << 20, size, what);
 }
 
 /* A lock that cannot be opened; a symbolic link (planted: eshard-mpi never makes one) is
@@ -132,7 +132,7 @@ static int lock_info_fd(int fd, const char *path, struct es_lock_info *li, cJSON
 		*doc = NULL;
 	if (fstat(fd, &st) != 0)
 		return es_error_errno(ES_EIO, "cannot stat lock '%s'", path);
-	int rc = read_fd(fd, &content, path);
+	int rc = read_fd(fd, &content, S_ISREG(st.st_mode) ? st.st_size : -1, path);
 	if (rc) {
 		es_buf_free(&content);
 		return rc;
