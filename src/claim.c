@@ -83,6 +83,23 @@ void es_claimer_free(struct es_claimer *c)
 {
 	free(c->obs);
 	c->obs = NULL;
+	free(c->attempt_text);
+	c->attempt_text = NULL;
+}
+
+char *es_claim_take_attempt(struct es_claimer *c, size_t *len)
+{
+	char *text = c->attempt_text;
+	double window = c->policy.lease_secs;
+	if (c->policy.lock_timeout_secs > 0 && (double)c->policy.lock_timeout_secs < window)
+		window = (double)c->policy.lock_timeout_secs;
+	*len = c->attempt_text_len;
+	c->attempt_text = NULL;
+	if (text && es_time_mono() - c->attempt_text_mono >= window / 4) {
+		free(text);
+		text = NULL;
+	}
+	return text;
 }
 
 /* Read a whole lock (at most 1 MiB) from an open descriptor whose fstat() gave size. */
@@ -834,7 +851,7 @@ static int create_lock(struct es_claimer *c, size_t i, const char *lock_path, in
 static int make_attempt(struct es_claimer *c, size_t i, cJSON *l)
 {
 	const struct es_manifest *m = c->m;
-	struct es_buf ad = ES_BUF_INIT, parent = ES_BUF_INIT;
+	struct es_buf ad = ES_BUF_INIT, parent = ES_BUF_INIT, text = ES_BUF_INIT;
 	es_buf_printf(&parent, "%s/attempts/%s", m->job_dir, m->shards[i].id);
 	es_buf_printf(&ad, "%s/%s", m->job_dir, c->attempt_rel);
 	int rc = es_fs_mkdir_nofollow(parent.data, 0755);
@@ -845,8 +862,17 @@ static int make_attempt(struct es_claimer *c, size_t i, cJSON *l)
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "heartbeat");
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "lease_secs");
 		es_buf_adds(&ad, "/attempt.json");
-		rc = es_json_write_atomic(ad.data, l);
+		rc = es_json_dump(l, 1, &text);
+		if (!rc)
+			rc = es_fs_write_atomic(ad.data, text.data, text.len);
 	}
+	free(c->attempt_text);
+	c->attempt_text = NULL;
+	if (!rc) {
+		c->attempt_text = es_buf_detach(&text, &c->attempt_text_len);
+		c->attempt_text_mono = es_time_mono();
+	}
+	es_buf_free(&text);
 	es_buf_free(&ad);
 	es_buf_free(&parent);
 	return rc;

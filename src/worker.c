@@ -88,6 +88,24 @@ static cJSON *load_attempt(const struct worker *w)
 	return a;
 }
 
+/* attempt.json as the claim (or backup) has just written it, without reading it back. */
+static cJSON *claimed_attempt(struct worker *w)
+{
+	size_t len = 0;
+	char *text = es_claim_take_attempt(&w->c, &len);
+	cJSON *a = NULL;
+	if (text) {
+		es_log_quiet_begin();
+		a = es_json_parse(text, len, "attempt.json");
+		es_log_quiet_end();
+		free(text);
+	}
+	if (cJSON_IsObject(a))
+		return a;
+	cJSON_Delete(a);
+	return load_attempt(w);
+}
+
 static int save_attempt(const struct worker *w, cJSON *a)
 {
 	struct es_buf p = ES_BUF_INIT;
@@ -442,7 +460,7 @@ static void shard_setup(struct shard_run *r, struct worker *w, size_t i)
 	s->on_stop = release_on_stop;
 	s->stop_flag = w->o->stop_flag;
 	s->grace_secs = 10;
-	r->a = load_attempt(w);
+	r->a = claimed_attempt(w);
 }
 
 static void shard_free(struct shard_run *r)
