@@ -520,13 +520,31 @@ static int record_command(struct shard_run *r)
 	return 0;
 }
 
+/* The end of the run in attempt.json. */
+static void set_run_end(struct shard_run *r)
+{
+	es_json_set_str(r->a, "finished_at", r->now);
+	es_json_set_float(r->a, "duration_secs", r->oc.duration_secs);
+	es_json_set_int(r->a, "return_code", r->oc.return_code);
+	es_json_set_str(r->a, "output_path", r->rel.data);
+}
+
+/* attempt.json as it is on disk now (a reclaimer may have marked it stale meanwhile), with the
+ * end of the run. */
+static void reload_attempt(struct shard_run *r)
+{
+	cJSON_Delete(r->a);
+	r->a = load_attempt(r->w);
+	set_run_end(r);
+}
+
 /* Run the child, then judge a failed end against a stop from outside. A launcher that stops a
  * job (scancel, a container runtime, a node's shutdown) signals every process of it at once,
  * in no fixed order: the child can die of that signal before our own arrives. A child that
  * failed while we were being stopped was stopped, not broken, and must not count as a failure;
  * one that died of a stop signal nobody here sent gets the grace to see whether our own stop
- * follows (see outside_stop_hint). attempt.json is then reloaded (a reclaimer may have marked
- * it stale meanwhile) and gets the end of the run. */
+ * follows (see outside_stop_hint). attempt.json then gets the end of the run, read again
+ * first (a reclaimer may have marked it stale meanwhile) unless the exit was clean. */
 static int run_child(struct shard_run *r)
 {
 	struct worker *w = r->w;
@@ -542,14 +560,17 @@ static int run_child(struct shard_run *r)
 		}
 	}
 	es_time_now_iso(r->now);
-	cJSON_Delete(r->a);
-	r->a = load_attempt(w);
-	es_json_set_str(r->a, "finished_at", r->now);
-	es_json_set_float(r->a, "duration_secs", oc->duration_secs);
-	es_json_set_int(r->a, "return_code", oc->return_code);
 	es_buf_reset(&r->rel);
 	es_buf_printf(&r->rel, "%s/processed.jsonl", w->c.attempt_rel);
-	es_json_set_str(r->a, "output_path", r->rel.data);
+	/* A clean exit goes on to publish, which is owner-checked: a stale takeover (the only
+	 * other writer of this attempt.json before our record) makes it fail, and every end but
+	 * a published one reads the file again (reload_attempt). So the clean exit keeps the
+	 * attempt.json this worker wrote last instead of reading it back. */
+	if (!rc && oc->started && !oc->preempted && !oc->aborted && !oc->timed_out && oc->return_code == 0 &&
+	    !r->ta.lost && !r->ta.superseded)
+		set_run_end(r);
+	else
+		reload_attempt(r);
 	return rc;
 }
 
@@ -693,12 +714,15 @@ static const char *publish_result(struct shard_run *r)
 	es_log_quiet_end();
 	if (rc == ES_EINTR && r->ta.lost)
 		return finish_lost(w, r->i);
-	if (rc == ES_EINTR && r->ta.superseded)
-		return finish_superseded(r);
-	if (rc == ES_EINTR && stopped(w->o))
-		return finish_preempted(r);
-	if (rc)
-		return finish_failure(w, r->i, r->a, es_last_error());
+	if (rc) {
+		char *why = strdup(es_last_error());
+		reload_attempt(r);
+		const char *res = rc == ES_EINTR && r->ta.superseded ? finish_superseded(r)
+				  : rc == ES_EINTR && stopped(w->o) ? finish_preempted(r)
+				  : finish_failure(w, r->i, r->a, why ? why : "cannot materialize the result");
+		free(why);
+		return res;
+	}
 	cJSON *d = done_record(r, &mat);
 	struct es_buf rec = ES_BUF_INIT;
 	int published = 0;
@@ -711,7 +735,10 @@ static const char *publish_result(struct shard_run *r)
 	cJSON_Delete(d);
 	const char *result;
 	if (rc < 0) {
-		result = finish_failure(w, r->i, r->a, es_last_error());
+		char *why = strdup(es_last_error());
+		reload_attempt(r);
+		result = finish_failure(w, r->i, r->a, why ? why : "cannot publish the done record");
+		free(why);
 	} else if (rc == 1) {
 		/* a was read before materializing: keep the "stale" mark a reclaimer wrote since
 		 * (before its rename), or finish_lost would see "running" and not count it. */
