@@ -35,6 +35,7 @@ struct es_lease_obs {
 	double done_secs;
 	char host[256];
 	char token[33];
+	double running_seen_mono; /* when a live running lock was last seen here (es_claim_seen) */
 };
 
 static uint64_t fnv1a(const char *p, size_t n)
@@ -474,7 +475,7 @@ static int observe(struct es_claimer *c, size_t i, const struct es_lock_info *li
 	if (!o->valid || o->dev != li->dev || o->ino != li->ino || o->mtime_ns != li->mtime_ns ||
 	    o->content_hash != li->content_hash)
 		*o = (struct es_lease_obs){ 1, li->dev, li->ino, li->mtime_ns, li->content_hash, now_mono, o->terminal,
-					    0, -1, o->done_secs, "", "" };
+					    0, -1, o->done_secs, "", "", 0 };
 	double age = es_time_epoch() - (double)li->mtime_ns / 1e9;
 	return es_claim_lock_stale(li, age, now_mono - o->since_mono, &c->policy);
 }
@@ -718,6 +719,16 @@ static void seen_terminal(struct es_lease_obs *o, const struct es_lock_info *li)
 	snprintf(o->host, sizeof(o->host), "%s", li->record_host[0] ? li->record_host : li->hostname);
 }
 
+/* A live running lock seen: who holds it since when, and when we saw it. */
+static void seen_running(struct es_lease_obs *o, const struct es_lock_info *li)
+{
+	o->running = li->readable;
+	o->claimed_at_epoch = li->claimed_at_epoch;
+	o->running_seen_mono = es_time_mono();
+	snprintf(o->host, sizeof(o->host), "%s", li->hostname);
+	snprintf(o->token, sizeof(o->token), "%s", li->token);
+}
+
 void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s)
 {
 	const struct es_lease_obs *o = &c->obs[i];
@@ -727,6 +738,7 @@ void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s
 	s->done_secs = o->done_secs;
 	s->host = o->host;
 	s->token = s->running ? o->token : "";
+	s->running_seen_mono = s->running ? o->running_seen_mono : -1;
 }
 
 /* What the lock says before a claim, read with one open() that the file server answers: 1
@@ -751,24 +763,26 @@ static int probe_lock(struct es_claimer *c, size_t i, const char *lock_path)
 		return 0;
 	}
 	if (!observe(c, i, &li)) {
-		o->running = li.readable;
-		o->claimed_at_epoch = li.claimed_at_epoch;
-		snprintf(o->host, sizeof(o->host), "%s", li.hostname);
-		snprintf(o->token, sizeof(o->token), "%s", li.token);
+		seen_running(o, &li);
 		return 0;
 	}
 	rc = try_takeover(c, i, lock_path);
 	return rc == 1 ? 1 : rc < 0 ? rc : 0;
 }
 
-/* After a lost exclusive create: read the lock that won, to learn a terminal state. */
+/* After a lost exclusive create: read the lock that won, to learn a terminal state, or that it
+ * runs (the winner's fresh lock). */
 static void learn_winner(struct es_claimer *c, size_t i, const char *lock_path)
 {
 	struct es_lock_info li;
 	es_log_quiet_begin();
 	c->obs[i].running = 0;
-	if (!es_claim_lock_read(lock_path, &li) && li.exists && li.terminal)
-		seen_terminal(&c->obs[i], &li);
+	if (!es_claim_lock_read(lock_path, &li) && li.exists) {
+		if (li.terminal)
+			seen_terminal(&c->obs[i], &li);
+		else if (!observe(c, i, &li))
+			seen_running(&c->obs[i], &li);
+	}
 	es_log_quiet_end();
 }
 

@@ -127,6 +127,7 @@ struct es_claim_seen {
 	double done_secs;            /* a done shard's claim-to-fence time, -1 unknown */
 	const char *host;            /* a running lock's owner, a done shard's completer ("" unknown) */
 	const char *token;           /* a running lock's token */
+	double running_seen_mono;    /* when the running lock was last seen (es_time_mono), -1 */
 };
 void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s);
 

@@ -754,6 +754,7 @@ static void test_backups(void)
 	CHECK_STR_EQ(seen.token, ptok);
 	CHECK_STR_EQ(seen.host, es_hostname());
 	CHECK(seen.claimed_at_epoch > 0 && es_time_epoch() - seen.claimed_at_epoch < 5);
+	CHECK(seen.running_seen_mono > 0 && es_time_mono() - seen.running_seen_mono < 5);
 	CHECK_INT_EQ(es_claim_backup(&b, 0, ptok), ES_CLAIM_OK);
 	CHECK(strcmp(b.token, ptok) != 0);
 	CHECK_INT_EQ(b.attempt_number, 2);
