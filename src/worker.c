@@ -63,6 +63,8 @@ struct worker {
 	double backup_due;           /* seconds until a running shard is overdue, -1: none */
 	unsigned char *done_seen;    /* the idle loop's counts: shards found done (es_status_count_cached) */
 	unsigned char *passed;       /* claim_next: shards passed over in its first pass */
+	double scan_mono;            /* when the last claim_next began */
+	unsigned char *running_now;  /* idle: shards whose lock that scan read, running and live */
 };
 
 /* ---------------- attempt.json updates ---------------- */
@@ -931,6 +933,7 @@ static int claim_next(struct worker *w, size_t *i)
 {
 	double fresh = w->policy.lease_secs / 4 < 1.0 ? w->policy.lease_secs / 4 : 1.0;
 	size_t n_passed = 0;
+	w->scan_mono = es_time_mono();
 	if (!w->passed && !(w->passed = calloc(w->m.n_shards ? w->m.n_shards : 1, 1)))
 		fresh = 0;
 	int rc = claim_pass(w, i, fresh, 0, &n_passed);
@@ -1042,11 +1045,19 @@ static int idle(struct worker *w, struct es_worker_result *res, int *rc)
 {
 	const struct es_worker_opts *o = w->o;
 	struct es_status_counts st;
-	if (!w->done_seen && !(w->done_seen = calloc(w->m.n_shards ? w->m.n_shards : 1, 1))) {
+	size_t n = w->m.n_shards ? w->m.n_shards : 1;
+	if ((!w->done_seen && !(w->done_seen = calloc(n, 1))) || (!w->running_now && !(w->running_now = calloc(n, 1)))) {
 		*rc = es_error(ES_ENOMEM, "out of memory");
 		return 1;
 	}
-	if ((*rc = es_status_count_cached(&w->m, (double)w->policy.lock_timeout_secs, w->done_seen, &st)))
+	/* The claim scan has just read every lock not known terminal: the ones it found running
+	 * and live are counted so without a second read (their records are still looked for). */
+	for (size_t i = 0; i < w->m.n_shards; i++) {
+		struct es_claim_seen s;
+		es_claim_seen(&w->c, i, &s);
+		w->running_now[i] = s.running && s.running_seen_mono >= w->scan_mono;
+	}
+	if ((*rc = es_status_count_cached(&w->m, (double)w->policy.lock_timeout_secs, w->done_seen, w->running_now, &st)))
 		return 1;
 	long long total = st.total, done = st.done, failed = st.failed;
 	long long pending = st.pending, running = st.running, stale = st.stale;
@@ -1162,6 +1173,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	free(w.backup_tried);
 	free(w.done_seen);
 	free(w.passed);
+	free(w.running_now);
 	if (w.have_manifest)
 		es_manifest_free(&w.m);
 	free(w.dj_commit);
