@@ -62,7 +62,6 @@ struct worker {
 	double yield_wait_since;
 	double backup_due;           /* seconds until a running shard is overdue, -1: none */
 	unsigned char *done_seen;    /* the idle loop's counts: shards found done (es_status_count_cached) */
-	unsigned char *passed;       /* claim_next: shards passed over in its first pass */
 	double scan_mono;            /* when the last claim_next began */
 	unsigned char *running_now;  /* idle: shards whose lock that scan read, running and live */
 };
@@ -887,24 +886,11 @@ static int head_before_claim(struct worker *w)
 	return rc;
 }
 
-/* One pass of claim_next. fresh_secs > 0: a shard whose lock this worker saw running (live)
- * less than fresh_secs ago is passed over, and marked in w->passed. only_passed: look at those
- * alone. */
-static int claim_pass(struct worker *w, size_t *i, double fresh_secs, int only_passed, size_t *n_passed)
+/* Claim the first free shard in manifest order: 1 with *i set, 0 when none, negative on error. */
+static int claim_next(struct worker *w, size_t *i)
 {
-	double now = es_time_mono();
+	w->scan_mono = es_time_mono();
 	for (size_t k = 0; !w->capped && k < w->m.n_shards && !stopped(w->o); k++) {
-		if (only_passed && !w->passed[k])
-			continue;
-		if (fresh_secs > 0) {
-			struct es_claim_seen s;
-			es_claim_seen(&w->c, k, &s);
-			w->passed[k] = s.running && now - s.running_seen_mono < fresh_secs;
-			if (w->passed[k]) {
-				(*n_passed)++;
-				continue;
-			}
-		}
 		int rc = es_claim_try(&w->c, k);
 		if (rc < 0)
 			return rc;
@@ -919,27 +905,6 @@ static int claim_pass(struct worker *w, size_t *i, double fresh_secs, int only_p
 		}
 	}
 	return 0;
-}
-
-/* Claim the first free shard in manifest order: 1 with *i set, 0 when none, negative on error.
- * With many workers, most locks ahead of the first free shard are other workers' running
- * shards, and opening each of them again for every claim cost tens of round trips per claim
- * on NFS. So the first pass passes over the locks this worker saw live within the last
- * second (or a quarter of the lease): a running lock is not claimable, and within that time
- * it cannot have gone stale. Only when that pass finds nothing are the passed-over ones looked
- * at again (a lock released in between is then found), so an idle worker, the backup rule
- * and the end of the job see every lock as fresh as before. */
-static int claim_next(struct worker *w, size_t *i)
-{
-	double fresh = w->policy.lease_secs / 4 < 1.0 ? w->policy.lease_secs / 4 : 1.0;
-	size_t n_passed = 0;
-	w->scan_mono = es_time_mono();
-	if (!w->passed && !(w->passed = calloc(w->m.n_shards ? w->m.n_shards : 1, 1)))
-		fresh = 0;
-	int rc = claim_pass(w, i, fresh, 0, &n_passed);
-	if (rc == 0 && n_passed)
-		rc = claim_pass(w, i, 0, 1, &n_passed);
-	return rc;
 }
 
 /* Process a claimed shard; 1 when it was preempted (the worker stops). */
@@ -1172,7 +1137,6 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	free(w.skip);
 	free(w.backup_tried);
 	free(w.done_seen);
-	free(w.passed);
 	free(w.running_now);
 	if (w.have_manifest)
 		es_manifest_free(&w.m);
