@@ -1,8 +1,8 @@
 #!/bin/bash
 # Proof at scale (issue 11 item 6, issue 13 item 5): many workers on many tiny shards (`cp`).
 #
-#   tests/bench/scale.sh [--bin PATH] [--shards "2000 20000"] [--workers "16 32"] [--runs K]
-#                        [--parts LIST] [--ops-shards N] [--idle-secs S] [--held N]
+#   tests/bench/scale.sh [--bin PATH] [--compare PATH] [--shards "2000 20000"] [--workers "16 32"]
+#                        [--runs K] [--parts LIST] [--ops-shards N] [--idle-secs S] [--held N]
 #
 # Parts (--parts, comma-separated; default all of them):
 #   workers  W `eshard-mpi worker` processes started together on one prepared job, for every
@@ -19,19 +19,21 @@
 #   idle     an idle worker (--poll-interval-secs 1, --no-backup) traced with `strace -c -f -p`
 #            for --idle-secs (default 10) once it has printed that no claim is available, at
 #            every shard count, in two states: every shard held by a live lock of another
-#            worker, and the tail of a job (all shards done but --held (default 16) held).
+#            worker, and the tail of a job (every shard done, its record and fence written by the
+#            benchmark, but --held (default 16) held); per second and per poll.
 #   status   `eshard-mpi status` wall time on a finished job, median of 3, at every shard count.
 #
 # Exactly-once (tests/e2e/exactly_once.py --fence --uncounted) is checked after every run; a
 # failed check stops the benchmark with exit 1. --bin measures another build (say, one from
-# before a change) with the same jobs. The workers of the `workers` part poll every second
+# before a change) with the same jobs; --compare PATH times that build's `status` too, on the
+# same finished job. The workers of the `workers` part poll every second
 # (--poll-interval-secs 1) so that the wall time is not the default 20 s idle poll.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-bin="" shards="2000 20000" workers="16 32" runs=3 parts="workers,mpirun,ops,idle,status"
+bin="" compare="" shards="2000 20000" workers="16 32" runs=3 parts="workers,mpirun,ops,idle,status"
 ops_shards=2000 idle_secs=10 held=16
 usage() {
-  echo "usage: $0 [--bin PATH] [--shards LIST] [--workers LIST] [--runs K] [--parts LIST] [--ops-shards N] [--idle-secs S] [--held N]" >&2
+  echo "usage: $0 [--bin PATH] [--compare PATH] [--shards LIST] [--workers LIST] [--runs K] [--parts LIST] [--ops-shards N] [--idle-secs S] [--held N]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -45,6 +47,7 @@ while [ $# -gt 0 ]; do
     --ops-shards) ops_shards=$2 ;;
     --idle-secs) idle_secs=$2 ;;
     --held) held=$2 ;;
+    --compare) compare=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -128,6 +131,7 @@ workers_run() {  # N W JOB -> "wall makespan attempts hosts"
   check_once "$3" "$1 shards, $2 workers"
   echo "$(python3 -c "print('%.3f' % ($t1 - $t0))") $(makespan "$3")"
 }
+last_job_n="" # the shard count of the finished, checked job left in $T/job by the last run
 mpirun_run() {  # N W JOB -> "wall makespan attempts hosts"
   input "$1"
   rm -rf "$3"
@@ -150,6 +154,7 @@ throughput() {  # MODE
       walls="" spans=""
       for r in $(seq 1 "$runs"); do
         out=$("${mode}_run" "$n" "$w" "$T/job")
+        last_job_n=$n
         # shellcheck disable=SC2086
         set -- $out
         echo "scale bench: $mode run $r: $n shards, $w workers: wall $1 s, makespan $2 s, $3 attempts, $4 host(s), exactly-once ok"
@@ -295,6 +300,26 @@ for sid in ids:
         pass
 PY
 }
+# finish_all JOB: a done record and its done fence for every shard, as a worker leaves them.
+finish_all() {
+  python3 - "$1" <<'PY'
+import datetime, json, os, secrets, sys, time
+job = sys.argv[1]
+iso = datetime.datetime.now(datetime.timezone.utc).isoformat()
+for s in json.load(open(os.path.join(job, "manifest.json")))["shards"]:
+    sid, tok = s["id"], secrets.token_hex(16)
+    rel = "attempts/%s/0001-%s" % (sid, tok)
+    rec = {"attempt_number": 1, "completed_at": iso, "hostname": "bench-done", "output_path": rel + "/processed.jsonl",
+           "rows": s["rows"], "shard_id": sid, "status": "done", "token": tok}
+    with open(os.path.join(job, "state", "done", sid + ".json"), "w") as f:
+        json.dump(rec, f, indent=2, sort_keys=True)
+    fence = {"attempt_dir": rel, "attempt_number": 1, "claimed_at": iso, "claimed_at_epoch": time.time(), "heartbeat": 0,
+             "hostname": "bench-done", "lease_secs": 120.0, "pid": 1, "record": rec, "shard_id": sid, "status": "done",
+             "terminal_at": iso, "terminal_path": "state/done/%s.json" % sid, "token": tok}
+    with open(os.path.join(job, "state", "locks", sid + ".lock"), "w") as f:
+        f.write(json.dumps(fence, sort_keys=True, separators=(",", ":")))
+PY
+}
 # idle_ops N JOB LABEL: trace an idle worker of JOB for idle_secs once it waits.
 idle_ops() {
   local n=$1 job=$2 label=$3 pid i
@@ -306,13 +331,16 @@ idle_ops() {
     sleep 0.1
   done
   grep -q 'No shard claim available' "$T/idle.out" || fail "the idle worker never went idle"
+  local polls0 polls1
+  polls0=$(grep -c 'No shard claim available' "$T/idle.out")
   timeout -s INT "$idle_secs" strace -qq -c -f -p "$pid" -o "$T/idle.strace" || true
+  polls1=$(grep -c 'No shard claim available' "$T/idle.out")
   kill -TERM "$pid"
   wait "$pid" || true
   grep -q '^Claimed' "$T/idle.out" && fail "the idle worker claimed a shard"
-  python3 - "$T/idle.strace" "$n" "$label" "$idle_secs" <<'PY'
+  python3 - "$T/idle.strace" "$n" "$label" "$idle_secs" $((polls1 - polls0)) <<'PY'
 import re, sys
-path, n, label, secs = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+path, n, label, secs, polls = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
 calls = {}
 for line in open(path):
     m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$", line)
@@ -330,7 +358,8 @@ for g, names in groups.items():
     tot += c
     if c:
         parts.append("%s=%.1f" % (g, c / secs))
-print("scale bench: idle: %d shards, %s: %s; total %.1f file-system operations per second" % (n, label, " ".join(parts), tot / secs))
+print("scale bench: idle: %d shards, %s: %s; total %.1f file-system operations per second, %.0f per poll (%d polls)"
+      % (n, label, " ".join(parts), tot / secs, tot / max(polls, 1), polls))
 PY
 }
 if want idle; then
@@ -338,12 +367,10 @@ if want idle; then
     prepare "$n" "$T/idle-job"
     hold "$T/idle-job"
     idle_ops "$n" "$T/idle-job" "every shard held"
-    # The tail: a finished job whose first --held shards are running again.
+    # The tail: every shard done (a done record and its fence, written here: an idle worker
+    # reads no more of them than that) but the first --held, which are held.
     prepare "$n" "$T/idle-job"
-    : >"$T/workers.err"
-    start_workers "$(echo "$workers" | awk '{print $1}')" "$T/idle-job"
-    wait_workers
-    check_once "$T/idle-job" "$n shards, before the tail"
+    finish_all "$T/idle-job"
     # shellcheck disable=SC2046
     hold "$T/idle-job" $(python3 -c 'import json,sys; print(" ".join(s["id"] for s in json.load(open(sys.argv[1]))["shards"][:int(sys.argv[2])]))' \
       "$T/idle-job/manifest.json" "$held")
@@ -354,19 +381,25 @@ fi
 # ---- status time on a finished job
 if want status; then
   for n in $shards; do
-    prepare "$n" "$T/status-job"
-    : >"$T/workers.err"
-    start_workers "$(echo "$workers" | awk '{print $1}')" "$T/status-job"
-    wait_workers
-    check_once "$T/status-job" "$n shards, for status"
-    times=""
-    for _ in 1 2 3; do
-      t0=$(now)
-      "$bin" status --job-dir "$T/status-job" >"$T/status.out" 2>&1 || fail "status of a finished job exited $?"
-      t1=$(now)
-      times="$times $(python3 -c "print($t1 - $t0)")"
+    if [ "$last_job_n" = "$n" ]; then
+      mv "$T/job" "$T/status-job" # the last workers run's job, finished and checked
+    else
+      prepare "$n" "$T/status-job"
+      : >"$T/workers.err"
+      start_workers "$(echo "$workers" | awk '{print $1}')" "$T/status-job"
+      wait_workers
+      check_once "$T/status-job" "$n shards, for status"
+    fi
+    for b in "$bin" $compare; do
+      times=""
+      for _ in 1 2 3; do
+        t0=$(now)
+        "$b" status --job-dir "$T/status-job" >"$T/status.out" 2>&1 || fail "status of a finished job exited $?"
+        t1=$(now)
+        times="$times $(python3 -c "print($t1 - $t0)")"
+      done
+      # shellcheck disable=SC2086
+      echo "scale bench: status: $n shards done, $b: median $(median $times) s of 3 (runs:$(printf ' %.3f' $times))"
     done
-    # shellcheck disable=SC2086
-    echo "scale bench: status: $n shards done: median $(median $times) s of 3 (runs:$(printf ' %.3f' $times))"
   done
 fi
