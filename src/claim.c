@@ -35,6 +35,7 @@ struct es_lease_obs {
 	double done_secs;
 	char host[256];
 	char token[33];
+	double running_seen_mono; /* when a live running lock was last seen here (es_claim_seen) */
 };
 
 static uint64_t fnv1a(const char *p, size_t n)
@@ -83,14 +84,31 @@ void es_claimer_free(struct es_claimer *c)
 {
 	free(c->obs);
 	c->obs = NULL;
+	free(c->attempt_text);
+	c->attempt_text = NULL;
 }
 
-/* Read a whole lock (at most 1 MiB) from an open descriptor. */
-static int read_fd(int fd, struct es_buf *b, const char *what)
+char *es_claim_take_attempt(struct es_claimer *c, size_t *len)
+{
+	char *text = c->attempt_text;
+	double window = c->policy.lease_secs;
+	if (c->policy.lock_timeout_secs > 0 && (double)c->policy.lock_timeout_secs < window)
+		window = (double)c->policy.lock_timeout_secs;
+	*len = c->attempt_text_len;
+	c->attempt_text = NULL;
+	if (text && es_time_mono() - c->attempt_text_mono >= window / 4) {
+		free(text);
+		text = NULL;
+	}
+	return text;
+}
+
+/* Read a whole lock (at most 1 MiB) from an open descriptor whose fstat() gave size. */
+static int read_fd(int fd, struct es_buf *b, off_t size, const char *what)
 {
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return es_error_errno(ES_EIO, "cannot seek '%s'", what);
-	return es_fs_read_fd(fd, b, (size_t)1 << 20, what);
+	return es_fs_read_fd_sized(fd, b, (size_t)1 << 20, size, what);
 }
 
 /* A lock that cannot be opened; a symbolic link (planted: eshard-mpi never makes one) is
@@ -132,7 +150,7 @@ static int lock_info_fd(int fd, const char *path, struct es_lock_info *li, cJSON
 		*doc = NULL;
 	if (fstat(fd, &st) != 0)
 		return es_error_errno(ES_EIO, "cannot stat lock '%s'", path);
-	int rc = read_fd(fd, &content, path);
+	int rc = read_fd(fd, &content, S_ISREG(st.st_mode) ? st.st_size : -1, path);
 	if (rc) {
 		es_buf_free(&content);
 		return rc;
@@ -457,7 +475,7 @@ static int observe(struct es_claimer *c, size_t i, const struct es_lock_info *li
 	if (!o->valid || o->dev != li->dev || o->ino != li->ino || o->mtime_ns != li->mtime_ns ||
 	    o->content_hash != li->content_hash)
 		*o = (struct es_lease_obs){ 1, li->dev, li->ino, li->mtime_ns, li->content_hash, now_mono, o->terminal,
-					    0, -1, o->done_secs, "", "" };
+					    0, -1, o->done_secs, "", "", 0 };
 	double age = es_time_epoch() - (double)li->mtime_ns / 1e9;
 	return es_claim_lock_stale(li, age, now_mono - o->since_mono, &c->policy);
 }
@@ -701,6 +719,16 @@ static void seen_terminal(struct es_lease_obs *o, const struct es_lock_info *li)
 	snprintf(o->host, sizeof(o->host), "%s", li->record_host[0] ? li->record_host : li->hostname);
 }
 
+/* A live running lock seen: who holds it since when, and when we saw it. */
+static void seen_running(struct es_lease_obs *o, const struct es_lock_info *li)
+{
+	o->running = li->readable;
+	o->claimed_at_epoch = li->claimed_at_epoch;
+	o->running_seen_mono = es_time_mono();
+	snprintf(o->host, sizeof(o->host), "%s", li->hostname);
+	snprintf(o->token, sizeof(o->token), "%s", li->token);
+}
+
 void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s)
 {
 	const struct es_lease_obs *o = &c->obs[i];
@@ -710,6 +738,7 @@ void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s
 	s->done_secs = o->done_secs;
 	s->host = o->host;
 	s->token = s->running ? o->token : "";
+	s->running_seen_mono = s->running ? o->running_seen_mono : -1;
 }
 
 /* What the lock says before a claim, read with one open() that the file server answers: 1
@@ -734,24 +763,26 @@ static int probe_lock(struct es_claimer *c, size_t i, const char *lock_path)
 		return 0;
 	}
 	if (!observe(c, i, &li)) {
-		o->running = li.readable;
-		o->claimed_at_epoch = li.claimed_at_epoch;
-		snprintf(o->host, sizeof(o->host), "%s", li.hostname);
-		snprintf(o->token, sizeof(o->token), "%s", li.token);
+		seen_running(o, &li);
 		return 0;
 	}
 	rc = try_takeover(c, i, lock_path);
 	return rc == 1 ? 1 : rc < 0 ? rc : 0;
 }
 
-/* After a lost exclusive create: read the lock that won, to learn a terminal state. */
+/* After a lost exclusive create: read the lock that won, to learn a terminal state, or that it
+ * runs (the winner's fresh lock). */
 static void learn_winner(struct es_claimer *c, size_t i, const char *lock_path)
 {
 	struct es_lock_info li;
 	es_log_quiet_begin();
 	c->obs[i].running = 0;
-	if (!es_claim_lock_read(lock_path, &li) && li.exists && li.terminal)
-		seen_terminal(&c->obs[i], &li);
+	if (!es_claim_lock_read(lock_path, &li) && li.exists) {
+		if (li.terminal)
+			seen_terminal(&c->obs[i], &li);
+		else if (!observe(c, i, &li))
+			seen_running(&c->obs[i], &li);
+	}
 	es_log_quiet_end();
 }
 
@@ -834,7 +865,7 @@ static int create_lock(struct es_claimer *c, size_t i, const char *lock_path, in
 static int make_attempt(struct es_claimer *c, size_t i, cJSON *l)
 {
 	const struct es_manifest *m = c->m;
-	struct es_buf ad = ES_BUF_INIT, parent = ES_BUF_INIT;
+	struct es_buf ad = ES_BUF_INIT, parent = ES_BUF_INIT, text = ES_BUF_INIT;
 	es_buf_printf(&parent, "%s/attempts/%s", m->job_dir, m->shards[i].id);
 	es_buf_printf(&ad, "%s/%s", m->job_dir, c->attempt_rel);
 	int rc = es_fs_mkdir_nofollow(parent.data, 0755);
@@ -845,8 +876,17 @@ static int make_attempt(struct es_claimer *c, size_t i, cJSON *l)
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "heartbeat");
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "lease_secs");
 		es_buf_adds(&ad, "/attempt.json");
-		rc = es_json_write_atomic(ad.data, l);
+		rc = es_json_dump(l, 1, &text);
+		if (!rc)
+			rc = es_fs_write_atomic(ad.data, text.data, text.len);
 	}
+	free(c->attempt_text);
+	c->attempt_text = NULL;
+	if (!rc) {
+		c->attempt_text = es_buf_detach(&text, &c->attempt_text_len);
+		c->attempt_text_mono = es_time_mono();
+	}
+	es_buf_free(&text);
 	es_buf_free(&ad);
 	es_buf_free(&parent);
 	return rc;

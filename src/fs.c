@@ -374,7 +374,8 @@ int es_fs_open_new(const char *path, mode_t mode, int rw, int *fd)
 	return 0;
 }
 
-int es_fs_open_temp(const char *target, struct es_buf *tmp, int *fd)
+/* The name of a fresh temporary beside target: ".<name>.<temp token>.tmp" in its folder. */
+static int temp_name(const char *target, struct es_buf *tmp)
 {
 	struct es_buf dir = ES_BUF_INIT;
 	const char *name;
@@ -388,25 +389,33 @@ int es_fs_open_temp(const char *target, struct es_buf *tmp, int *fd)
 				   strcmp(dir.data, "/") ? "/" : "", name, tok);
 	}
 	es_buf_free(&dir);
-	if (!rc)
-		rc = es_fs_open_new(tmp->data, 0644, 0, fd);
 	return rc;
 }
 
-/* Write data into a fresh temporary beside path; its name is left in tmp. */
-static int write_temp(const char *path, const void *data, size_t len, struct es_buf *tmp)
+int es_fs_open_temp(const char *target, struct es_buf *tmp, int *fd)
 {
-	int fd;
-	int rc = es_fs_open_temp(path, tmp, &fd);
+	int rc = temp_name(target, tmp);
+	return rc ? rc : es_fs_open_new(tmp->data, 0644, 0, fd);
+}
+
+/* Write data into a fresh temporary beside path, made in dfd, the folder of path that beneath()
+ * opened (so the temporary and the rename or link that publishes it act on one folder, walked
+ * once: every step of the walk is a round trip on NFS); its name is left in tmp. */
+static int write_temp_at(int dfd, const char *path, const void *data, size_t len, struct es_buf *tmp)
+{
+	int rc = temp_name(path, tmp);
 	if (rc)
 		return rc;
+	int fd = openat(dfd, from_dir(dfd, tmp->data), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return es_error_errno(errno == EEXIST ? ES_EEXIST : ES_EIO, "cannot create '%s'", tmp->data);
 	rc = es_fs_write_all(fd, data, len, tmp->data);
 	if (!rc && fsync(fd) != 0)
 		rc = es_error_errno(ES_EIO, "cannot fsync '%s'", tmp->data);
 	if (close(fd) != 0 && !rc)
 		rc = es_error_errno(ES_EIO, "cannot close '%s'", tmp->data);
 	if (rc)
-		unlink(tmp->data);
+		unlinkat(dfd, from_dir(dfd, tmp->data), 0);
 	return rc;
 }
 
@@ -415,9 +424,9 @@ int es_fs_write_atomic(const char *path, const void *data, size_t len)
 	struct es_buf tmp = ES_BUF_INIT;
 	int dfd = AT_FDCWD;
 	const char *name;
-	int rc = write_temp(path, data, len, &tmp);
-	if (!rc && (rc = beneath(path, &dfd, &name)) != 0)
-		unlink(tmp.data);
+	int rc = beneath(path, &dfd, &name);
+	if (!rc)
+		rc = write_temp_at(dfd, path, data, len, &tmp);
 	if (!rc) {
 		if (renameat(dfd, from_dir(dfd, tmp.data), dfd, name) != 0) {
 			rc = es_error_errno(ES_EIO, "cannot rename '%s' to '%s'", tmp.data, path);
@@ -436,9 +445,9 @@ int es_fs_publish_exclusive(const char *path, const void *data, size_t len)
 	struct es_buf tmp = ES_BUF_INIT;
 	int dfd = AT_FDCWD;
 	const char *name;
-	int rc = write_temp(path, data, len, &tmp);
-	if (!rc && (rc = beneath(path, &dfd, &name)) != 0)
-		unlink(tmp.data);
+	int rc = beneath(path, &dfd, &name);
+	if (!rc)
+		rc = write_temp_at(dfd, path, data, len, &tmp);
 	if (!rc) {
 		if (linkat(dfd, from_dir(dfd, tmp.data), dfd, name, 0) != 0) {
 			if (errno == EEXIST)
@@ -483,22 +492,29 @@ int es_fs_create_exclusive(const char *path, const void *data, size_t len)
 static int rename_beneath(const char *from, const char *to, int exists_ok)
 {
 	int fd1, fd2 = AT_FDCWD;
-	const char *n1, *n2;
+	const char *n1, *n2 = to;
+	const char *sf = strrchr(from, '/'), *st = strrchr(to, '/');
+	size_t lf = sf ? (size_t)(sf - from) : 0, lt = st ? (size_t)(st - to) : 0;
+	int same = lf == lt && strncmp(from, to, lf) == 0;
 	int rc = beneath(from, &fd1, &n1);
-	if (!rc && (rc = beneath(to, &fd2, &n2)) == 0) {
+	/* Within one folder (a temporary renamed to its target) the folder is walked once. */
+	if (!rc && same) {
+		fd2 = fd1;
+		n2 = fd1 == AT_FDCWD || !st ? to : st + 1;
+	}
+	if (!rc && (same || (rc = beneath(to, &fd2, &n2)) == 0)) {
 		if (renameat(fd1, n1, fd2, n2) != 0)
 			rc = exists_ok && (errno == EEXIST || errno == ENOTEMPTY)
 				     ? 1
 				     : es_error_errno(ES_EIO, "cannot rename '%s' to '%s'", from, to);
 		else
 			rc = fsync_at(fd2, to);
-		const char *sf = strrchr(from, '/'), *st = strrchr(to, '/');
-		size_t lf = sf ? (size_t)(sf - from) : 0, lt = st ? (size_t)(st - to) : 0;
-		if (!rc && !exists_ok && (lf != lt || strncmp(from, to, lf) != 0))
+		if (!rc && !exists_ok && !same)
 			rc = fsync_at(fd1, from);
 	}
 	close_dir(fd1);
-	close_dir(fd2);
+	if (!same)
+		close_dir(fd2);
 	return rc;
 }
 
@@ -534,25 +550,39 @@ int es_fs_mkdir_nofollow(const char *path, mode_t mode)
 	return rc;
 }
 
+/* mkdir of p, making the missing folders above it first: the leaf is tried first, since its
+ * parents nearly always exist (an attempt's work folder in its attempt folder) and every mkdir
+ * is a round trip on NFS; the walk up happens only on ENOENT. p is restored on return. */
+static int mkdirs_leaf_first(struct es_buf *p, mode_t mode)
+{
+	if (mkdir(p->data, mode) == 0 || errno == EEXIST)
+		return 0;
+	if (errno != ENOENT)
+		return es_error_errno(ES_EIO, "cannot create folder '%s'", p->data);
+	size_t len = strlen(p->data);
+	while (len > 1 && p->data[len - 1] == '/')
+		len--;
+	while (len > 0 && p->data[len - 1] != '/')
+		len--;
+	while (len > 1 && p->data[len - 1] == '/')
+		len--;
+	if (len == 0 || (len == 1 && p->data[0] == '/')) /* no parent left to make */
+		return es_error_errno(ES_EIO, "cannot create folder '%s'", p->data);
+	char c = p->data[len];
+	p->data[len] = '\0';
+	int rc = mkdirs_leaf_first(p, mode);
+	p->data[len] = c;
+	if (!rc && mkdir(p->data, mode) != 0 && errno != EEXIST)
+		rc = es_error_errno(ES_EIO, "cannot create folder '%s'", p->data);
+	return rc;
+}
+
 int es_fs_mkdirs(const char *path, mode_t mode)
 {
 	struct es_buf p = ES_BUF_INIT;
 	int rc = es_buf_adds(&p, path);
-	if (rc)
-		return rc;
-	for (char *s = p.data + 1; ; s++) {
-		if (*s == '/' || *s == '\0') {
-			char c = *s;
-			*s = '\0';
-			if (mkdir(p.data, mode) != 0 && errno != EEXIST) {
-				rc = es_error_errno(ES_EIO, "cannot create folder '%s'", p.data);
-				break;
-			}
-			*s = c;
-			if (c == '\0')
-				break;
-		}
-	}
+	if (!rc)
+		rc = mkdirs_leaf_first(&p, mode);
 	if (!rc) {
 		struct stat st;
 		if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
@@ -601,14 +631,18 @@ int es_fs_remove_tree(const char *path)
 	return rc;
 }
 
-int es_fs_read_fd(int fd, struct es_buf *out, size_t max, const char *what)
+int es_fs_read_fd_sized(int fd, struct es_buf *out, size_t max, off_t size, const char *what)
 {
 	es_buf_reset(out);
 	for (;;) {
-		int rc = es_buf_grow(out, 65536);
+		size_t want = size >= 0 && (uint64_t)size < max ? (size_t)size + 1 : 65536;
+		if (want < 65536 && out->len)
+			want = 65536; /* the file is not what fstat said: read on in big steps */
+		int rc = es_buf_grow(out, want);
 		if (rc)
 			return rc;
-		ssize_t n = read(fd, out->data + out->len, out->cap - out->len - 1);
+		size_t ask = out->cap - out->len - 1;
+		ssize_t n = read(fd, out->data + out->len, ask);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -620,7 +654,16 @@ int es_fs_read_fd(int fd, struct es_buf *out, size_t max, const char *what)
 		out->data[out->len] = '\0';
 		if (out->len > max)
 			return es_error(ES_ENOMEM, "file '%s' is larger than %zu bytes", what, max);
+		/* Exactly the size fstat gave, in a read that returned less than asked for: the end
+		 * (no second read() to see 0; each is a round trip on NFS). Anything else reads on. */
+		if (size >= 0 && out->len == (size_t)size && (size_t)n < ask)
+			return 0;
 	}
+}
+
+int es_fs_read_fd(int fd, struct es_buf *out, size_t max, const char *what)
+{
+	return es_fs_read_fd_sized(fd, out, max, -1, what);
 }
 
 int es_fs_read_file(const char *path, struct es_buf *out, size_t max)

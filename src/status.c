@@ -242,11 +242,11 @@ static void count_state(struct es_status_counts *c, enum es_shard_state s)
 
 int es_status_count(const struct es_manifest *m, double lock_timeout, struct es_status_counts *c)
 {
-	return es_status_count_cached(m, lock_timeout, NULL, c);
+	return es_status_count_cached(m, lock_timeout, NULL, NULL, c);
 }
 
 int es_status_count_cached(const struct es_manifest *m, double lock_timeout, unsigned char *done_seen,
-			   struct es_status_counts *c)
+			   const unsigned char *running_now, struct es_status_counts *c)
 {
 	struct es_buf done = ES_BUF_INIT, failed = ES_BUF_INIT, lock = ES_BUF_INIT;
 	double timeout = effective_timeout(m, lock_timeout);
@@ -271,6 +271,8 @@ int es_status_count_cached(const struct es_manifest *m, double lock_timeout, uns
 			break;
 		} else if (rc == 1) {
 			s = ES_SHARD_FAILED;
+		} else if (running_now && running_now[i]) {
+			s = ES_SHARD_RUNNING;
 		} else {
 			struct es_lock_info li;
 			double age;

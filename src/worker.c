@@ -62,6 +62,8 @@ struct worker {
 	double yield_wait_since;
 	double backup_due;           /* seconds until a running shard is overdue, -1: none */
 	unsigned char *done_seen;    /* the idle loop's counts: shards found done (es_status_count_cached) */
+	double scan_mono;            /* when the last claim_next began */
+	unsigned char *running_now;  /* idle: shards whose lock that scan read, running and live */
 };
 
 /* ---------------- attempt.json updates ---------------- */
@@ -86,6 +88,24 @@ static cJSON *load_attempt(const struct worker *w)
 		a = cJSON_CreateObject();
 	}
 	return a;
+}
+
+/* attempt.json as the claim (or backup) has just written it, without reading it back. */
+static cJSON *claimed_attempt(struct worker *w)
+{
+	size_t len = 0;
+	char *text = es_claim_take_attempt(&w->c, &len);
+	cJSON *a = NULL;
+	if (text) {
+		es_log_quiet_begin();
+		a = es_json_parse(text, len, "attempt.json");
+		es_log_quiet_end();
+		free(text);
+	}
+	if (cJSON_IsObject(a))
+		return a;
+	cJSON_Delete(a);
+	return load_attempt(w);
 }
 
 static int save_attempt(const struct worker *w, cJSON *a)
@@ -442,7 +462,7 @@ static void shard_setup(struct shard_run *r, struct worker *w, size_t i)
 	s->on_stop = release_on_stop;
 	s->stop_flag = w->o->stop_flag;
 	s->grace_secs = 10;
-	r->a = load_attempt(w);
+	r->a = claimed_attempt(w);
 }
 
 static void shard_free(struct shard_run *r)
@@ -502,13 +522,31 @@ static int record_command(struct shard_run *r)
 	return 0;
 }
 
+/* The end of the run in attempt.json. */
+static void set_run_end(struct shard_run *r)
+{
+	es_json_set_str(r->a, "finished_at", r->now);
+	es_json_set_float(r->a, "duration_secs", r->oc.duration_secs);
+	es_json_set_int(r->a, "return_code", r->oc.return_code);
+	es_json_set_str(r->a, "output_path", r->rel.data);
+}
+
+/* attempt.json as it is on disk now (a reclaimer may have marked it stale meanwhile), with the
+ * end of the run. */
+static void reload_attempt(struct shard_run *r)
+{
+	cJSON_Delete(r->a);
+	r->a = load_attempt(r->w);
+	set_run_end(r);
+}
+
 /* Run the child, then judge a failed end against a stop from outside. A launcher that stops a
  * job (scancel, a container runtime, a node's shutdown) signals every process of it at once,
  * in no fixed order: the child can die of that signal before our own arrives. A child that
  * failed while we were being stopped was stopped, not broken, and must not count as a failure;
  * one that died of a stop signal nobody here sent gets the grace to see whether our own stop
- * follows (see outside_stop_hint). attempt.json is then reloaded (a reclaimer may have marked
- * it stale meanwhile) and gets the end of the run. */
+ * follows (see outside_stop_hint). attempt.json then gets the end of the run, read again
+ * first (a reclaimer may have marked it stale meanwhile) unless the exit was clean. */
 static int run_child(struct shard_run *r)
 {
 	struct worker *w = r->w;
@@ -524,14 +562,17 @@ static int run_child(struct shard_run *r)
 		}
 	}
 	es_time_now_iso(r->now);
-	cJSON_Delete(r->a);
-	r->a = load_attempt(w);
-	es_json_set_str(r->a, "finished_at", r->now);
-	es_json_set_float(r->a, "duration_secs", oc->duration_secs);
-	es_json_set_int(r->a, "return_code", oc->return_code);
 	es_buf_reset(&r->rel);
 	es_buf_printf(&r->rel, "%s/processed.jsonl", w->c.attempt_rel);
-	es_json_set_str(r->a, "output_path", r->rel.data);
+	/* A clean exit goes on to publish, which is owner-checked: a stale takeover (the only
+	 * other writer of this attempt.json before our record) makes it fail, and every end but
+	 * a published one reads the file again (reload_attempt). So the clean exit keeps the
+	 * attempt.json this worker wrote last instead of reading it back. */
+	if (!rc && oc->started && !oc->preempted && !oc->aborted && !oc->timed_out && oc->return_code == 0 &&
+	    !r->ta.lost && !r->ta.superseded)
+		set_run_end(r);
+	else
+		reload_attempt(r);
 	return rc;
 }
 
@@ -675,12 +716,15 @@ static const char *publish_result(struct shard_run *r)
 	es_log_quiet_end();
 	if (rc == ES_EINTR && r->ta.lost)
 		return finish_lost(w, r->i);
-	if (rc == ES_EINTR && r->ta.superseded)
-		return finish_superseded(r);
-	if (rc == ES_EINTR && stopped(w->o))
-		return finish_preempted(r);
-	if (rc)
-		return finish_failure(w, r->i, r->a, es_last_error());
+	if (rc) {
+		char *why = strdup(es_last_error());
+		reload_attempt(r);
+		const char *res = rc == ES_EINTR && r->ta.superseded ? finish_superseded(r)
+				  : rc == ES_EINTR && stopped(w->o) ? finish_preempted(r)
+				  : finish_failure(w, r->i, r->a, why ? why : "cannot materialize the result");
+		free(why);
+		return res;
+	}
 	cJSON *d = done_record(r, &mat);
 	struct es_buf rec = ES_BUF_INIT;
 	int published = 0;
@@ -693,7 +737,10 @@ static const char *publish_result(struct shard_run *r)
 	cJSON_Delete(d);
 	const char *result;
 	if (rc < 0) {
-		result = finish_failure(w, r->i, r->a, es_last_error());
+		char *why = strdup(es_last_error());
+		reload_attempt(r);
+		result = finish_failure(w, r->i, r->a, why ? why : "cannot publish the done record");
+		free(why);
 	} else if (rc == 1) {
 		/* a was read before materializing: keep the "stale" mark a reclaimer wrote since
 		 * (before its rename), or finish_lost would see "running" and not count it. */
@@ -841,6 +888,7 @@ static int head_before_claim(struct worker *w)
 /* Claim the first free shard in manifest order: 1 with *i set, 0 when none, negative on error. */
 static int claim_next(struct worker *w, size_t *i)
 {
+	w->scan_mono = es_time_mono();
 	for (size_t k = 0; !w->capped && k < w->m.n_shards && !stopped(w->o); k++) {
 		int rc = es_claim_try(&w->c, k);
 		if (rc < 0)
@@ -963,11 +1011,19 @@ static int idle(struct worker *w, struct es_worker_result *res, int *rc)
 {
 	const struct es_worker_opts *o = w->o;
 	struct es_status_counts st;
-	if (!w->done_seen && !(w->done_seen = calloc(w->m.n_shards ? w->m.n_shards : 1, 1))) {
+	size_t n = w->m.n_shards ? w->m.n_shards : 1;
+	if ((!w->done_seen && !(w->done_seen = calloc(n, 1))) || (!w->running_now && !(w->running_now = calloc(n, 1)))) {
 		*rc = es_error(ES_ENOMEM, "out of memory");
 		return 1;
 	}
-	if ((*rc = es_status_count_cached(&w->m, (double)w->policy.lock_timeout_secs, w->done_seen, &st)))
+	/* The claim scan has just read every lock not known terminal: the ones it found running
+	 * and live are counted so without a second read (their records are still looked for). */
+	for (size_t i = 0; i < w->m.n_shards; i++) {
+		struct es_claim_seen s;
+		es_claim_seen(&w->c, i, &s);
+		w->running_now[i] = s.running && s.running_seen_mono >= w->scan_mono;
+	}
+	if ((*rc = es_status_count_cached(&w->m, (double)w->policy.lock_timeout_secs, w->done_seen, w->running_now, &st)))
 		return 1;
 	long long total = st.total, done = st.done, failed = st.failed;
 	long long pending = st.pending, running = st.running, stale = st.stale;
@@ -1082,6 +1138,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	free(w.skip);
 	free(w.backup_tried);
 	free(w.done_seen);
+	free(w.running_now);
 	if (w.have_manifest)
 		es_manifest_free(&w.m);
 	free(w.dj_commit);

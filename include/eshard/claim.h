@@ -47,12 +47,23 @@ struct es_claimer {
 	int took_over_attempt;       /* the taken-over lock's attempt_number, 0 when unknown */
 	/* Set by es_claim_backup: the primary token of the backup in hand. */
 	char backup_of[33];
+	/* The attempt.json text that the last claim or backup wrote (es_claim_take_attempt). */
+	char *attempt_text;
+	size_t attempt_text_len;
+	double attempt_text_mono;
 };
 
 enum es_claim_result { ES_CLAIM_NONE = 0, ES_CLAIM_OK = 1, ES_CLAIM_FAILED_LIMIT = 2 };
 
 int es_claimer_init(struct es_claimer *c, const struct es_manifest *m, const struct es_policy *p);
 void es_claimer_free(struct es_claimer *c);
+
+/* The attempt.json that the last successful es_claim_try or es_claim_backup wrote, so that the
+ * worker starts from it instead of reading back what it has just written (each read is a walk
+ * and an open on NFS). NULL when there is none, or when it was written long enough ago (a
+ * quarter of the lease or of the lock timeout) that a stale takeover could have marked the
+ * attempt since: read the file then. The caller frees it; the claimer forgets it either way. */
+char *es_claim_take_attempt(struct es_claimer *c, size_t *len);
 
 /* Try to claim shard index i. Returns ES_CLAIM_OK (c->token etc. set, lock and attempt.json
  * written), ES_CLAIM_NONE, ES_CLAIM_FAILED_LIMIT (the retry limit was reached: the failed
@@ -116,6 +127,7 @@ struct es_claim_seen {
 	double done_secs;            /* a done shard's claim-to-fence time, -1 unknown */
 	const char *host;            /* a running lock's owner, a done shard's completer ("" unknown) */
 	const char *token;           /* a running lock's token */
+	double running_seen_mono;    /* when the running lock was last seen (es_time_mono), -1 */
 };
 void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s);
 

@@ -90,6 +90,10 @@ int es_fs_remove_tree(const char *path);
 /* Read fd from its offset to the end into out (replacing its content); ES_ENOMEM past max
  * bytes. what names the file in messages. */
 int es_fs_read_fd(int fd, struct es_buf *out, size_t max, const char *what);
+/* The same for a regular file whose size fstat() gave (size, or -1 when unknown), read from
+ * offset 0: a read that brings the content to exactly that size and returns less than asked
+ * for ends it, so a small file costs one read() and not two. */
+int es_fs_read_fd_sized(int fd, struct es_buf *out, size_t max, off_t size, const char *what);
 /* Read a whole file into out (replacing its content); fails past max bytes (0: 64 MiB). */
 int es_fs_read_file(const char *path, struct es_buf *out, size_t max);
 /* The last max_lines lines of a file, from at most its last max_bytes bytes, into out (replacing

@@ -139,9 +139,12 @@ int es_status_count(const struct es_manifest *m, double lock_timeout, struct es_
 
 /* The same for a caller that looks again and again (an idle worker): done_seen (one byte per
  * shard, zeroed by the caller) remembers the shards found done, which are final, so that each
- * later call touches the file system only for the shards not done yet. */
+ * later call touches the file system only for the shards not done yet. running_now (one byte
+ * per shard, or NULL) names the shards whose lock the caller has just read and found running
+ * and live (a claim scan a moment ago): without a visible done or failed record, such a shard
+ * counts as running without its lock being read a second time. */
 int es_status_count_cached(const struct es_manifest *m, double lock_timeout, unsigned char *done_seen,
-			   struct es_status_counts *c);
+			   const unsigned char *running_now, struct es_status_counts *c);
 
 void es_status_free(struct es_status *s);
 

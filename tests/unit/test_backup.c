@@ -13,12 +13,12 @@
 
 static struct es_claim_seen done(double secs, const char *host)
 {
-	return (struct es_claim_seen){ 1, 0, -1, secs, host, "" };
+	return (struct es_claim_seen){ 1, 0, -1, secs, host, "", -1 };
 }
 
 static struct es_claim_seen running(double age, const char *host, const char *token)
 {
-	return (struct es_claim_seen){ 0, 1, NOW - age, -1, host, token };
+	return (struct es_claim_seen){ 0, 1, NOW - age, -1, host, token, 0 };
 }
 
 static void test_rule(void)
@@ -68,7 +68,7 @@ static void test_rule(void)
 	CHECK_INT_EQ(es_backup_choose(d, 3, NULL, NOW, &strict, &ch), -1);
 
 	/* A running lock without a claim time or token is never chosen. */
-	struct es_claim_seen e[] = { done(1, "n1"), { 0, 1, -1, -1, "n2", "t" }, { 0, 1, NOW - 50, -1, "n2", "" } };
+	struct es_claim_seen e[] = { done(1, "n1"), { 0, 1, -1, -1, "n2", "t", 0 }, { 0, 1, NOW - 50, -1, "n2", "", 0 } };
 	CHECK_INT_EQ(es_backup_choose(e, 3, NULL, NOW, &r, &ch), -1);
 	CHECK_INT_EQ(es_backup_choose(NULL, 0, NULL, NOW, &r, &ch), -1);
 }

@@ -754,6 +754,7 @@ static void test_backups(void)
 	CHECK_STR_EQ(seen.token, ptok);
 	CHECK_STR_EQ(seen.host, es_hostname());
 	CHECK(seen.claimed_at_epoch > 0 && es_time_epoch() - seen.claimed_at_epoch < 5);
+	CHECK(seen.running_seen_mono > 0 && es_time_mono() - seen.running_seen_mono < 5);
 	CHECK_INT_EQ(es_claim_backup(&b, 0, ptok), ES_CLAIM_OK);
 	CHECK(strcmp(b.token, ptok) != 0);
 	CHECK_INT_EQ(b.attempt_number, 2);
@@ -877,6 +878,52 @@ static void test_backup_lease(void)
 	es_manifest_free(&m);
 }
 
+/* The claim hands the worker the attempt.json it wrote (no read back), once, and only while no
+ * stale takeover can have marked the attempt since; a backup does the same. */
+static void test_attempt_text(void)
+{
+	struct es_manifest m;
+	make_job("attempt_text", 2, &m);
+	struct es_policy pol = policy(&m, 1000000000, 30.0, 3);
+	struct es_claimer c, b;
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &pol), 0);
+	size_t len = 0;
+	CHECK(es_claim_take_attempt(&c, &len) == NULL);
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_OK);
+	char path[PATH_MAX];
+	sfmt(path, sizeof(path), "%s/%s/attempt.json", m.job_dir, c.attempt_rel);
+	struct es_buf file = ES_BUF_INIT;
+	CHECK_INT_EQ(es_fs_read_file(path, &file, 0), 0);
+	char *text = es_claim_take_attempt(&c, &len);
+	CHECK(text != NULL);
+	if (text)
+		CHECK_MEM_EQ(text, len, file.data, file.len);
+	free(text);
+	CHECK(es_claim_take_attempt(&c, &len) == NULL);
+	/* A backup's attempt.json, likewise. */
+	CHECK_INT_EQ(es_claimer_init(&b, &m, &pol), 0);
+	CHECK_INT_EQ(es_claim_backup(&b, 0, c.token), ES_CLAIM_OK);
+	es_buf_reset(&file);
+	sfmt(path, sizeof(path), "%s/%s/attempt.json", m.job_dir, b.attempt_rel);
+	CHECK_INT_EQ(es_fs_read_file(path, &file, 0), 0);
+	text = es_claim_take_attempt(&b, &len);
+	CHECK(text != NULL);
+	if (text)
+		CHECK_MEM_EQ(text, len, file.data, file.len);
+	free(text);
+	es_claimer_free(&b);
+	es_claimer_free(&c);
+	/* Older than a quarter of the lease: not handed over (the file is read instead). */
+	pol = policy(&m, 1000000000, 0.2, 3);
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &pol), 0);
+	CHECK_INT_EQ(es_claim_try(&c, 1), ES_CLAIM_OK);
+	es_sleep(0.1);
+	CHECK(es_claim_take_attempt(&c, &len) == NULL);
+	es_claimer_free(&c);
+	es_buf_free(&file);
+	es_manifest_free(&m);
+}
+
 int main(void)
 {
 	char *t = test_tmpdir();
@@ -888,5 +935,6 @@ int main(void)
 	test_fences();
 	test_backups();
 	test_backup_lease();
+	test_attempt_text();
 	return test_done();
 }

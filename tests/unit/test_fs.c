@@ -4,6 +4,7 @@
 #include "eshard/fs.h"
 #include "eshard/log.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,5 +161,48 @@ int main(void)
 		CHECK_STR_EQ(tail.data, "");
 		es_buf_free(&tail);
 	}
+	/* mkdir -p tries the leaf first and walks up only for missing parents. */
+	snprintf(p, sizeof(p), "%s/deep/a/b/c", t);
+	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+	struct stat dst;
+	CHECK(stat(p, &dst) == 0 && S_ISDIR(dst.st_mode));
+	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/deep/a/b/c/", t);
+	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/deep/a/file", t);
+	CHECK_INT_EQ(es_fs_write_atomic(p, "f", 1), 0);
+	es_log_quiet_begin();
+	CHECK(es_fs_mkdirs(p, 0755) < 0); /* a file in the way */
+	CHECK(strstr(es_last_error(), "a file is in the way") != NULL);
+	snprintf(p, sizeof(p), "%s/deep/a/file/below/x", t);
+	CHECK(es_fs_mkdirs(p, 0755) < 0);
+	CHECK(strstr(es_last_error(), "cannot create folder") != NULL);
+	es_log_quiet_end();
+
+	/* A sized read: one read() when the size is right, the whole file whatever the size said. */
+	snprintf(p, sizeof(p), "%s/deep/sized", t);
+	CHECK_INT_EQ(es_fs_write_atomic(p, "hello world", 11), 0);
+	static const off_t sizes[] = { 11, 3, 100, 0, -1 };
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		int sfd = open(p, O_RDONLY | O_CLOEXEC);
+		CHECK(sfd >= 0);
+		CHECK_INT_EQ(es_fs_read_fd_sized(sfd, &b, 1000, sizes[k], p), 0);
+		CHECK_STR_EQ(b.data, "hello world");
+		close(sfd);
+	}
+	char big[200000];
+	for (size_t k = 0; k < sizeof(big); k++)
+		big[k] = (char)('a' + k % 26);
+	CHECK_INT_EQ(es_fs_write_atomic(p, big, sizeof(big)), 0);
+	int bfd = open(p, O_RDONLY | O_CLOEXEC);
+	CHECK_INT_EQ(es_fs_read_fd_sized(bfd, &b, sizeof(big), (off_t)sizeof(big), p), 0);
+	CHECK_MEM_EQ(b.data, b.len, big, sizeof(big));
+	CHECK(lseek(bfd, 0, SEEK_SET) == 0);
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_fs_read_fd_sized(bfd, &b, 1000, 10, p), ES_ENOMEM); /* past max */
+	es_log_quiet_end();
+	close(bfd);
+
+	es_buf_free(&b);
 	return test_done();
 }
