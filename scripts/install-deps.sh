@@ -3,12 +3,15 @@
 # Idempotent: a machine that has them all is left alone (no apt-get update, no network).
 set -euo pipefail
 
+# clang libclang-rt-14-dev: the fuzz build (libFuzzer's runtime is in libclang-rt-14-dev,
+# Debian 12's clang-14; tests/fuzz/run.sh).
 # mpich libmpich-dev: the second tested MPI (build-mpich/); Debian gives Open MPI the higher
 # alternatives priority, so mpirun, mpiexec and mpicc stay Open MPI's.
 packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev mpich libmpich-dev libcjson-dev libyaml-dev
           libssl-dev zlib1g-dev libzstd-dev zstd gzip python3 python3-venv time util-linux procps locales
           slurm-wlm munge
           python3-fusepy fuse strace
+          clang libclang-rt-14-dev
           dpkg-dev groff-base man-db bash-completion
           chromium fonts-dejavu-core)
 missing=()

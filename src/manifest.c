@@ -1,10 +1,12 @@
 #include "eshard/manifest.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
+#include "eshard/util.h"
 #include "json.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +24,21 @@ void es_processor_free(struct es_processor *p)
 	memset(p, 0, sizeof(*p));
 }
 
-static int load_policy(const cJSON *pol, struct es_policy *p)
+/* The reference casts with int(); a float in a hand-edited manifest is truncated too. A
+ * float past int64's range (1e300, Infinity) means "no limit" and is clamped: a C cast of it
+ * would be undefined. NaN has no integer value (int() raises): the manifest is refused. */
+static int policy_int(const cJSON *pol, const char *key, int64_t *v, const char *path)
+{
+	double d;
+	if (es_json_get_num(pol, key, &d))
+		return 0;
+	if (isnan(d))
+		return es_error(ES_EINVAL, "Manifest policy.%s is not a number (NaN): %s", key, path);
+	*v = es_i64_of_double(d);
+	return 0;
+}
+
+static int load_policy(const cJSON *pol, struct es_policy *p, const char *path)
 {
 	p->lock_timeout_secs = ES_DEFAULT_LOCK_TIMEOUT_SECS;
 	p->max_retries = ES_DEFAULT_MAX_RETRIES;
@@ -31,14 +47,15 @@ static int load_policy(const cJSON *pol, struct es_policy *p)
 	p->lease_secs = ES_DEFAULT_LEASE_SECS;
 	if (!cJSON_IsObject(pol))
 		return 0;
+	int rc = policy_int(pol, "lock_timeout_secs", &p->lock_timeout_secs, path);
+	if (!rc)
+		rc = policy_int(pol, "max_retries", &p->max_retries, path);
+	if (!rc)
+		rc = policy_int(pol, "poll_interval_secs", &p->poll_interval_secs, path);
 	double d;
-	/* The reference casts with int(); a float in a hand-edited manifest is truncated too. */
-	if (!es_json_get_num(pol, "lock_timeout_secs", &d)) p->lock_timeout_secs = (int64_t)d;
-	if (!es_json_get_num(pol, "max_retries", &d)) p->max_retries = (int64_t)d;
-	if (!es_json_get_num(pol, "poll_interval_secs", &d)) p->poll_interval_secs = (int64_t)d;
 	if (!es_json_get_num(pol, "heartbeat_secs", &d) && d > 0) p->heartbeat_secs = d;
 	if (!es_json_get_num(pol, "lease_secs", &d) && d > 0) p->lease_secs = d;
-	return 0;
+	return rc;
 }
 
 /* The reference's reader checks of execution (executor_type "ray", a non-empty ray_address). */
@@ -213,8 +230,8 @@ static int load_doc(const cJSON *doc, const char *jd, struct es_manifest *m, con
 	es_json_get_i64(doc, "total_rows", &m->total_rows);
 	m->unsharded = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "unsharded"));
 	es_json_get_i64(doc, "total_size_bytes", &m->total_size_bytes);
-	load_policy(cJSON_GetObjectItemCaseSensitive(doc, "policy"), &m->policy);
-	if ((rc = load_processor(doc, &m->processor, path)) || (rc = load_shards(shards, m, path)))
+	if ((rc = load_policy(cJSON_GetObjectItemCaseSensitive(doc, "policy"), &m->policy, path)) ||
+	    (rc = load_processor(doc, &m->processor, path)) || (rc = load_shards(shards, m, path)))
 		return rc;
 	return load_inputs(doc, m, path);
 }

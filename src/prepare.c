@@ -470,8 +470,10 @@ static cJSON *str_array(char **v, size_t n)
 
 static cJSON *number_node(double v)
 {
-	/* Whole seconds are written as integers, like the reference's int policy fields. */
-	if (v == (double)(int64_t)v)
+	/* Whole seconds are written as integers, like the reference's int policy fields; the
+	 * range test first, as casting a double past int64's range (--lease-secs 1e300) is
+	 * undefined. */
+	if (v > -0x1p63 && v < 0x1p63 && v == (double)(int64_t)v)
 		return es_json_new_int((int64_t)v);
 	return cJSON_CreateNumber(v);
 }

@@ -54,7 +54,7 @@ static enum es_shard_state lock_state(const struct es_manifest *m, const struct 
 				      double *age)
 {
 	struct es_policy p = m->policy;
-	p.lock_timeout_secs = (int64_t)timeout;
+	p.lock_timeout_secs = es_i64_of_double(timeout); /* (double)INT64_MAX does not cast back */
 	double a = es_time_epoch() - (double)li->mtime_ns / 1e9;
 	*age = a > 0 ? a : 0;
 	if (li->terminal)

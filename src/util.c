@@ -137,6 +137,17 @@ int es_parse_double(const char *s, double *out)
 	return 0;
 }
 
+int64_t es_i64_of_double(double d)
+{
+	if (d != d)
+		return 0;
+	if (d >= 0x1p63)
+		return INT64_MAX;
+	if (d < -0x1p63)
+		return INT64_MIN;
+	return (int64_t)d;
+}
+
 int es_format_u64(uint64_t v, char out[20])
 {
 	char tmp[20];

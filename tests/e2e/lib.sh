@@ -15,6 +15,13 @@ T=$(mktemp -d /tmp/es.XXXXXX)
 cleanup_t() { if [ -z "${KEEP_TMP:-}" ]; then rm -rf "$T"; else echo "kept $T" >&2; fi; }
 trap cleanup_t EXIT
 
+# The sanitizer build's options (CTest sets them: ESHARD_SANITIZER_ENV in CMakeLists.txt), for
+# a command started under `env -i`: put "${SAN_ENV[@]}" after env -i to keep them (empty in
+# other builds).
+SAN_ENV=()
+for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
+  if [ -n "${!v:-}" ]; then SAN_ENV+=("$v=${!v}"); fi
+done
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # need_test_hooks: crash points and test hooks exist only in a test build.
 need_test_hooks() {

@@ -85,7 +85,11 @@ grep -q '^.*Backup of part-' "$T/out" || { cat "$T/out"; fail "no backup was sta
 attempts "$J" >"$T/att"
 grep -q ' node1 done backup$' "$T/att" || { cat "$T/att"; fail "the backup on node1 did not win"; }
 grep -q ' node2 superseded primary$' "$T/att" || { cat "$T/att"; fail "node2's primary was not recorded as superseded"; }
-python3 -c "import sys; sys.exit(0 if $wall < 8 else 1)" || fail "the straggler job took $wall s (target: under 8 s)"
+# The sanitizer build (SAN_ENV set, lib.sh) runs every process several times slower: its target
+# is 12 s, still under the 14.5 s the job takes without backups.
+limit=8
+if [ ${#SAN_ENV[@]} -gt 0 ]; then limit=12; fi
+python3 -c "import sys; sys.exit(0 if $wall < $limit else 1)" || fail "the straggler job took $wall s (target: under $limit s)"
 check "$J" "$J/merged.jsonl"
 grep -h '"event": *"backup"' "$J"/state/events/*.jsonl >/dev/null || fail "no backup event in state/events"
 grep -q '<g class="attempt" data-shard="part-[0-9-]*of-00004" data-host="node1" data-status="done" [^>]*data-backup="1"' "$J/report.html" ||

@@ -110,7 +110,7 @@ job() {
   local bin=$1 j=$2
   rm -f "$T/py.log"
   ranks_reset
-  run_expect 0 env -i PATH=/usr/bin:/bin HOME="$T" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  run_expect 0 env -i "${SAN_ENV[@]}" PATH=/usr/bin:/bin HOME="$T" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl=self,tcp \
     OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none \
     timeout 120 "$MPIRUN" $RANKS_NOABORT -np 2 "$T/rank.sh" "$bin" run --config "$T/recipe.yaml" \
@@ -129,7 +129,7 @@ pass "cmake --install: a 2-rank job from a moved prefix, helpers from its share/
 
 # The installed launcher starts the binary installed beside it (none on PATH).
 echo "localhost slots=2" >"$T/hosts"
-run_expect 0 env -i PATH=/usr/bin:/bin HOME="$T" ESHARD_HOSTFILE="$T/hosts" \
+run_expect 0 env -i "${SAN_ENV[@]}" PATH=/usr/bin:/bin HOME="$T" ESHARD_HOSTFILE="$T/hosts" \
   ESHARD_MPIRUN_ARGS="--mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo" \
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   timeout 120 bash "$ROOT/share/eshard-mpi/dlc-mpijob.sh" --config "$T/recipe.yaml" \

@@ -157,3 +157,30 @@ mv "$J/state/done/$S3.json" "$T/s3.json"
 run_expect 1 "$BIN" verify --job-dir "$J"
 expect_err "ERROR: Verification stopped: not all shards are complete."
 pass "verify"
+
+# ---- numbers past int64's range (undefined behaviour that the sanitizer build's UBSan stops
+# at): prepare writes a lease of 1e301 s as a float (it cast the double to int64 to see whether
+# it was whole), and status judges a running lock against a lock timeout of INT64_MAX s (it cast
+# the timeout back from double, and (double)INT64_MAX does not fit).
+JH=$T/job-huge
+run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$JH" --num-shards 2 \
+  --heartbeat-secs 1e300 --lease-secs 1e301 --lock-timeout-secs 9223372036854775807
+python3 - "$JH" <<'PY' || fail "prepare wrote other policy numbers"
+import json, os, sys, time
+job = sys.argv[1]
+m = json.load(open(os.path.join(job, "manifest.json")))
+p = m["policy"]
+assert p["heartbeat_secs"] == 1e300 and p["lease_secs"] == 1e301, p
+assert p["lock_timeout_secs"] == 9223372036854775807, p
+sid = m["shards"][0]["id"]
+lock = {"shard_id": sid, "token": "0" * 32, "hostname": "node-a", "pid": 1, "attempt_number": 1,
+        "attempt_dir": "attempts/%s/0001-%s" % (sid, "0" * 32), "claimed_at_epoch": time.time(),
+        "heartbeat": 0, "lease_secs": 1e301}
+with open(os.path.join(job, "state", "locks", sid + ".lock"), "w") as f:
+    json.dump(lock, f)
+PY
+run_expect 1 "$BIN" status --job-dir "$JH"
+expect_out "running=1"
+run_expect 1 "$BIN" status --job-dir "$JH" --lock-timeout-secs 9223372036854775807
+expect_out "running=1"
+pass "policy numbers past int64's range: written as floats, judged without an overflow"

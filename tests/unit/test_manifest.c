@@ -4,13 +4,16 @@
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
+#include "eshard/util.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 static int last_unsharded = -1; /* m.unsharded of the last good load */
 
-static int load_with(const char *t, const char *name, const char *json)
+/* Load json as the manifest of t/name; the policy it gave into *pol when pol is not NULL. */
+static int load_policy_with(const char *t, const char *name, const char *json, struct es_policy *pol)
 {
 	char dir[4096], p[4200];
 	snprintf(dir, sizeof(dir), "%s/%s", t, name);
@@ -21,6 +24,8 @@ static int load_with(const char *t, const char *name, const char *json)
 	es_log_quiet_begin();
 	int rc = es_manifest_load(dir, &m);
 	es_log_quiet_end();
+	if (!rc && pol)
+		*pol = m.policy;
 	if (!rc) {
 		last_unsharded = m.unsharded;
 		es_manifest_free(&m);
@@ -28,7 +33,38 @@ static int load_with(const char *t, const char *name, const char *json)
 	return rc;
 }
 
+static int load_with(const char *t, const char *name, const char *json)
+{
+	return load_policy_with(t, name, json, NULL);
+}
+
 #define OK_EXEC "\"execution\": {\"executor_type\": \"ray\", \"ray_address\": \"local\"}"
+#define ONE_SHARD "\"shards\": [{\"id\": \"a\", \"path\": \"shards/a.jsonl\"}]"
+
+/* Policy numbers out of int64's range (fuzz_manifest found the cast of 1e300 undefined):
+ * clamped, as "no limit"; a float is truncated like the reference's int(); NaN is refused. */
+static void policy_numbers(const char *t)
+{
+	struct es_policy p;
+	memset(&p, 0, sizeof(p));
+	CHECK_INT_EQ(load_policy_with(t, "pol-big", "{\"schema_version\": 2, " OK_EXEC ", " ONE_SHARD ", \"policy\": "
+				      "{\"lock_timeout_secs\": 1e300, \"max_retries\": -1e300, \"poll_interval_secs\": Infinity}}", &p), 0);
+	CHECK(p.lock_timeout_secs == INT64_MAX);
+	CHECK(p.max_retries == INT64_MIN);
+	CHECK(p.poll_interval_secs == INT64_MAX);
+	CHECK_INT_EQ(load_policy_with(t, "pol-float", "{\"schema_version\": 2, " OK_EXEC ", " ONE_SHARD ", \"policy\": "
+				      "{\"lock_timeout_secs\": 2.9, \"max_retries\": -2.9, \"poll_interval_secs\": 9223372036854775807}}", &p), 0);
+	CHECK_INT_EQ(p.lock_timeout_secs, 2);
+	CHECK_INT_EQ(p.max_retries, -2);
+	CHECK(p.poll_interval_secs == INT64_MAX);
+	CHECK_INT_EQ(load_with(t, "pol-nan", "{\"schema_version\": 2, " OK_EXEC ", " ONE_SHARD ", \"policy\": {\"max_retries\": NaN}}"),
+		     ES_EINVAL);
+	CHECK(strstr(es_last_error(), "Manifest policy.max_retries is not a number (NaN)") != NULL);
+	CHECK(es_i64_of_double(0x1p63) == INT64_MAX);
+	CHECK(es_i64_of_double(-0x1p63) == INT64_MIN);
+	CHECK(es_i64_of_double(-0x1p63 - 4096) == INT64_MIN);
+	CHECK_INT_EQ(es_i64_of_double(-7.5), -7);
+}
 
 int main(void)
 {
@@ -62,6 +98,7 @@ int main(void)
 		snprintf(json, sizeof(json), "{\"schema_version\": 2, " OK_EXEC ", \"shards\": [{\"id\": \"%s\", \"path\": \"shards/a.jsonl\"}]}", bad_ids[i]);
 		CHECK_INT_EQ(load_with(t, name, json), ES_EINVAL);
 	}
+	policy_numbers(t);
 	struct es_manifest m;
 	es_log_quiet_begin();
 	CHECK_INT_EQ(es_manifest_load("/nonexistent/job", &m), ES_ENOENT);
