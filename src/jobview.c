@@ -618,8 +618,10 @@ void es_rate_compute(const struct es_work_span *spans, size_t n, double now, dou
 	struct es_work_span *s = malloc((n ? n : 1) * sizeof(*s));
 	if (!s)
 		return;
-	memcpy(s, spans, n * sizeof(*s));
-	qsort(s, n, sizeof(*s), span_cmp);
+	if (n) {
+		memcpy(s, spans, n * sizeof(*s));
+		qsort(s, n, sizeof(*s), span_cmp);
+	}
 	double from = now - window;
 	int64_t rows = 0, bytes = 0, wrows = 0, wbytes = 0;
 	for (size_t i = 0; i < n; i++) {
