@@ -177,7 +177,9 @@ wait_file "$T/r2/info" "$T/r2" 240
 P2=$(kv "$T/r2/info" port)
 [ "$P2" != "$P0" ] && [ "$P2" != "$P1" ] || fail "third head reused port $P2"
 [ $(( $(kv "$T/r2/info" block) % 2 )) = 0 ] || fail "third head (rank 0) left rank 0's blocks"
-[ "$(kv "$T/r2/info" block)" -gt "$(kv "$T/r0/info" block)" ] || fail "third head did not skip the busy block"
+# Not necessarily a higher block: a lower one that another Ray user of this host held when head 0
+# started may be free again (a fresh-clone run beside another checkout's dj tests saw that).
+[ "$(kv "$T/r2/info" block)" != "$(kv "$T/r0/info" block)" ] || fail "third head did not skip the busy block"
 touch "$T/r2/stop"
 pass "a busy block is skipped: rank 0 moved from port $P0 to $P2"
 
