@@ -190,7 +190,7 @@ static int flush_norm(struct hasher *h, struct es_buf *out)
 }
 
 static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max_line,
-		     const char *tmp_path, struct in_file *files, struct pass1 *res)
+		     const char *tmp_path, struct in_file *files, atomic_int *abandon, struct pass1 *res)
 {
 	struct hasher h;
 	memset(&h, 0, sizeof(h));
@@ -236,6 +236,10 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 		while ((got = es_line_reader_next(r, &line, &len, &has_nl)) == 1) {
 			if ((++rows & 4095) == 0 && (rc = es_check_stop("prepare")) != 0)
 				break;
+			if ((rows & 4095) == 0 && atomic_load(abandon)) {
+				rc = es_error(ES_EINVAL, "prepare stopped: the recipe was refused");
+				break;
+			}
 			rc = es_jsonl_normalize(jl, line, len, global, path, es_line_reader_lineno(r), &out);
 			if (rc)
 				break;
@@ -671,6 +675,20 @@ static int report_existing(const char *job_dir, const struct es_prepare_opts *o,
 	return 0;
 }
 
+/* The recipe loaded with Data-Juicer's registry on a thread of its own, while pass 1 runs
+ * (prep_recipe): the helper is a Python start, a tenth of a second or more, that the input
+ * need not wait for. Its error, if any, is kept to be said once it is joined. */
+struct recipe_bg {
+	pthread_t th;
+	int started;
+	const char *config;
+	struct es_recipe_opts ro;
+	struct es_recipe recipe;
+	int rc;
+	char msg[4096];
+	atomic_int failed;           /* set once the load failed: pass 1 stops early */
+};
+
 /* Everything one prepare holds, so that its steps can be functions of their own. */
 struct prep {
 	const struct es_prepare_opts *o;
@@ -689,6 +707,7 @@ struct prep {
 	char *ray_address;
 	char recipe_sha[65];
 	int have_recipe, have_scan, have_stage;
+	struct recipe_bg bg;         /* started: P->recipe is the quick load until joined */
 };
 
 /* Step 1: the options. */
@@ -718,17 +737,11 @@ static int prep_options(struct prep *P)
 	return 0;
 }
 
-/* Steps 2-3: the recipe and its warnings. */
-static int prep_recipe(struct prep *P)
+/* Step 3: what the recipe makes of this job: unsharded or not, and its warnings. */
+static int prep_recipe_facts(struct prep *P)
 {
 	const struct es_prepare_opts *o = P->o;
-	struct es_recipe_opts ro = { .python = o->processor.python,
-				     .helper = o->helper ? o->helper : es_recipe_default_helper(),
-				     .allow_unsharded = o->allow_unsharded };
-	int rc = es_recipe_load(P->config.data, &ro, &P->recipe);
-	if (rc)
-		return rc;
-	P->have_recipe = 1;
+	int rc = 0;
 	/* Not shard-safe, and allowed to run unsharded: one shard, the whole dataset. */
 	P->res->unsharded = P->recipe.n_unsharded > 0;
 	if (P->res->unsharded && o->num_shards > 1)
@@ -754,6 +767,83 @@ static int prep_recipe(struct prep *P)
 				   P->ray_address);
 		P->warnings[P->n_warnings++] = es_buf_detach(&w, NULL);
 	}
+	return rc;
+}
+
+static void *recipe_bg_main(void *arg)
+{
+	struct recipe_bg *bg = arg;
+	es_log_quiet_begin();
+	bg->rc = es_recipe_load(bg->config, &bg->ro, &bg->recipe);
+	es_log_quiet_end();
+	if (bg->rc) {
+		snprintf(bg->msg, sizeof(bg->msg), "%s", es_last_error());
+		atomic_store(&bg->failed, 1);
+	}
+	return NULL;
+}
+
+/* Steps 2-3: the recipe. Its checks need the registry's answer, but what the input steps use
+ * of it (dataset_path, the media and index keys) does not: a load by the naming convention
+ * alone gives them at once, and when it passes, the full load runs on a thread beside the
+ * input steps and pass 1 (joined by prep_join_recipe, which says its error first, as if it
+ * had run alone). When the quick load fails, the full one runs here and decides. */
+static int prep_recipe(struct prep *P)
+{
+	const struct es_prepare_opts *o = P->o;
+	struct es_recipe_opts ro = { .python = o->processor.python,
+				     .helper = o->helper ? o->helper : es_recipe_default_helper(),
+				     .allow_unsharded = o->allow_unsharded };
+	if (ro.helper && *ro.helper) {
+		struct es_recipe_opts quick = ro;
+		quick.helper = NULL;
+		es_log_quiet_begin();
+		int qrc = es_recipe_load(P->config.data, &quick, &P->recipe);
+		es_log_quiet_end();
+		if (!qrc) {
+			P->have_recipe = 1;
+			P->bg.config = P->config.data;
+			P->bg.ro = ro;
+			if (pthread_create(&P->bg.th, NULL, recipe_bg_main, &P->bg) == 0) {
+				P->bg.started = 1;
+				es_log_quiet_begin(); /* until joined: its error comes first */
+				es_clear_error();
+				return 0;
+			}
+			es_recipe_free(&P->recipe);
+			P->have_recipe = 0;
+		}
+	}
+	int rc = es_recipe_load(P->config.data, &ro, &P->recipe);
+	if (rc)
+		return rc;
+	P->have_recipe = 1;
+	return prep_recipe_facts(P);
+}
+
+/* The thread of prep_recipe, joined: rc is the outcome of the steps run beside it, whose
+ * error was kept quiet. The recipe's error is said first (it would have stopped prepare before
+ * those steps), else that error is said now, else the full recipe replaces the quick one. */
+static int prep_join_recipe(struct prep *P, int rc)
+{
+	if (!P->bg.started)
+		return rc;
+	pthread_join(P->bg.th, NULL);
+	P->bg.started = 0;
+	char msg[4096];
+	snprintf(msg, sizeof(msg), "%s", es_last_error());
+	es_log_quiet_end();
+	es_recipe_free(&P->recipe);
+	P->have_recipe = 0;
+	if (P->bg.rc)
+		return es_error(P->bg.rc, "%s", P->bg.msg);
+	P->recipe = P->bg.recipe;
+	P->have_recipe = 1;
+	int frc = prep_recipe_facts(P);
+	if (frc)
+		return frc;
+	if (rc && rc != 1 && msg[0])
+		return es_error(rc, "%s", msg);
 	return rc;
 }
 
@@ -790,6 +880,9 @@ static int prep_existing(struct prep *P)
 	int rc = es_fs_exists(P->job_dir.data);
 	if (rc <= 0)
 		return rc;
+	/* The recipe's verdict comes before anything is said about the existing folder. */
+	if ((rc = prep_join_recipe(P, 0)) != 0)
+		return rc;
 	struct stat st;
 	if (stat(P->job_dir.data, &st) == 0 && !S_ISDIR(st.st_mode))
 		return es_error(ES_EINVAL, "Job directory %s exists and is not a folder. Choose a new --job-dir.", P->job_dir.data);
@@ -823,8 +916,13 @@ static int prep_scan(struct prep *P)
 		return es_error(ES_ENOMEM, "out of memory");
 	es_path_join(&P->tmp, P->stage.data, ".normalized.jsonl.tmp");
 	size_t max_line = o->max_line_bytes ? o->max_line_bytes : ES_MAX_LINE_BYTES;
-	if ((rc = run_pass1(&P->scan, P->jl, max_line, P->tmp.data, P->files, &P->p1)))
-		return rc;
+	return run_pass1(&P->scan, P->jl, max_line, P->tmp.data, P->files, &P->bg.failed, &P->p1);
+}
+
+/* After pass 1 and the recipe: the number of shards. */
+static int prep_count(struct prep *P)
+{
+	const struct es_prepare_opts *o = P->o;
 	if (P->p1.rows == 0)
 		return es_error(ES_EINVAL, "Input dataset contains no records: %s", P->dataset.data);
 	if (P->res->unsharded) {
@@ -956,6 +1054,7 @@ static void sweep_stages(struct prep *P)
 
 static void prep_free(struct prep *P)
 {
+	prep_join_recipe(P, 0);
 	if (P->have_stage) {
 		es_log_quiet_begin();
 		es_fs_remove_tree(P->stage.data);
@@ -996,6 +1095,9 @@ int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *re
 		rc = prep_existing(&P);
 	if (!rc)
 		rc = prep_scan(&P);
+	rc = prep_join_recipe(&P, rc);
+	if (!rc)
+		rc = prep_count(&P);
 	if (!rc) {
 		es_crash_point("prepare-after-scan");
 		es_proc_test_hook("ESHARD_TEST_HOOK_AFTER_SCAN");
