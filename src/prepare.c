@@ -276,18 +276,22 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 		rc = herr;
 	if (h.raw_open)
 		es_sha_abort(&h.raw);
+	/* No fsync: the temporary is scratch that pass 2 reads back through the same page cache
+	 * and then removes, and a crash leaves it in the stage folder, which is swept. Syncing it
+	 * wrote the whole input to the disk once more than the job needs (the shards are synced).
+	 * A write error still shows: at write() (a local file system reserves the blocks there),
+	 * or at close() (NFS flushes a file when it is closed, and says if that failed). */
 	struct stat st;
-	if (!rc && fsync(h.fd) != 0)
-		rc = es_error_errno(ES_EIO, "cannot fsync '%s'", tmp_path);
 	if (!rc && fstat(h.fd, &st) != 0)
 		rc = es_error_errno(ES_EIO, "cannot stat '%s'", tmp_path);
 	if (!rc)
 		res->bytes = (uint64_t)st.st_size;
+	if (close(h.fd) != 0 && !rc)
+		rc = es_error_errno(ES_EIO, "cannot write '%s'", tmp_path);
 	if (!rc)
 		rc = es_sha_final(&h.norm, res->norm_sha);
 	else
 		es_sha_abort(&h.norm);
-	close(h.fd);
 	return rc;
 }
 
