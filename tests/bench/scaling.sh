@@ -9,6 +9,11 @@
 # logs), the mpirun wall time, the ideal bound max(total work / total speed, longest shard)
 # and their ratio, the shards per host, and the spread of the ranks' first claims as printed
 # by rank 0, and what a scheduler without overhead reaches with whole shards; then the medians. Targets: makespan <= 1.15 x bound, first-claim spread <= 0.5 s.
+# The launch overhead (mpirun wall - makespan; target <= 1.5 s) is split into: mpirun start to
+# the manifest's creation (launch, MPI_Init, prepare), manifest to first claim (the hand-off),
+# last done record to the merged output's last write (verify and the merge's tail), and from
+# there to mpirun's exit (report, summary, MPI_Finalize, teardown); each run is paired with
+# `mpirun -np 4 true` on the same fake hosts, the launcher's own floor.
 # Set ESHARD_BENCH_FAIL=1 to exit 1 when a median misses its target.
 #
 # usage: tests/bench/scaling.sh [path/to/eshard-mpi]
@@ -64,6 +69,10 @@ echo "scaling: 4 ranks on node1..node4 (node4 2x slower), $SHARDS shards, ~${SHA
 : >"$T/results"
 for run in $(seq 1 "$RUNS"); do
   J=$T/job$run
+  l0=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  timeout 120 "$MPIRUN" $FAKEHOSTS_MPIRUN_ARGS -np 4 -npernode 1 true || fail "mpirun -np 4 true failed"
+  l1=$(date +%s.%N)
   t0=$(date +%s.%N)
   # shellcheck disable=SC2086
   if ! timeout 300 "$MPIRUN" $FAKEHOSTS_MPIRUN_ARGS -np 4 -npernode 1 "$BIN" run --config "$T/recipe.yaml" \
@@ -75,9 +84,10 @@ for run in $(seq 1 "$RUNS"); do
   t1=$(date +%s.%N)
   spread=$(sed -n 's/^First claims of the ranks were \([0-9.]*\) s apart$/\1/p' "$T/out$run")
   [ -n "$spread" ] || fail "run $run printed no first-claim spread"
-  python3 - "$J" "$RATE" "$t0" "$t1" "$spread" "$run" >>"$T/results" <<'PY'
-import glob, json, os, sys
+  python3 - "$J" "$RATE" "$t0" "$t1" "$spread" "$run" "$l0" "$l1" >>"$T/results" <<'PY'
+import datetime, glob, json, os, sys
 job, rate, t0, t1, spread, run = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+launcher = float(sys.argv[8]) - float(sys.argv[7])
 m = json.load(open(os.path.join(job, "manifest.json")))
 sizes = [os.path.getsize(os.path.join(job, s["path"])) for s in m["shards"]]
 work = sum(sizes) / rate                     # seconds at speed 1
@@ -92,6 +102,9 @@ for p in glob.glob(os.path.join(job, "state", "events", "*.jsonl")):
         elif e.get("event") == "done":
             dones.append(e["time"])
 makespan = max(dones) - min(claims)
+created = datetime.datetime.fromisoformat(m["created_at"]).timestamp()
+merged = os.path.getmtime(os.path.join(job, "merged.jsonl"))
+phases = (created - t0, min(claims) - created, merged - max(dones), t1 - merged)
 hosts = {}
 for p in glob.glob(os.path.join(job, "state", "done", "*.json")):
     h = json.load(open(p))["hostname"]
@@ -105,11 +118,13 @@ for b in sizes:
     k = min(range(4), key=lambda i: (free[i], i))
     free[k] += b / rate * times[k]
 greedy = max(free)
-print("%s %.3f %.3f %.3f %.4f %.3f %.3f %s" % (run, makespan, t1 - t0, bound, makespan / bound, spread, greedy, per_host))
+print("%s %.3f %.3f %.3f %.4f %.3f %.3f %.3f %.3f %.3f %.3f %.3f %s" % ((run, makespan, t1 - t0, bound, makespan / bound, spread, greedy, launcher) + phases + (per_host,)))
 PY
-  read -r _ mk wall bound ratio sp greedy hosts < <(tail -1 "$T/results")
+  read -r _ mk wall bound ratio sp greedy launcher p1 p2 p3 p4 hosts < <(tail -1 "$T/results")
   echo "run $run: makespan ${mk}s (mpirun wall ${wall}s), bound ${bound}s, ratio ${ratio}, first claims ${sp}s apart;" \
     "zero-overhead whole-shard schedule ${greedy}s; shards: $hosts"
+  echo "  overhead $(python3 -c "print('%.3f' % ($wall - $mk))")s: start to manifest ${p1}s, manifest to first claim ${p2}s," \
+    "last done to merged ${p3}s, merged to exit ${p4}s; mpirun -np 4 true ${launcher}s"
 done
 
 python3 - "$T/results" <<'PY'
@@ -117,6 +132,10 @@ import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 med = lambda i: statistics.median(float(r[i]) for r in rows)
 mk, wall, bound, ratio, spread, greedy = med(1), med(2), med(3), med(4), med(5), med(6)
+over = statistics.median(float(r[2]) - float(r[1]) for r in rows)
+print("launch overhead (mpirun wall - makespan): median %.2f s (target <= 1.5: %s); start to manifest %.2f s, "
+      "manifest to first claim %.2f s, last done to merged %.2f s, merged to exit %.2f s; mpirun -np 4 true %.2f s"
+      % (over, "met" if over <= 1.5 else "MISSED", med(8), med(9), med(10), med(11), med(7)))
 ok_ratio, ok_spread = ratio <= 1.15, spread <= 0.5
 print("median of %d: makespan %.2f s, mpirun wall %.2f s, ideal bound %.2f s, makespan/bound %.3f (target <= 1.15: %s), "
       "first-claim spread %.3f s (target <= 0.5: %s)" % (len(rows), mk, wall, bound, ratio, "met" if ok_ratio else "MISSED",
