@@ -9,17 +9,10 @@
 #   tests/bench/prepare.sh [SIZE_MB] [RUNS]
 # Uses the build in build/ (scripts/build.sh makes it) and a work folder under /tmp.
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
 size=${1:-100}
 runs=${2:-5}
-bin=$(bash "$repo/scripts/build.sh")
-work=${ESHARD_BENCH_DIR:-/tmp/eshard-bench-prepare}
-mkdir -p "$work"
-corpus=$work/corpus-$size.jsonl
-if [ ! -s "$corpus" ]; then
-  python3 "$repo/tests/bench/gen_corpus.py" "$corpus" "$size" >/dev/null
-fi
-printf 'process:\n  - whitespace_normalization_mapper:\n' >"$work/recipe.yaml"
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 # Warm the page cache once so that every run reads the same way.
 cat "$corpus" >/dev/null
 times=() rss=() ratios=()
@@ -43,7 +36,6 @@ for i in $(seq "$runs"); do
   ratios+=("$(python3 -c "print('%.3f' % ($t / ($f1 - $f0)))")")
   echo "run $i: floor $(python3 -c "print('%.3f' % ($f1 - $f0))") s, prepare $t s, ratio ${ratios[-1]}"
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 echo "corpus: $(stat -c %s "$corpus") bytes, $(wc -l <"$corpus") rows; runs: ${times[*]} s"
 echo "prepare --num-shards 16: median $(median "${times[@]}") s (target <= 0.6 s)"
 echo "prepare / floor: median $(median "${ratios[@]}") (pairs: ${ratios[*]}; target <= 1.25)"

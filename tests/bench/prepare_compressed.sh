@@ -11,20 +11,12 @@
 # Uses the build in build/ (or $ESHARD_BUILD_DIR; scripts/build.sh makes it) and a work folder
 # under /tmp ($ESHARD_BENCH_DIR).
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
 size=${1:-100}
 runs=${2:-3}
-bin=$(bash "$repo/scripts/build.sh")
-work=${ESHARD_BENCH_DIR:-/tmp/eshard-bench-prepare}
-mkdir -p "$work"
-corpus=$work/corpus-$size.jsonl
-if [ ! -s "$corpus" ]; then
-  python3 "$repo/tests/bench/gen_corpus.py" "$corpus" "$size" >/dev/null
-fi
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 [ -s "$corpus.gz" ] || gzip -6 -c "$corpus" >"$corpus.gz"
 [ -s "$corpus.zst" ] || zstd -q -3 -c "$corpus" >"$corpus.zst"
-printf 'process:\n  - whitespace_normalization_mapper:\n' >"$work/recipe.yaml"
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 decoded=$(stat -c %s "$corpus")
 for form in plain gz zst; do
   input=$corpus
