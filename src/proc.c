@@ -480,6 +480,13 @@ int es_env_child(const struct es_env_spec *s, struct es_strv *out)
 	for (const char *const *v = s->defaults; !rc && v && *v; v++)
 		if (!base_has(base, *v))
 			rc = es_strv_push(out, strdup(*v));
+	/* Ray lowers the worker processes it starts to nice 15 (its worker_niceness). Those
+	 * workers are the job's processing: beside any other busy process of normal priority they
+	 * would get a few percent of a core. They keep eshard-mpi's own priority, unless the
+	 * environment says otherwise. */
+	if (!rc && !base_has(base, ES_RAY_WORKER_NICENESS) && !named_in(ES_RAY_WORKER_NICENESS, s->vars) &&
+	    !named_in(ES_RAY_WORKER_NICENESS, s->defaults))
+		rc = es_strv_push(out, strdup(ES_RAY_WORKER_NICENESS));
 	if (rc)
 		es_strv_free(out);
 	return rc;

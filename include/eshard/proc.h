@@ -107,9 +107,12 @@ void es_proc_result_free(struct es_proc_result *r);
  *     Python's os.environ.setdefault in the reference);
  *   ray_address set and not "local": RAY_ADDRESS=<ray_address>;
  *   pythonpath_first set: PYTHONPATH=<it>[:<base's PYTHONPATH when not empty>];
- *   every "K=V" of vars (replacing K), then every "K=V" of defaults whose K base lacks.
+ *   every "K=V" of vars (replacing K), then every "K=V" of defaults whose K base lacks;
+ *   RAY_worker_niceness=0 when none of base, vars and defaults sets it (Ray's own default,
+ *     15, starves the processing beside any busy process of normal priority).
  * out must be initialized (ES_STRV_INIT) and is reset first; free it with es_strv_free.
  */
+#define ES_RAY_WORKER_NICENESS "RAY_worker_niceness=0"
 struct es_env_spec {
 	char *const *base;
 	const char *cache_dir;

@@ -24,7 +24,7 @@ gcc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror "${san[@]}" -I"$SRC/include" \
 # Ray's sockets live under the temp dir: keep the base short, whatever TMPDIR is.
 BASE=$(mktemp -d /tmp/esray.XXXXXX)
 export RAY_USAGE_STATS_ENABLED=0
-unset RAY_ADDRESS
+unset RAY_ADDRESS RAY_worker_niceness
 
 # Live (non-zombie) processes that carry one of the tokens or name one of the temp dirs.
 leftovers() {
@@ -158,6 +158,13 @@ ray.init(address=sys.argv[1], logging_level='ERROR')
 def f(x):
     return x + 1
 assert ray.get(f.remote(41)) == 42
+# The head's workers keep the priority the head was started with (Ray would renice them to
+# 15, where they starve beside any busy process): RAY_worker_niceness=0 in its environment.
+import os
+@ray.remote
+def nice():
+    return os.getpriority(os.PRIO_PROCESS, 0)
+assert ray.get(nice.remote()) == int(sys.argv[4]), (ray.get(nice.remote()), sys.argv[4])
 ctx = ray.get_runtime_context()
 assert ctx.gcs_address.endswith(':' + sys.argv[1].rsplit(':', 1)[1]), ctx.gcs_address
 cpus = ray.cluster_resources().get('CPU')
@@ -166,7 +173,7 @@ import ray._private.worker as w
 assert w._global_node.get_session_dir_path().startswith(sys.argv[3] + '/'), w._global_node.get_session_dir_path()
 print('task ok', ctx.gcs_address, cpus)
 ray.shutdown()
-" "$A0" "$cpus0" "$(kv "$T/r0/info" temp_dir)"
+" "$A0" "$cpus0" "$(kv "$T/r0/info" temp_dir)" "$(ps -o ni= -p "$(pgrep -g "$(kv "$T/r0/info" pgid)" -f raylet | head -1)" | tr -d ' ')"
 expect_out "task ok"
 pass "a Ray driver ran a task on head 0 ($(cat "$T/out"))"
 

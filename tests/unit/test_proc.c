@@ -363,6 +363,7 @@ static void test_env(void)
 	CHECK(has(e, "NEW=y"));
 	CHECK(has(e, "SOFT=base") && !has(e, "SOFT=default"));
 	CHECK(has(e, "OTHER=default"));
+	CHECK(has(e, "RAY_worker_niceness=0"));
 	es_strv_free(&v);
 	/* Cache folders already set (even empty, like os.environ.setdefault) stay; "local" is no
 	 * address. */
@@ -371,7 +372,14 @@ static void test_env(void)
 	CHECK_INT_EQ(es_env_child(&es2, &v), 0);
 	CHECK(has(v.v, "XDG_CACHE_HOME=/mine") && has(v.v, "HF_HOME="));
 	CHECK(!has_name(v.v, "RAY_ADDRESS"));
-	CHECK_INT_EQ((int)v.n, 3);
+	CHECK_INT_EQ((int)v.n, 4);
+	es_strv_free(&v);
+	/* A niceness the user chose for Ray's workers stays, and is not given twice. */
+	char *base3[] = { (char *)"RAY_worker_niceness=7", NULL };
+	struct es_env_spec es3 = { base3, NULL, NULL, NULL, NULL, NULL, NULL };
+	CHECK_INT_EQ(es_env_child(&es3, &v), 0);
+	CHECK(has(v.v, "RAY_worker_niceness=7") && !has(v.v, "RAY_worker_niceness=0"));
+	CHECK_INT_EQ((int)v.n, 2);
 	es_strv_free(&v);
 	CHECK_STR_EQ(es_env_get(base, "KEEP"), "1");
 	CHECK(es_env_get(base, "KEE") == NULL);
