@@ -3,6 +3,7 @@
 #
 #   tests/bench/scale.sh [--bin PATH] [--compare PATH] [--shards "2000 20000"] [--workers "16 32"]
 #                        [--runs K] [--parts LIST] [--ops-shards N] [--idle-secs S] [--held N]
+#                        [--idle-poll SECS|run]
 #
 # Parts (--parts, comma-separated; default all of them):
 #   workers  W `eshard-mpi worker` processes started together on one prepared job, for every
@@ -20,7 +21,12 @@
 #            for --idle-secs (default 10) once it has printed that no claim is available, at
 #            every shard count, in two states: every shard held by a live lock of another
 #            worker, and the tail of a job (every shard done, its record and fence written by the
-#            benchmark, but --held (default 16) held); per second and per poll.
+#            benchmark, but --held (default 16) held); per second and per poll. --idle-poll run
+#            is an idle rank of `eshard-mpi run` other than rank 0: it polls every
+#            max(1, shards / 2000) s, at most 20 s (its per-poll cost grows with the shards
+#            held, its per-second cost stops growing at 2,000), and prints no progress lines
+#            (rank 0's progress reads the whole job folder every --progress-secs);
+#            --idle-poll SECS is a plain worker polling at that interval (default 1).
 #   status   `eshard-mpi status` wall time on a finished job, median of 3, at every shard count.
 #
 # Exactly-once (tests/e2e/exactly_once.py --fence --uncounted) is checked after every run; a
@@ -31,9 +37,9 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 bin="" compare="" shards="2000 20000" workers="16 32" runs=3 parts="workers,mpirun,ops,idle,status"
-ops_shards=2000 idle_secs=10 held=16
+ops_shards=2000 idle_secs=10 held=16 idle_poll=1
 usage() {
-  echo "usage: $0 [--bin PATH] [--compare PATH] [--shards LIST] [--workers LIST] [--runs K] [--parts LIST] [--ops-shards N] [--idle-secs S] [--held N]" >&2
+  echo "usage: $0 [--bin PATH] [--compare PATH] [--shards LIST] [--workers LIST] [--runs K] [--parts LIST] [--ops-shards N] [--idle-secs S] [--held N] [--idle-poll SECS|run]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -46,6 +52,7 @@ while [ $# -gt 0 ]; do
     --parts) parts=$2 ;;
     --ops-shards) ops_shards=$2 ;;
     --idle-secs) idle_secs=$2 ;;
+    --idle-poll) idle_poll=$2 ;;
     --held) held=$2 ;;
     --compare) compare=$2 ;;
     *) usage ;;
@@ -55,6 +62,7 @@ done
 for v in $shards $workers $runs $ops_shards $idle_secs $held; do
   case $v in '' | *[!0-9]* | 0) echo "scale bench: '$v' is not a positive integer" >&2; exit 2 ;; esac
 done
+case $idle_poll in run | [1-9] | [1-9][0-9]) ;; *) echo "scale bench: --idle-poll must be 'run' or whole seconds, got '$idle_poll'" >&2; exit 2 ;; esac
 want() { case ",$parts," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 [ -n "$bin" ] || bin=$(bash "$repo/scripts/build.sh")
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
@@ -323,7 +331,12 @@ PY
 # idle_ops N JOB LABEL: trace an idle worker of JOB for idle_secs once it waits.
 idle_ops() {
   local n=$1 job=$2 label=$3 pid i
-  "$bin" worker --job-dir "$job" --poll-interval-secs 1 --no-backup --lease-secs 3600 >"$T/idle.out" 2>&1 &
+  local poll=$idle_poll progress=()
+  if [ "$poll" = run ]; then
+    poll=$(python3 -c "print(int(min(20, max(1, $n / 2000))))")
+    progress=(--progress-secs 0)
+  fi
+  "$bin" worker --job-dir "$job" --poll-interval-secs "$poll" "${progress[@]}" --no-backup --lease-secs 3600 >"$T/idle.out" 2>&1 &
   pid=$!
   for i in $(seq 1 1200); do
     grep -q 'No shard claim available' "$T/idle.out" && break
