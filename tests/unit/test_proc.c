@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,6 +77,26 @@ static void link_of(pid_t pid, int fd, char *out, size_t n)
 	out[k > 0 ? k : 0] = '\0';
 }
 
+/* Wait (at most 10 s) until pid sleeps in its nanosleep: `sleep` opens files of its own while
+ * it starts (the locale), and a look at its table before that would see them. */
+static void wait_asleep(pid_t pid)
+{
+	char path[64], buf[64];
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)pid);
+	for (int i = 0; i < 1000; i++) {
+		FILE *f = fopen(path, "r");
+		long nr = -1;
+		if (f) {
+			if (fgets(buf, sizeof(buf), f))
+				nr = strtol(buf, NULL, 10);
+			fclose(f);
+		}
+		if (nr == SYS_clock_nanosleep || nr == SYS_nanosleep)
+			return;
+		usleep(10000);
+	}
+}
+
 /* Start `sleep 30` with the spec, look at its descriptor table, kill it. */
 static void spawn_and_look(struct es_proc_spec *s, char *fds, size_t n, char links[][4096], int n_links)
 {
@@ -84,6 +105,7 @@ static void spawn_and_look(struct es_proc_spec *s, char *fds, size_t n, char lin
 	struct es_proc p;
 	if (!CHECK_INT_EQ(es_proc_spawn(s, &p), 0))
 		return;
+	wait_asleep(p.pid);
 	fds_of(p.pid, fds, n);
 	for (int k = 0; k < n_links; k++)
 		link_of(p.pid, k, links[k], sizeof(links[k]));
