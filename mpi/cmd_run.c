@@ -444,6 +444,12 @@ int cmd_run(int argc, char **argv)
 	install_stop_handlers();
 	int provided;
 	MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided); /* prepare and merge run helper threads on rank 0 */
+	/* MPICH's MPI_Init makes stdout unbuffered, so a printf or puts of one line reaches the
+	 * launcher in pieces that another rank's line can cut: keep whole lines. Nothing was
+	 * written to stdout yet. The buffer is given: with NULL, glibc keeps the one byte of the
+	 * unbuffered stream and writes a line in many pieces. */
+	static char stdout_buf[BUFSIZ];
+	setvbuf(stdout, stdout_buf, _IOLBF, sizeof(stdout_buf));
 	struct run r;
 	memset(&r, 0, sizeof(r));
 	r.cli = &cli;

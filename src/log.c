@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -34,15 +35,51 @@ static void sticky_redraw(void)
 	}
 }
 
-/* The elapsed time before the prefix, "[+12.3s] [rank R host] ": the prefix itself stays as
- * it was, for whoever looks for "[rank R host] ERROR:". */
-static void put_prefix(FILE *f)
+/* One line, prefixed or not, in one write. Under MPICH a rank's stdout is unbuffered and the
+ * launcher forwards each rank's stream as it comes, so a line written in pieces (its text, then
+ * its "\n") could be cut by another rank's line; stderr is unbuffered everywhere. The prefix
+ * starts with the elapsed time, "[+12.3s] [rank R host] ": the prefix itself stays as it was, for
+ * whoever looks for "[rank R host] ERROR:". */
+static void put_linev(FILE *f, int prefixed, const char *fmt, va_list ap)
 {
-	if (clock_t0 > 0) {
+	char stack[4608];
+	char *buf = stack;
+	size_t head = 0;
+	if (prefixed && clock_t0 > 0) {
 		double e = es_time_mono() - clock_t0;
-		fprintf(f, "[+%.1fs] ", e > 0 ? e : 0);
+		int k = snprintf(stack, sizeof(stack), "[+%.1fs] ", e > 0 ? e : 0);
+		head = k > 0 ? (size_t)k : 0;
 	}
-	fputs(prefix, f);
+	if (prefixed)
+		head += (size_t)snprintf(stack + head, sizeof(stack) - head, "%s", prefix);
+	va_list aq;
+	va_copy(aq, ap);
+	int k = vsnprintf(stack + head, sizeof(stack) - head, fmt, aq);
+	va_end(aq);
+	size_t body = k > 0 ? (size_t)k : 0;
+	if (head + body + 1 >= sizeof(stack)) {
+		char *big = malloc(head + body + 2);
+		if (big) {
+			memcpy(big, stack, head);
+			vsnprintf(big + head, body + 1, fmt, ap);
+			buf = big;
+		} else {
+			body = sizeof(stack) - head - 2; /* no memory: the line, cut */
+		}
+	}
+	buf[head + body] = '\n';
+	fwrite(buf, 1, head + body + 1, f);
+	fflush(f);
+	if (buf != stack)
+		free(buf);
+}
+
+static void put_line(FILE *f, int prefixed, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	put_linev(f, prefixed, fmt, ap);
+	va_end(ap);
 }
 
 static void vreport(const char *kind, int keep, const char *fmt, va_list ap, const char *suffix)
@@ -62,9 +99,7 @@ static void vreport(const char *kind, int keep, const char *fmt, va_list ap, con
 	if (!keep || quiet_depth == 0) {
 		pthread_mutex_lock(&out_lock);
 		sticky_hide();
-		put_prefix(stderr);
-		fprintf(stderr, "%s: %s\n", kind, msg);
-		fflush(stderr);
+		put_line(stderr, 1, "%s: %s", kind, msg);
 		sticky_redraw();
 		pthread_mutex_unlock(&out_lock);
 	}
@@ -118,12 +153,9 @@ void es_log_note(const char *fmt, ...)
 	va_list ap;
 	pthread_mutex_lock(&out_lock);
 	sticky_hide();
-	put_prefix(stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	put_linev(stderr, 1, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	fflush(stderr);
 	sticky_redraw();
 	pthread_mutex_unlock(&out_lock);
 }
@@ -134,10 +166,8 @@ void es_say(const char *fmt, ...)
 	pthread_mutex_lock(&out_lock);
 	sticky_hide();
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	put_linev(stdout, 0, fmt, ap);
 	va_end(ap);
-	fputc('\n', stdout);
-	fflush(stdout);
 	sticky_redraw();
 	pthread_mutex_unlock(&out_lock);
 }
