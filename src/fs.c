@@ -1,6 +1,7 @@
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/proc.h"
+#include "eshard/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -126,8 +127,9 @@ int es_fs_temp_owner(const char *name)
 }
 
 /* idle_secs < 0: remove what es_fs_temp_owner says is gone; else remove what has not changed
- * for idle_secs (its maker is known to be gone). */
-static int sweep(const char *dir, const char *prefix, int report_kept, double idle_secs)
+ * for idle_secs (its maker is known to be gone); or_gone: with idle_secs >= 0, also remove what
+ * es_fs_temp_owner says is gone, whatever its age. */
+static int sweep(const char *dir, const char *prefix, int report_kept, double idle_secs, int or_gone)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -147,7 +149,8 @@ static int sweep(const char *dir, const char *prefix, int report_kept, double id
 			struct timespec now;
 			clock_gettime(CLOCK_REALTIME, &now);
 			double age = (double)(now.tv_sec - st.st_mtim.tv_sec) + (now.tv_nsec - st.st_mtim.tv_nsec) / 1e9;
-			if (age >= idle_secs && unlinkat(dirfd(d), n, 0) == 0) {
+			if ((age >= idle_secs || (or_gone && es_fs_temp_owner(n) == ES_TEMP_GONE)) &&
+			    unlinkat(dirfd(d), n, 0) == 0) {
 				removed++;
 				es_warning("removed %s/%s, a temporary file left by a worker whose shard was taken over", dir, n);
 			}
@@ -170,12 +173,17 @@ static int sweep(const char *dir, const char *prefix, int report_kept, double id
 
 int es_fs_sweep_temps(const char *dir, const char *prefix, int report_kept)
 {
-	return sweep(dir, prefix, report_kept, -1);
+	return sweep(dir, prefix, report_kept, -1, 0);
 }
 
 int es_fs_sweep_dead_temps(const char *dir, double idle_secs)
 {
-	return sweep(dir, NULL, 0, idle_secs < 0 ? 0 : idle_secs);
+	return sweep(dir, NULL, 0, idle_secs < 0 ? 0 : idle_secs, 0);
+}
+
+int es_fs_sweep_writer_temps(const char *dir, const char *prefix, double idle_secs)
+{
+	return sweep(dir, prefix, 0, idle_secs < 0 ? 0 : idle_secs, 1);
 }
 
 int es_path_join(struct es_buf *out, const char *a, const char *b)
@@ -449,12 +457,14 @@ int es_fs_publish_exclusive(const char *path, const void *data, size_t len)
 	if (!rc)
 		rc = write_temp_at(dfd, path, data, len, &tmp);
 	if (!rc) {
+		es_crash_point("publish-after-temp");
 		if (linkat(dfd, from_dir(dfd, tmp.data), dfd, name, 0) != 0) {
 			if (errno == EEXIST)
 				rc = 1;
 			else
 				rc = es_error_errno(ES_EIO, "cannot publish '%s'", path);
 		}
+		es_crash_point("publish-after-link");
 		unlinkat(dfd, from_dir(dfd, tmp.data), 0);
 		if (rc == 0)
 			rc = fsync_at(dfd, path);

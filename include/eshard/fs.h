@@ -48,6 +48,13 @@ int es_fs_sweep_temps(const char *dir, const char *prefix, int report_kept);
  * its owner's lease ran out), on any host: remove every temporary untouched for idle_secs. */
 int es_fs_sweep_dead_temps(const char *dir, double idle_secs);
 
+/* The temporaries ".<prefix><anything>.<32hex>.tmp" of folder dir, which several writers share
+ * (state/done: a shard's done record is published by its attempt or by its backup), after the
+ * one writer that matters was found dead (a taken-over lease): remove each whose maker is gone
+ * (es_fs_temp_owner) and, on any host, each untouched for idle_secs (a live writer's temporary
+ * lives for the milliseconds between its write and its link). Returns how many were removed. */
+int es_fs_sweep_writer_temps(const char *dir, const char *prefix, double idle_secs);
+
 /* The job folder is a boundary. Once set (es_manifest_load sets it to the job folder it
  * loaded; NULL clears it), every function below that creates, renames, links, removes or reads
  * a path inside root opens the folders between root and the path's last component one at a time

@@ -52,8 +52,9 @@ takeovers = len(os.listdir(os.path.join(job, "state", "stale_locks")))
 tokens = {a.get("token") for a in att}
 stale_dir = os.path.join(job, "state", "stale_locks")
 stale_attempts = sum(json.load(open(os.path.join(stale_dir, n))).get("token") in tokens for n in os.listdir(stale_dir))
+records = [n for n in os.listdir(os.path.join(job, "state", "done")) if not n.startswith(".")]
 print(len(att), shards, takeovers, sum(a.get("status") == "superseded" for a in att),
-      len(os.listdir(os.path.join(job, "state", "done"))), sum(bool(a.get("backup")) for a in att), stale_attempts)
+      len(records), sum(bool(a.get("backup")) for a in att), stale_attempts)
 PY
 }
 one_accepted() { exactly_once "$1" --fence || fail "accepted results of $1 are not one per shard"; }
@@ -96,6 +97,10 @@ for secs in 3 30; do
   read -r attempts shards takeovers superseded done backups stale_attempts <<<"$(counts "$B/job")"
   echo "cache ${secs}s, 4 workers, one SIGKILLed: attempts=$attempts shards=$shards takeovers=$takeovers (with an attempt folder: $stale_attempts) backups=$backups superseded=$superseded done=$done"
   [ "$done" = 40 ] || fail "cache ${secs}s: $done done records for 40 shards"
+  # A worker killed between a record's temporary and its unlink leaves the temporary in
+  # state/done; the takeover of its lease removes it (before any merge, which sweeps too).
+  debris=$(find "$B/job/state/done" "$B/job/state/failed" -name '.*.tmp' | head -3)
+  [ -z "$debris" ] || fail "cache ${secs}s: record temporaries left after the takeover: $debris"
   [ "$superseded" = 0 ] || fail "cache ${secs}s: $superseded superseded attempts (a shard ran twice)"
   # The killed worker's shard is run again once: by the takeover after its lease, or by a
   # backup when the others went idle first (the takeover then waits for the backup and only

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void check_against_python(const char *root, const char *const *items, size_t n)
@@ -142,6 +143,45 @@ int main(void)
 	name[3 + 8] = name[3 + 8] == '0' ? '1' : '0'; /* another host's identity */
 	CHECK_INT_EQ(es_fs_temp_owner(name), ES_TEMP_UNKNOWN);
 	CHECK_INT_EQ(es_fs_temp_owner(".x.notatoken.tmp"), ES_TEMP_UNKNOWN);
+
+	/* A shared folder's record temporaries after a writer died (es_fs_sweep_writer_temps):
+	 * of shard a's, the gone maker's goes at once, a live maker's and another host's stay while
+	 * young, another host's goes once idle; shard ab's (a longer id) and records stay. */
+	{
+		char d[1024], gone[96], live[96], other[96], old_other[96], ab[96], dead[33], far[33];
+		snprintf(d, sizeof(d), "%s/shared", t);
+		CHECK_INT_EQ(es_fs_mkdirs(d, 0755), 0);
+		snprintf(dead, sizeof(dead), "%s%s", hex, tok + 8); /* this host, a dead pid */
+		snprintf(far, sizeof(far), "%s", tok);
+		far[8] = far[8] == '0' ? '1' : '0'; /* another host */
+		snprintf(gone, sizeof(gone), ".a.json.%s.tmp", dead);
+		snprintf(live, sizeof(live), ".a.json.%s.tmp", tok);
+		snprintf(other, sizeof(other), ".a.json.%s.tmp", far);
+		far[31] = far[31] == '0' ? '1' : '0';
+		snprintf(old_other, sizeof(old_other), ".a.json.%s.tmp", far);
+		snprintf(ab, sizeof(ab), ".ab.json.%s.tmp", dead);
+		const char *all[] = { gone, live, other, old_other, ab, "a.json" };
+		for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++) {
+			snprintf(p, sizeof(p), "%s/%s", d, all[k]);
+			int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+			CHECK(fd >= 0);
+			close(fd);
+		}
+		CHECK_INT_EQ(es_fs_temp_owner(gone), ES_TEMP_GONE);
+		CHECK_INT_EQ(es_fs_temp_owner(other), ES_TEMP_UNKNOWN);
+		CHECK_INT_EQ(es_fs_temp_owner(ab), ES_TEMP_GONE);
+		snprintf(p, sizeof(p), "%s/%s", d, old_other);
+		struct timespec ts[2] = { { time(NULL) - 100, 0 }, { time(NULL) - 100, 0 } };
+		CHECK_INT_EQ(utimensat(AT_FDCWD, p, ts, 0), 0);
+		es_log_quiet_begin();
+		CHECK_INT_EQ(es_fs_sweep_writer_temps(d, "a.json.", 60), 2);
+		es_log_quiet_end();
+		const int stays[] = { 0, 1, 1, 0, 1, 1 };
+		for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++) {
+			snprintf(p, sizeof(p), "%s/%s", d, all[k]);
+			CHECK_INT_EQ(access(p, F_OK) == 0, stays[k]);
+		}
+	}
 	es_buf_free(&b);
 	/* The bounded tail of a log: the last lines, a line cut by the byte bound dropped. */
 	{
