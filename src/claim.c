@@ -843,7 +843,7 @@ static int publish_limit(struct es_claimer *c, size_t i, int failures)
 	int published = 0;
 	int rc = es_json_dump(f, 1, &rec);
 	if (!rc)
-		rc = es_claim_publish(c, i, c->token, "failed", rec.data, rec.len, &published);
+		rc = es_claim_publish(c, i, c->token, "failed", rec.data, rec.len, NULL, NULL, &published);
 	es_buf_free(&rec);
 	cJSON_Delete(f);
 	return rc < 0 ? rc : ES_CLAIM_FAILED_LIMIT;
@@ -1196,7 +1196,8 @@ int es_claim_release(struct es_claimer *c, size_t i, const char *token)
 }
 
 int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const char *kind,
-		     const char *record, size_t record_len, int *published)
+		     const char *record, size_t record_len, es_claim_settle_fn settle, void *settle_ctx,
+		     int *published)
 {
 	const struct es_manifest *m = c->m;
 	const char *id = m->shards[i].id;
@@ -1211,8 +1212,10 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 	cJSON *doc = NULL;
 	if ((rc = lock_owned(lock_path, token, 0, &fd, &doc)) != 0)
 		return rc;
-	/* The record first, then the fence: a crash between them leaves a running lock whose
-	 * record is visible, which the next stale takeover turns into the fence. */
+	/* The record, then the attempt's outcome (settle), then the fence: a crash before the
+	 * fence leaves a running lock whose record is visible, which the next stale takeover
+	 * turns into the fence (saying "done" for an attempt still running); once the lock is a
+	 * fence nothing repairs the attempt, so it must have said its outcome by then. */
 	const char *other = !strcmp(kind, "done") ? "failed" : "done";
 	const char *state = kind;
 	int blocked = es_claim_marker_exists(m, other, id);
@@ -1228,6 +1231,10 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 		else
 			*published = r == 0;
 	}
+	if (!rc && settle && !strcmp(kind, "done")) {
+		es_crash_point("done-before-attempt");
+		settle(settle_ctx, *published);
+	}
 	if (!rc) {
 		es_crash_point(!strcmp(kind, "done") ? "done-before-fence" : "failed-before-fence");
 		/* Ours when we published it; else the one that was there first, if we can read it. */
@@ -1235,6 +1242,8 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 		char *theirs = *published ? NULL : record_text(m, state, id, &len);
 		rc = write_fence(fd, lock_path, doc, id, state, *published ? record : theirs, len);
 		free(theirs);
+		if (!rc)
+			es_crash_point(!strcmp(kind, "done") ? "done-after-fence" : "failed-after-fence");
 		c->obs[i].terminal = 1;
 		c->obs[i].running = 0;
 		if (*published && !strcmp(kind, "done") && c->claimed_at_epoch > 0) {

@@ -277,7 +277,7 @@ static const char *finish_failure(struct worker *w, size_t i, cJSON *a, const ch
 		int published = 0;
 		rc = es_json_dump(f, 1, &rec);
 		if (!rc)
-			rc = es_claim_publish(&w->c, i, w->c.token, "failed", rec.data, rec.len, &published);
+			rc = es_claim_publish(&w->c, i, w->c.token, "failed", rec.data, rec.len, NULL, NULL, &published);
 		es_buf_free(&log);
 		es_buf_free(&rec);
 		cJSON_Delete(f);
@@ -703,6 +703,20 @@ static cJSON *done_record(const struct shard_run *r, const struct es_materialize
 	return d;
 }
 
+struct settle_arg {
+	struct shard_run *r;
+	const struct es_materialized *mat;
+};
+
+/* The attempt says its outcome: under the lock, before its fence (es_claim_settle_fn). */
+static void settle_attempt(void *ctx, int published)
+{
+	const struct settle_arg *s = ctx;
+	es_json_set_str(s->r->a, "status", published ? "done" : "superseded");
+	es_json_set(s->r->a, "result", result_json(s->mat));
+	save_attempt(s->r->w, s->r->a);
+}
+
 /* A clean exit: materialize the export, then publish the done record (REFERENCE §5.5). */
 static const char *publish_result(struct shard_run *r)
 {
@@ -727,12 +741,13 @@ static const char *publish_result(struct shard_run *r)
 	}
 	cJSON *d = done_record(r, &mat);
 	struct es_buf rec = ES_BUF_INIT;
+	struct settle_arg sa = { r, &mat };
 	int published = 0;
 	rc = es_json_dump(d, 1, &rec);
 	if (!rc && w->backup)
 		rc = es_claim_publish_backup(&w->c, r->i, rec.data, rec.len, &published);
 	else if (!rc)
-		rc = es_claim_publish(&w->c, r->i, w->c.token, "done", rec.data, rec.len, &published);
+		rc = es_claim_publish(&w->c, r->i, w->c.token, "done", rec.data, rec.len, settle_attempt, &sa, &published);
 	es_buf_free(&rec);
 	cJSON_Delete(d);
 	const char *result;
@@ -756,9 +771,10 @@ static const char *publish_result(struct shard_run *r)
 		save_attempt(w, r->a);
 		result = finish_lost(w, r->i);
 	} else {
-		es_json_set_str(r->a, "status", published ? "done" : "superseded");
-		es_json_set(r->a, "result", result_json(&mat));
-		save_attempt(w, r->a);
+		/* A primary's attempt said it before its fence; a backup's primary fences its
+		 * record, and says "done" for it if it died before this. */
+		if (w->backup)
+			settle_attempt(&sa, published);
 		result = published ? "done" : "superseded";
 		event(w, result, r->i, mat.rows, mat.size_bytes, r->oc.duration_secs, NULL);
 	}

@@ -138,12 +138,20 @@ int es_claim_heartbeat(struct es_claimer *c, size_t i);
 /* Token-checked release: 0 released, 1 not the owner any more, negative on error. */
 int es_claim_release(struct es_claimer *c, size_t i, const char *token);
 
+/* Called by es_claim_publish of kind "done" after the record's link and before the fence,
+ * with the lock held: the caller saves its attempt's outcome (published: done, else
+ * superseded). A lock that is a fence is never repaired, so an attempt that has not said its
+ * outcome by then would say "running" for good if its worker died. */
+typedef void (*es_claim_settle_fn)(void *ctx, int published);
+
 /* Owner-checked publication of a marker (done or failed) plus release of the lock, in one
  * critical section under flock. kind "done": published only if no failed marker exists;
  * "failed": only if no done marker exists. *published is set to whether the link succeeded.
+ * settle (may be NULL; kind "done" only) is called between the link and the fence.
  * Returns 0 when we were the owner, 1 when not the owner, negative on error. */
 int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const char *kind,
-		     const char *record, size_t record_len, int *published);
+		     const char *record, size_t record_len, es_claim_settle_fn settle, void *settle_ctx,
+		     int *published);
 
 /* Count the attempts of a shard whose attempt.json says failed or stale (REFERENCE §5.3 step 4;
  * not read when failures is NULL), and the number of attempt sub-folders. */

@@ -320,7 +320,7 @@ static void test_race_and_stale_takeover(void)
 	/* §9 test 8: the old token cannot publish; nothing changes. */
 	const char *rec = "{\n  \"status\": \"done\"\n}\n";
 	int published = -1;
-	CHECK_INT_EQ(es_claim_publish(&c, 0, t1, "done", rec, strlen(rec), &published), 1);
+	CHECK_INT_EQ(es_claim_publish(&c, 0, t1, "done", rec, strlen(rec), NULL, NULL, &published), 1);
 	CHECK_INT_EQ(published, 0);
 	jpath(q, &m, "state/done/%s.json", id);
 	CHECK(!exists(q));
@@ -331,7 +331,7 @@ static void test_race_and_stale_takeover(void)
 	CHECK_INT_EQ(es_claimer_init(&old_owner, &m, &m.policy), 0);
 	snprintf(old_owner.token, sizeof(old_owner.token), "%s", t1);
 	CHECK_INT_EQ(es_claim_heartbeat(&old_owner, 0), 1);
-	CHECK_INT_EQ(es_claim_publish(&old_owner, 0, t1, "failed", rec, strlen(rec), &published), 1);
+	CHECK_INT_EQ(es_claim_publish(&old_owner, 0, t1, "failed", rec, strlen(rec), NULL, NULL, &published), 1);
 	jpath(q, &m, "state/failed/%s.json", id);
 	CHECK(!exists(q));
 	es_claimer_free(&old_owner);
@@ -344,7 +344,7 @@ static void test_race_and_stale_takeover(void)
 	sfmt(rec2, sizeof(rec2), "{\n  \"token\": \"%s\"\n}\n", t2);
 	struct stat before, after;
 	CHECK(stat(p, &before) == 0);
-	CHECK_INT_EQ(es_claim_publish(&c, 0, t2, "done", rec2, strlen(rec2), &published), 0);
+	CHECK_INT_EQ(es_claim_publish(&c, 0, t2, "done", rec2, strlen(rec2), NULL, NULL, &published), 0);
 	CHECK_INT_EQ(published, 1);
 	jpath(q, &m, "state/done/%s.json", id);
 	cJSON *d = NULL;
@@ -360,7 +360,7 @@ static void test_race_and_stale_takeover(void)
 	/* A fence is no longer anybody's lock: it cannot be released, refreshed or published over. */
 	CHECK_INT_EQ(es_claim_release(&c, 0, t2), 1);
 	CHECK_INT_EQ(es_claim_heartbeat(&c, 0), 1);
-	CHECK_INT_EQ(es_claim_publish(&c, 0, t2, "failed", rec, strlen(rec), &published), 1);
+	CHECK_INT_EQ(es_claim_publish(&c, 0, t2, "failed", rec, strlen(rec), NULL, NULL, &published), 1);
 	CHECK_STR_EQ(lock_state(&m, 0, NULL, 0), "done");
 	/* A done shard is never claimed again. */
 	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_NONE);
@@ -594,7 +594,7 @@ static void test_retry_limit(void)
 		}
 		const char *rec = "{\n  \"failures\": 4,\n  \"status\": \"failed\"\n}\n";
 		int published = 0;
-		CHECK_INT_EQ(es_claim_publish(&c, 1, c.token, "failed", rec, strlen(rec), &published), 0);
+		CHECK_INT_EQ(es_claim_publish(&c, 1, c.token, "failed", rec, strlen(rec), NULL, NULL, &published), 0);
 		CHECK_INT_EQ(published, 1);
 	}
 	CHECK_INT_EQ(es_claim_try(&c, 1), ES_CLAIM_NONE);
@@ -789,7 +789,7 @@ static void test_backups(void)
 	snprintf(ptok, sizeof(ptok), "%s", p.token);
 	CHECK_INT_EQ(es_claim_backup(&b, 1, ptok), ES_CLAIM_OK);
 	sfmt(body, sizeof(body), "{\n  \"token\": \"%s\"\n}\n", ptok);
-	CHECK_INT_EQ(es_claim_publish(&p, 1, ptok, "done", body, strlen(body), &published), 0);
+	CHECK_INT_EQ(es_claim_publish(&p, 1, ptok, "done", body, strlen(body), NULL, NULL, &published), 0);
 	CHECK(published);
 	sfmt(body, sizeof(body), "{\n  \"token\": \"%s\"\n}\n", b.token);
 	CHECK_INT_EQ(es_claim_publish_backup(&b, 1, body, strlen(body), &published), 0);
@@ -805,7 +805,7 @@ static void test_backups(void)
 	snprintf(ptok, sizeof(ptok), "%s", p.token);
 	CHECK_INT_EQ(es_claim_backup(&b, 2, ptok), ES_CLAIM_OK);
 	sfmt(body, sizeof(body), "{\n  \"status\": \"failed\",\n  \"token\": \"%s\"\n}\n", ptok);
-	CHECK_INT_EQ(es_claim_publish(&p, 2, ptok, "failed", body, strlen(body), &published), 0);
+	CHECK_INT_EQ(es_claim_publish(&p, 2, ptok, "failed", body, strlen(body), NULL, NULL, &published), 0);
 	CHECK(published);
 	CHECK_INT_EQ(es_claim_publish_backup(&b, 2, body, strlen(body), &published), 0);
 	CHECK(!published);
