@@ -74,7 +74,6 @@ done
 export ESHARD_SOAK_PID=$$
 
 echo "soak: $runs run(s) of '$cmd' at $short from $repo beside $hogs hog(s); logs in $out"
-passed=0
 for ((i = 1; i <= runs; i++)); do
   d=$out/clone$i log=$out/run$i.log
   git clone -q "$repo" "$d" 2>"$log" && git -C "$d" checkout -q "$commit" 2>>"$log" ||
@@ -86,10 +85,9 @@ for ((i = 1; i <= runs; i++)); do
   if [ "$rc" -ne 0 ]; then
     echo "soak: run $i exit $rc after $took s (load $load); log $log, clone kept in $d"
     grep -E '\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run|^FAIL|^ERROR' "$log" | head -20 | sed 's/^/  /' || true
-    echo "soak: run $i of $runs failed after $passed passed"
+    echo "soak: run $i of $runs failed after $((i - 1)) passed"
     exit 1
   fi
-  passed=$((passed + 1))
   rm -rf "$d"
   echo "soak: run $i passed in $took s (load $load); log $log"
 done
