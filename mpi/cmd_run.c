@@ -14,6 +14,7 @@
 #include "agree.h"
 
 #include "eshard/buf.h"
+#include "eshard/cpus.h"
 #include "eshard/log.h"
 #include "eshard/merge.h"
 #include "eshard/prepare.h"
@@ -44,7 +45,7 @@ struct run_cli {
 	int require_all, retry_failed, allow_mismatch, no_runner, no_backup, merge_at_end, verbose;
 	int64_t progress_secs;
 	int seen_lease, seen_hb, seen_lt, seen_mr;
-	double attempt_timeout, preempt_grace;
+	double attempt_timeout, preempt_grace, num_cpus;
 };
 
 /* The job as this rank sees it once MPI runs. */
@@ -77,7 +78,7 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 	memset(c, 0, sizeof(*c));
 	c->progress_secs = 10;
 	prepare_cli_init(&c->pc);
-	struct es_opt opts[ES_PREPARE_MAX_OPTS + 16];
+	struct es_opt opts[ES_PREPARE_MAX_OPTS + 24];
 	size_t n = prepare_cli_options(&c->pc, opts);
 	/* Policy options given explicitly also override a job prepared earlier (a resubmission). */
 	for (size_t i = 0; i < n; i++) {
@@ -97,6 +98,7 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 	opts[n++] = (struct es_opt){ "preempt-grace-secs", ES_OPT_POS_NUM, &c->preempt_grace, NULL, NULL, "a processor killed by a stop signal from outside: wait this long (default 5) for the rank's own stop before counting a failure" };
 	opts[n++] = (struct es_opt){ "ray-mode", ES_OPT_STR, &c->ray_mode, NULL, "MODE", "per-rank (default for Data-Juicer with the local Ray address: one node-local Ray head and Data-Juicer runner per rank, reused by every shard) or per-attempt (Ray starts inside every shard's run, as in the reference)" };
 	opts[n++] = (struct es_opt){ "no-dj-runner", ES_OPT_FLAG, &c->no_runner, NULL, NULL, "per-rank mode: plain dj-process per shard instead of the persistent Data-Juicer runner" };
+	opts[n++] = (struct es_opt){ "num-cpus", ES_OPT_POS_NUM, &c->num_cpus, NULL, "N", "per-rank mode: the CPUs each rank's Ray head offers (default: the rank's share of its node's CPUs)" };
 	opts[n++] = (struct es_opt){ "allow-version-mismatch", ES_OPT_FLAG, &c->allow_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" };
 	opts[n++] = (struct es_opt){ "progress-secs", ES_OPT_NONNEG_INT, &c->progress_secs, NULL, "N", "rank 0 prints a progress line every N seconds (default 10; on a terminal one line redrawn once a second; 0: none)" };
 	opts[n++] = (struct es_opt){ "verbose", ES_OPT_FLAG, &c->verbose, NULL, NULL, "also print a line per claim (Claimed <shard> (attempt N))" };
@@ -150,6 +152,34 @@ static void discover_hosts(struct run *r)
 	}
 	free(hosts);
 	r->nodes = r->cli->nodes ? r->cli->nodes : r->distinct;
+}
+
+/* Every rank gives itself (and so every thread and child it starts later: prepare's helper
+ * threads, the Ray head, Data-Juicer) its share of its node's CPUs in place of the launcher's
+ * binding of the rank (cpus.h, README "CPUs, GPUs and binding"). Rank 0 says once how many
+ * ranks the launcher had bound to fewer CPUs than that, with the first of them as example. */
+static void take_cpus(struct run *r)
+{
+	struct es_cpus c;
+	int mine[3] = { 0, 0, 0 };
+	if (es_cpus_take_share(r->slot, r->slots, &c) == 0)
+		mine[0] = es_cpus_was_narrower(&c), mine[1] = CPU_COUNT(&c.bound), mine[2] = CPU_COUNT(&c.share);
+	else
+		es_warning("this rank's Ray and Data-Juicer keep the launcher's CPU binding (see the error above)");
+	int *all = calloc((size_t)r->ag.size * 3, sizeof(int));
+	if (!all)
+		return;
+	agree_allgather(mine, all, (int)sizeof(mine));
+	int narrower = 0, first = -1;
+	for (int i = 0; i < r->ag.size; i++)
+		if (all[3 * i] && !narrower++)
+			first = i;
+	if (r->ag.rank == 0 && narrower)
+		es_warning("the launcher bound %d of %d rank(s) to fewer CPUs than their share of their node (rank %d: %d "
+			   "CPU(s), share %d); each rank's Ray and Data-Juicer use its share instead (mpirun --bind-to none, "
+			   "srun --cpu-bind=none avoid this warning)",
+			   narrower, r->ag.size, first, all[3 * first + 1], all[3 * first + 2]);
+	free(all);
 }
 
 /* The run id: explicit, from the launcher, or made by rank 0; the same on every rank. */
@@ -266,6 +296,7 @@ static void worker_options(struct run *r, struct es_worker_opts *wo)
 	wo->ray_no_runner = c->no_runner;
 	wo->ray_rank_on_host = r->slot;
 	wo->ray_ranks_on_host = r->slots;
+	wo->ray_num_cpus = c->num_cpus;
 	worker_cli_finish(wo, "run"); /* checked before MPI started */
 	if (c->seen_lease) wo->lease_secs = c->pc.o.policy.lease_secs;
 	if (c->seen_hb) wo->heartbeat_secs = c->pc.o.policy.heartbeat_secs;
@@ -459,6 +490,7 @@ int cmd_run(int argc, char **argv)
 	es_log_set_prefix(prefix);
 	es_log_set_clock(es_time_mono());
 	discover_hosts(&r);
+	take_cpus(&r);
 	choose_run_id(&r);
 	code = agree_max_int(code ? code : check_strict(&r));
 	if (!code)

@@ -1,5 +1,6 @@
 #include "commands.h"
 
+#include "eshard/cpus.h"
 #include "eshard/log.h"
 #include "eshard/progress.h"
 #include "eshard/util.h"
@@ -63,6 +64,7 @@ size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts)
 		{ "run-id", ES_OPT_STR, &o->run_id, NULL, "ID", "submission id recorded in events and done records" },
 		{ "ray-mode", ES_OPT_STR, &o->ray_mode_name, NULL, "MODE", "per-rank (default for Data-Juicer with the local Ray address: one node-local Ray head and Data-Juicer runner reused by every shard) or per-attempt (Ray starts inside every shard's run, as in the reference)" },
 		{ "no-dj-runner", ES_OPT_FLAG, &o->ray_no_runner, NULL, NULL, "per-rank mode: run plain dj-process per shard instead of the persistent Data-Juicer runner" },
+		{ "num-cpus", ES_OPT_POS_NUM, &o->ray_num_cpus, NULL, "N", "per-rank mode: the CPUs the worker's Ray head offers (default: every CPU of its node)" },
 		{ "preempt-grace-secs", ES_OPT_POS_NUM, &o->preempt_grace_secs, NULL, NULL, "a processor killed by a stop signal from outside: wait this long (default 5) for the worker's own stop before counting a failure" },
 		{ "no-backup", ES_OPT_FLAG, &o->no_backup, NULL, NULL, "never run a backup attempt of an overdue shard when idle (default: backups on)" },
 	};
@@ -83,6 +85,24 @@ int worker_cli_finish(struct es_worker_opts *o, const char *cmd)
 	if (o->ray_per_rank && o->ray_address)
 		return es_error(ES_EUSAGE, "eshard-mpi %s: --ray-mode per-rank chooses the Ray address itself; drop --ray-address (or use --ray-mode per-attempt)", cmd);
 	return 0;
+}
+
+/* A worker, like a rank of run, gives its children every CPU of its node, not a binding a
+ * launcher (srun, a wrapper's mpirun) gave the worker itself (cpus.h). */
+static void take_worker_cpus(void)
+{
+	struct es_cpus c;
+	if (es_cpus_take_share(0, 1, &c) != 0) {
+		es_warning("this worker's Ray and Data-Juicer keep its CPU binding (see the error above)");
+		return;
+	}
+	if (es_cpus_was_narrower(&c)) {
+		char bound[128], share[128];
+		es_cpus_format(&c.bound, bound, sizeof(bound));
+		es_cpus_format(&c.share, share, sizeof(share));
+		es_warning("this worker was bound to CPU(s) %s, fewer than its node's %s; its Ray and Data-Juicer use all "
+			   "of them (start it unbound, e.g. srun --cpu-bind=none, to avoid this warning)", bound, share);
+	}
 }
 
 int cmd_worker(int argc, char **argv)
@@ -114,6 +134,7 @@ int cmd_worker(int argc, char **argv)
 	if (worker_cli_finish(&o, "worker"))
 		return 2;
 	install_stop_handlers();
+	take_worker_cpus();
 	o.stop_flag = stop_flag();
 	o.supervisor_exe = self_exe();
 	struct es_worker_result res;

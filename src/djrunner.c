@@ -4,6 +4,7 @@
  */
 #include "eshard/djrunner.h"
 #include "eshard/buf.h"
+#include "eshard/cpus.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/proc.h"
@@ -225,6 +226,25 @@ static void runner_restart(struct es_djrunner *r)
 	es_strv_free(&env);
 }
 
+/* What the head was given, for its start line: "2 CPUs (0-1), no GPU, 1.2 GiB object store".
+ * The CPU list is the mask the head inherited from this thread (the rank's share, cpus.h). */
+static void head_resources(const struct es_ray_head *h, char *out, size_t n)
+{
+	cpu_set_t mask;
+	char cpus[200] = "";
+	if (sched_getaffinity(0, sizeof(mask), &mask) == 0)
+		es_cpus_format(&mask, cpus, sizeof(cpus));
+	char gpus[300];
+	if (h->num_gpus < 0)
+		snprintf(gpus, sizeof(gpus), "no GPU seen");
+	else if (h->cuda_visible_devices[0])
+		snprintf(gpus, sizeof(gpus), "%d GPU(s) (CUDA_VISIBLE_DEVICES=%s)", h->num_gpus, h->cuda_visible_devices);
+	else
+		snprintf(gpus, sizeof(gpus), "%d GPU(s)", h->num_gpus);
+	snprintf(out, n, "%d CPU(s) (%s), %s, %.1f GiB object store", h->num_cpus, cpus, gpus,
+		 (double)h->object_store_bytes / (1 << 30));
+}
+
 int es_djrunner_ensure(struct es_djrunner *r)
 {
 	if (r->head.running && es_ray_head_alive(&r->head) == 1) {
@@ -242,6 +262,7 @@ int es_djrunner_ensure(struct es_djrunner *r)
 	ro.python = r->o.proc->python ? r->o.proc->python : r->o.proc->dj_process;
 	ro.rank_on_host = r->o.rank_on_host;
 	ro.ranks_on_host = r->o.ranks_on_host > 0 ? r->o.ranks_on_host : 1;
+	ro.num_cpus = r->o.num_cpus;
 	ro.cancel = r->o.cancel;
 	/* Data-Juicer's operators run in the head's Ray workers, which inherit the head's
 	 * environment, not the shard child's: give the head the job's cache folders (as every
@@ -254,8 +275,10 @@ int es_djrunner_ensure(struct es_djrunner *r)
 		double t0 = es_time_mono();
 		rc = es_ray_head_start(&ro, &r->head);
 		if (!rc) {
-			es_say("Started a node-local Ray head at %s in %.1f s (temp dir %s)", r->head.address,
-			       es_time_mono() - t0, r->head.temp_dir);
+			char res[400];
+			head_resources(&r->head, res, sizeof(res));
+			es_say("Started a node-local Ray head at %s in %.1f s with %s (temp dir %s)", r->head.address,
+			       es_time_mono() - t0, res, r->head.temp_dir);
 			r->ended = 0;
 			if (!r->o.no_runner)
 				runner_start(r, env.v);

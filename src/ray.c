@@ -339,6 +339,8 @@ int es_ray_head_alive(const struct es_ray_head *h)
 
 /* ---- resources: CPUs, GPUs, object store ---- */
 
+/* The CPUs of the calling thread's mask: a rank has given it its share of the node before it
+ * starts a head (cpus.h), and the head's processes inherit the same mask. */
 static int usable_cpus(void)
 {
 	cpu_set_t set;
@@ -958,7 +960,7 @@ int es_ray_head_start(const struct es_ray_opts *o, struct es_ray_head *h)
 	}
 
 	/* Resources. */
-	int cpus = o->num_cpus > 0 ? (int)lround(o->num_cpus) : usable_cpus() / o->ranks_on_host;
+	int cpus = o->num_cpus > 0 ? (int)lround(o->num_cpus) : usable_cpus();
 	h->num_cpus = cpus < 1 ? 1 : cpus;
 	if ((rc = find_gpus(o->env ? o->env : environ, &g)) != 0 || (rc = choose_gpus(o, &g, h)) != 0)
 		goto out;

@@ -870,8 +870,10 @@ static int worker_init(struct worker *w)
 		return rc;
 	if ((rc = es_claimer_init(&w->c, &w->m, p)))
 		return rc;
-	struct es_djrunner_opts djo = { w->m.job_dir, &w->m.processor, o->ray_rank_on_host, o->ray_ranks_on_host,
-					o->ray_no_runner, o->stop_flag };
+	struct es_djrunner_opts djo = { .job_dir = w->m.job_dir, .proc = &w->m.processor,
+					.rank_on_host = o->ray_rank_on_host, .ranks_on_host = o->ray_ranks_on_host,
+					.num_cpus = o->ray_num_cpus, .no_runner = o->ray_no_runner,
+					.cancel = o->stop_flag };
 	es_djrunner_init(&w->dj, &djo);
 	es_events_open(&w->ev, w->m.job_dir, o->run_id);
 	w->poll = o->poll_interval_override > 0 ? o->poll_interval_override : (double)p->poll_interval_secs;

@@ -24,6 +24,7 @@ struct es_djrunner_opts {
 	const char *job_dir;               /* the job's cache/ is the head's and runner's cache */
 	const struct es_processor *proc;   /* the job's processor */
 	int rank_on_host, ranks_on_host;   /* this worker's slot among the ranks of its host */
+	double num_cpus;                   /* the head's CPUs; <= 0: the caller's mask (ray.h) */
 	int no_runner;                     /* 1: the head only; shards run plain dj-process */
 	volatile sig_atomic_t *cancel;     /* set by a stop signal: give up a start at once */
 };

@@ -8,7 +8,8 @@
  *  - its own temp dir <base_dir>/<rank>-<8 hex> (short: Ray's Unix sockets live under it);
  *  - its own block of TCP ports, chosen from the rank's own set of blocks and bind-tested
  *    before use, so neither another rank nor a leftover head is ever joined;
- *  - a --num-cpus/--num-gpus/--object-store-memory share of the node, and its own
+ *  - a --num-cpus/--num-gpus/--object-store-memory share of the node (the CPUs: those of the
+ *    caller's mask, which a rank made its share of the node, cpus.h), and its own
  *    CUDA_VISIBLE_DEVICES slice so that two heads never hand out the same GPU;
  *  - its own process group, and a marker variable ESHARD_RAY_HEAD=<token> in the environment
  *    of every process of the head (Ray passes it on to its workers and actors). Stopping
@@ -61,7 +62,7 @@ struct es_ray_opts {
 	const char *base_dir;     /* absolute, short, node-local; NULL: /tmp/eshard-ray-<uid> */
 	int rank_on_host;         /* 0 .. ranks_on_host-1 */
 	int ranks_on_host;        /* >= 1 */
-	double num_cpus;          /* <= 0: usable CPUs / ranks_on_host (at least 1) */
+	double num_cpus;          /* <= 0: the CPUs of the calling thread's mask (its share) */
 	double num_gpus;          /* <= 0: visible GPUs split between the ranks of the host */
 	long long object_store_bytes; /* <= 0: a share of memory and of /dev/shm */
 	double start_timeout_secs;    /* <= 0: 120 */

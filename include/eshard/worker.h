@@ -42,6 +42,7 @@ struct es_worker_opts {
 	 * that imports Data-Juicer and connects to the head once; 1: plain dj-process per shard. */
 	int ray_no_runner;
 	int ray_rank_on_host, ray_ranks_on_host;
+	double ray_num_cpus;         /* --num-cpus: the head's CPUs; 0: the rank's share (cpus.h) */
 	int allow_version_mismatch;
 	const char *run_id;          /* recorded in events and done records when set */
 	const char *supervisor_exe;  /* the eshard-mpi binary, for the child supervisor */
