@@ -4,7 +4,9 @@
 #   scripts/dlc-mpijob.sh --config recipe.yaml --dataset-path /mnt/data/in --job-dir /mnt/shared/job-001 --num-shards 64
 #
 # DLC writes /etc/mpi/hostfile with one line per worker; this starts one eshard-mpi rank per
-# worker host (mpirun -np <hosts> -npernode 1) and passes every argument to 'eshard-mpi run'.
+# worker host (mpirun -np <hosts> -npernode 1 --bind-to none) and passes every argument to
+# 'eshard-mpi run'. No binding: each rank runs its node's whole Data-Juicer pipeline and gives
+# it every CPU of the worker's container (README "CPUs, GPUs and binding").
 # The exit code is the job's (every rank exits with the same code).
 #
 # Environment:
@@ -41,7 +43,7 @@ if [ -z "$bin" ]; then
 fi
 
 mpirun=${ESHARD_MPIRUN:-mpirun}
-args=(--hostfile "$hostfile" -np "$hosts" -npernode 1)
+args=(--hostfile "$hostfile" -np "$hosts" -npernode 1 --bind-to none)
 if [ "$(id -u)" -eq 0 ]; then
   # Containers on DLC run as root; Open MPI refuses that unless told.
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
