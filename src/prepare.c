@@ -860,7 +860,7 @@ static int prep_inputs(struct prep *P)
 	int rc = es_fs_expand_user(ds, &P->tmp);
 	if (!rc)
 		rc = es_fs_resolve(P->tmp.data, &P->dataset);
-	if (!rc && !(rc = es_scan_dataset(P->dataset.data, &P->scan)))
+	if (!rc && !(rc = es_scan_dataset(P->dataset.data, P->o->compressed ? ES_SCAN_COMPRESSED : 0, &P->scan)))
 		P->have_scan = 1;
 	if (!rc)
 		rc = es_fs_expand_user(P->o->job_dir, &P->tmp);
@@ -1023,6 +1023,11 @@ static int prep_publish(struct prep *P)
 	}
 	for (size_t i = 0; i < P->n_warnings; i++)
 		es_warning("%s", P->warnings[i]);
+	/* Said, not recorded: the reference's manifest has no such warning. */
+	if (P->scan.n_skipped)
+		es_warning("left out %zu compressed file%s under %s (first: %s): a folder's .jsonl.gz and .jsonl.zst "
+			   "files are read only with --compressed", P->scan.n_skipped, P->scan.n_skipped == 1 ? "" : "s",
+			   P->scan.dataset_path, P->scan.first_skipped);
 	return 0;
 }
 

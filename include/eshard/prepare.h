@@ -36,6 +36,11 @@ struct es_prepare_opts {
 	 * the whole dataset, run once (manifest field "unsharded" with the reasons); an explicit
 	 * --num-shards above 1 is then a usage error. A shard-safe recipe is sharded as always. */
 	int allow_unsharded;
+	/* --compressed: a dataset folder's .jsonl.gz and .jsonl.zst files are read too (scan.h
+	 * ES_SCAN_COMPRESSED); by default only its .jsonl files, as the reference. Not recorded:
+	 * the manifest's input_files are what was read, and a re-prepare is the same job only
+	 * when its scan finds the same files. */
+	int compressed;
 };
 
 struct es_prepare_result {

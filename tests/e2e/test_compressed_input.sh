@@ -2,7 +2,8 @@
 # Compressed input (.jsonl.gz, .jsonl.zst): the same data, plain, gzip, zstd or mixed, in a
 # folder or as one file, gives byte-identical shards and the same normalized hash; the
 # manifest's fingerprints are those of the stored (compressed) bytes; a re-prepare re-hashes
-# them and finds the job unchanged; a job of compressed input runs and merges under mpirun.
+# them and finds the job unchanged; a job of compressed input runs and merges under mpirun. A
+# folder's compressed files are read with --compressed (test_prepare_discovery: without it).
 . "$(dirname "$0")/lib.sh"
 
 write_recipe "$T/recipe.yaml"
@@ -38,7 +39,7 @@ for p in "$T"/cpart.*; do zstd -q -c "$p"; done >"$T/mixed/c.JSONL.ZST"
 
 prep() { # NAME DATASET
   run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$2" --job-dir "$T/job-$1" \
-    --num-shards 5 --process-cmd 'cp {input} {output}'
+    --num-shards 5 --process-cmd 'cp {input} {output}' --compressed
 }
 for k in plain gz zst mixed; do prep "$k" "$T/$k"; done
 for k in gz zst mixed; do
@@ -74,18 +75,22 @@ PY
 # A re-prepare re-hashes the stored bytes: unchanged; a recompressed file (same rows, other
 # bytes) is a changed input.
 run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/gz" --job-dir "$T/job-gz" \
-  --num-shards 5 --process-cmd 'cp {input} {output}'
+  --num-shards 5 --process-cmd 'cp {input} {output}' --compressed
 expect_out "Job is already prepared and unchanged"
 gzip -1 -c "$T/plain/c.jsonl" >"$T/gz/c.jsonl.gz"
 run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/gz" --job-dir "$T/job-gz" \
-  --num-shards 5 --process-cmd 'cp {input} {output}'
+  --num-shards 5 --process-cmd 'cp {input} {output}' --compressed
 # A single compressed file as the dataset: the same shards as the plain file.
 run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/plain/sub/b.jsonl" --job-dir "$T/one-plain" --num-shards 3 --process-cmd 'cp {input} {output}'
 run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/zst/sub/b.jsonl.zst" --job-dir "$T/one-zst" --num-shards 3 --process-cmd 'cp {input} {output}'
 for s in "$T/one-plain/shards/"*.jsonl; do cmp "$s" "$T/one-zst/shards/$(basename "$s")" || fail "single zst file: shards differ"; done
 # The whole job on compressed input under mpirun -np 2: merged like the plain input's shards.
 run_expect 0 "$MPIEXEC" --oversubscribe -np 2 "$BIN" run --config "$T/recipe.yaml" --dataset-path "$T/mixed" \
-  --job-dir "$T/run-mixed" --num-shards 4 --process-cmd 'cp {input} {output}'
+  --job-dir "$T/run-mixed" --num-shards 4 --process-cmd 'cp {input} {output}' --compressed
 cat "$T/run-mixed/shards/"*.jsonl | cmp - "$T/run-mixed/merged.jsonl" || fail "merged output differs from the shards"
 run_expect 0 "$BIN" verify --job-dir "$T/run-mixed"
+# Resubmitted without --compressed, the scan finds a.jsonl alone: another job, refused.
+run_expect 2 "$MPIEXEC" --oversubscribe -np 2 "$BIN" run --config "$T/recipe.yaml" --dataset-path "$T/mixed" \
+  --job-dir "$T/run-mixed" --num-shards 4 --process-cmd 'cp {input} {output}'
+expect_err "does not match this request"
 pass "plain, gzip, zstd and mixed input: identical shards, stored-byte fingerprints, a run under mpirun -np 2"

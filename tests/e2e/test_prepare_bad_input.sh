@@ -34,20 +34,21 @@ input norows '';                                 check norows "Input dataset con
 DS=$T/does-not-exist                             check missing "does not exist"
 mkdir -p "$T/in-nojsonl"; echo '{}' >"$T/in-nojsonl/x.json"; echo '{}' >"$T/in-nojsonl/y.jsonl.bz2"
 DS=$T/in-nojsonl                                 check nojsonl "No .jsonl files found under $T/in-nojsonl"
-# Compressed input: a bad line names the file and its decoded line; corrupt, truncated or
-# mislabelled data names the file.
+# Compressed input (a folder's compressed files are read with --compressed): a bad line names
+# the file and its decoded line; corrupt, truncated or mislabelled data names the file.
 mkdir -p "$T/in-gzline" && printf '{"a":1}\n{"a":2}\n{"a":\n' | gzip -c >"$T/in-gzline/x.jsonl.gz"
-DS=$T/in-gzline                                  check gzline "Invalid JSON at $T/in-gzline/x.jsonl.gz:3"
+DS=$T/in-gzline                                  check gzline "Invalid JSON at $T/in-gzline/x.jsonl.gz:3" --compressed
 mkdir -p "$T/in-zstline" && printf '{"a":1}\n\n' | zstd -q -c >"$T/in-zstline/x.jsonl.zst"
-DS=$T/in-zstline                                 check zstline "Blank JSONL record at $T/in-zstline/x.jsonl.zst:2"
+DS=$T/in-zstline                                 check zstline "Blank JSONL record at $T/in-zstline/x.jsonl.zst:2" --compressed
 mkdir -p "$T/in-gzbad" && seq 1 5000 | sed 's/.*/{"a":&}/' | gzip -c >"$T/gz" && head -c 3000 "$T/gz" >"$T/in-gzbad/x.jsonl.gz"
-DS=$T/in-gzbad                                   check gztrunc "Corrupt gzip data (truncated) in $T/in-gzbad/x.jsonl.gz after line"
+DS=$T/in-gzbad                                   check gztrunc "Corrupt gzip data (truncated) in $T/in-gzbad/x.jsonl.gz after line" --compressed
 echo '{"a":1}' >"$T/in-gzbad/x.jsonl.gz"
-DS=$T/in-gzbad                                   check gzplain "Corrupt gzip data (incorrect header check) in $T/in-gzbad/x.jsonl.gz after line 0"
+DS=$T/in-gzbad                                   check gzplain "Corrupt gzip data (incorrect header check) in $T/in-gzbad/x.jsonl.gz after line 0" --compressed
 mkdir -p "$T/in-zstbad" && echo '{"a":1}' >"$T/in-zstbad/x.jsonl.zst"
-DS=$T/in-zstbad                                  check zstplain "Corrupt zstd data (Unknown frame descriptor) in $T/in-zstbad/x.jsonl.zst after line 0"
+DS=$T/in-zstbad                                  check zstplain "Corrupt zstd data (Unknown frame descriptor) in $T/in-zstbad/x.jsonl.zst after line 0" --compressed
 : >"$T/in-zstbad/x.jsonl.zst"
-DS=$T/in-zstbad                                  check zstempty "Corrupt zstd data (empty file) in $T/in-zstbad/x.jsonl.zst"
+DS=$T/in-zstbad                                  check zstempty "Corrupt zstd data (empty file) in $T/in-zstbad/x.jsonl.zst" --compressed
+DS=$T/in-zstbad/x.jsonl.zst                      check zstnamed "Corrupt zstd data (empty file) in $T/in-zstbad/x.jsonl.zst"
 input longline '{"a":"0123456789012345678901234567890123456789"}\n'
 check longline "longer than" --max-line-bytes 16
 

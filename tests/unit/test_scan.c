@@ -1,9 +1,11 @@
 /*
  * Unit tests of src/scan.c: input discovery and ordering (REFERENCE.md §3 step 5) on real
- * folders with files, dot files, FIFOs and symlinks, the single-file case and the errors.
+ * folders with files, dot files, FIFOs and symlinks, the single-file case, compressed members
+ * (left out by default, taken with ES_SCAN_COMPRESSED, twins refused) and the errors.
  */
 #include "testlib.h"
 
+#include "eshard/linereader.h"
 #include "eshard/log.h"
 #include "eshard/scan.h"
 
@@ -116,9 +118,9 @@ static void test_folder_rules(void)
 	mk_file(root, "c.JsonL");
 	mk_file(root, ".x.jsonl");     /* dot file: taken */
 	mk_file(root, ".jsonl");       /* no suffix: skipped */
-	mk_file(root, "a.jsonl.gz");   /* compressed JSONL: taken (the name decides, not the bytes) */
-	mk_file(root, "e.jsonl.ZST");
-	mk_file(root, ".jsonl.gz");    /* no stem: skipped */
+	mk_file(root, "e.jsonl.ZST");  /* compressed JSONL: left out, as the reference does */
+	mk_file(root, "a.jsonl.gz");   /* (not gzip inside: never opened) */
+	mk_file(root, ".jsonl.gz");    /* no stem: skipped, not counted as left out */
 	mk_file(root, "f.json.gz");    /* not JSONL inside: skipped */
 	mk_file(root, "d.jsonl.");     /* no suffix: skipped */
 	mk_file(root, "notes.txt");
@@ -149,16 +151,16 @@ static void test_folder_rules(void)
 	mk_link("sub", root, "link_dir.jsonl");
 	mk_link("missing.jsonl", root, "dangling.jsonl");
 	mk_link("loop.jsonl", root, "loop.jsonl");
+	mk_link("../a.jsonl.gz", root, "sub/link.jsonl.gz"); /* compressed: left out too */
 
 	size_t before = count_entries(root);
 	struct es_scan s;
 	memset(&s, 0x5a, sizeof(s));
-	int rc = es_scan_dataset(root, &s);
+	int rc = es_scan_dataset(root, 0, &s);
 	if (!CHECK_INT_EQ(rc, 0))
 		fprintf(stderr, "  error: %s\n", es_last_error());
 	static const char *const want[] = {
-		".hidden/h.jsonl", ".x.jsonl", "a.jsonl", "a.jsonl.gz", "b.JSONL", "c.JsonL", "e.jsonl.ZST",
-		"folder.jsonl/k.jsonl",
+		".hidden/h.jsonl", ".x.jsonl", "a.jsonl", "b.JSONL", "c.JsonL", "folder.jsonl/k.jsonl",
 		"link_outside.jsonl", "link_to_file.jsonl", "link_to_txt.jsonl", "sub/deeper/y.jsonl",
 		"sub/z.jsonl",
 	};
@@ -166,11 +168,13 @@ static void test_folder_rules(void)
 		CHECK_LIST(&s, root, want);
 		CHECK_STR_EQ(s.dataset_path, root);
 		CHECK_STR_EQ(s.media_root, root);
+		CHECK_INT_EQ(s.n_skipped, 3);
+		CHECK_STR_EQ(s.first_skipped, "a.jsonl.gz"); /* the first in path order, not in the folder's */
 	}
 	es_scan_free(&s);
 	CHECK(s.files == NULL);
 	CHECK_INT_EQ(s.n_files, 0);
-	CHECK(s.dataset_path == NULL && s.media_root == NULL);
+	CHECK(s.dataset_path == NULL && s.media_root == NULL && s.first_skipped == NULL);
 	es_scan_free(&s); /* a freed scan can be freed again */
 	/* Read-only: nothing was added to the folder. */
 	CHECK_INT_EQ(count_entries(root), before);
@@ -185,17 +189,17 @@ static void test_sort_order(void)
 	/* Created in the reverse of the expected order, so a directory-order listing fails. */
 	static const char *const want[] = {
 		/* Python: sorted(["10.jsonl", "9.jsonl", "B.jsonl", ...]) */
-		"10.jsonl", "9.jsonl", "B.jsonl", "Z.jsonl", "a-b.jsonl", "a.b.jsonl", "a.jsonl",
-		"a.jsonl.gz", "a.jsonl.zst", "a/b.jsonl", /* compressed names sort among the plain */ "a/c/d.jsonl", "a0.jsonl", "a_b.jsonl", "z.jsonl", "\xc3\xa9.jsonl",
-		"\xe4\xb8\xad.jsonl",
-	};
+		"10.jsonl", "9.jsonl", "B.jsonl", "Z.jsonl", "a-b.jsonl", "a.b.jsonl", "a.c.jsonl.gz",
+		"a.jsonl", "a.jsonl.x.jsonl.zst", "a/b.jsonl", "a/c/d.jsonl", "a0.jsonl", "a_b.jsonl",
+		"z.jsonl", "\xc3\xa9.jsonl", "\xe4\xb8\xad.jsonl",
+	}; /* with ES_SCAN_COMPRESSED: compressed names sort among the plain, by the full name */
 	size_t n = sizeof(want) / sizeof(want[0]);
 	mk_dir(root, "a");
 	mk_dir(root, "a/c");
 	for (size_t i = n; i-- > 0;)
 		mk_file(root, want[i]);
 	struct es_scan s;
-	int rc = es_scan_dataset(root, &s);
+	int rc = es_scan_dataset(root, ES_SCAN_COMPRESSED, &s);
 	if (CHECK_INT_EQ(rc, 0))
 		CHECK_LIST(&s, root, want);
 	es_scan_free(&s);
@@ -211,7 +215,7 @@ static void test_single_file(void)
 	mk_file(dir, "other.jsonl"); /* a sibling is not part of a single-file dataset */
 	snprintf(p, sizeof(p), "%s/Data.JSONL", dir);
 	struct es_scan s;
-	int rc = es_scan_dataset(p, &s);
+	int rc = es_scan_dataset(p, 0, &s);
 	if (CHECK_INT_EQ(rc, 0) && CHECK_INT_EQ(s.n_files, 1)) {
 		CHECK_STR_EQ(s.files[0].path, p);
 		CHECK_STR_EQ(s.files[0].relative_path, "Data.JSONL");
@@ -220,41 +224,139 @@ static void test_single_file(void)
 	}
 	es_scan_free(&s);
 
-	/* A compressed file given directly is taken by its name too. */
+	/* A compressed file given directly is taken by its name too, without ES_SCAN_COMPRESSED
+	 * (the user named it), and its plain twin beside it does not matter. */
 	mk_file(dir, "Part.jsonl.zst");
+	mk_file(dir, "Part.jsonl");
 	snprintf(p, sizeof(p), "%s/Part.jsonl.zst", dir);
-	rc = es_scan_dataset(p, &s);
-	if (CHECK_INT_EQ(rc, 0) && CHECK_INT_EQ(s.n_files, 1))
-		CHECK_STR_EQ(s.files[0].relative_path, "Part.jsonl.zst");
-	es_scan_free(&s);
+	for (unsigned flags = 0; flags <= ES_SCAN_COMPRESSED; flags++) {
+		rc = es_scan_dataset(p, flags, &s);
+		if (CHECK_INT_EQ(rc, 0) && CHECK_INT_EQ(s.n_files, 1))
+			CHECK_STR_EQ(s.files[0].relative_path, "Part.jsonl.zst");
+		CHECK_INT_EQ(s.n_skipped, 0);
+		es_scan_free(&s);
+	}
 
 	/* A dot file given directly is fine too. */
 	mk_file(dir, ".x.jsonl");
 	snprintf(p, sizeof(p), "%s/.x.jsonl", dir);
-	rc = es_scan_dataset(p, &s);
+	rc = es_scan_dataset(p, 0, &s);
 	if (CHECK_INT_EQ(rc, 0) && CHECK_INT_EQ(s.n_files, 1))
 		CHECK_STR_EQ(s.files[0].relative_path, ".x.jsonl");
 	es_scan_free(&s);
 }
 
-static void scan_fails_at(const char *path, int want_rc, const char *want_msg, const char *file,
-			  int line)
+static void scan_fails_at(const char *path, unsigned flags, int want_rc, const char *want_msg,
+			  const char *file, int line)
 {
 	struct es_scan s;
 	memset(&s, 0x5a, sizeof(s));
 	es_clear_error();
 	es_log_quiet_begin();
-	int rc = es_scan_dataset(path, &s);
+	int rc = es_scan_dataset(path, flags, &s);
 	es_log_quiet_end();
 	test_check_int(rc, want_rc, path, "want_rc", file, line);
 	test_check_str(es_last_error(), want_msg, "es_last_error()", "want_msg", file, line);
 	/* Nothing to free and nothing left dangling. */
-	test_check(s.files == NULL && s.n_files == 0 && s.dataset_path == NULL && s.media_root == NULL,
-		   file, line, "scan result zeroed after a failure");
+	test_check(s.files == NULL && s.n_files == 0 && s.dataset_path == NULL && s.media_root == NULL &&
+		   s.first_skipped == NULL, file, line, "scan result zeroed after a failure");
 	if (rc == 0)
 		es_scan_free(&s);
 }
-#define SCAN_FAILS(path, rc, msg) scan_fails_at((path), (rc), (msg), __FILE__, __LINE__)
+#define SCAN_FAILS(path, rc, msg) scan_fails_at((path), 0, (rc), (msg), __FILE__, __LINE__)
+#define SCAN_FAILS_FLAGS(path, flags, rc, msg) scan_fails_at((path), (flags), (rc), (msg), __FILE__, __LINE__)
+
+/* ES_SCAN_COMPRESSED: a folder's compressed members are taken, in path order among the plain. */
+static void test_compressed_members(void)
+{
+	char root[1024];
+	snprintf(root, sizeof(root), "%s/comp", T);
+	CHECK_INT_EQ(mkdir(root, 0755), 0);
+	mk_dir(root, "sub");
+	static const char *const all[] = { "a.jsonl", "b.jsonl.gz", "c.JSONL.ZST", "sub/d.jsonl.zst", "sub/e.jsonl" };
+	static const char *const plain[] = { "a.jsonl", "sub/e.jsonl" };
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		mk_file(root, all[i]);
+	mk_link("../b.jsonl.gz", root, "sub/f.jsonl.gz"); /* a symlink to a file counts, as for .jsonl */
+	static const char *const with_link[] = { "a.jsonl", "b.jsonl.gz", "c.JSONL.ZST", "sub/d.jsonl.zst",
+						 "sub/e.jsonl", "sub/f.jsonl.gz" };
+	struct es_scan s;
+	int rc = es_scan_dataset(root, ES_SCAN_COMPRESSED, &s);
+	if (CHECK_INT_EQ(rc, 0)) {
+		CHECK_LIST(&s, root, with_link);
+		CHECK_INT_EQ(s.n_skipped, 0);
+		CHECK(s.first_skipped == NULL);
+	}
+	es_scan_free(&s);
+	/* The reference's discovery of the same folder. */
+	rc = es_scan_dataset(root, 0, &s);
+	if (CHECK_INT_EQ(rc, 0)) {
+		CHECK_LIST(&s, root, plain);
+		CHECK_INT_EQ(s.n_skipped, 4);
+		CHECK_STR_EQ(s.first_skipped, "b.jsonl.gz");
+	}
+	es_scan_free(&s);
+}
+
+/* twin_case: a folder holding exactly these files (some plain). Without ES_SCAN_COMPRESSED
+ * the plain ones are taken; with it, the scan fails naming first and second (full paths) when
+ * they are twins, else takes them all. */
+static void twin_case_at(const char *name, const char *const *files, size_t n, const char *first,
+			 const char *second, const char *file, int line)
+{
+	char root[1024], p[2048], msg[4096];
+	snprintf(root, sizeof(root), "%s/twins-%s", T, name);
+	CHECK_INT_EQ(mkdir(root, 0755), 0);
+	for (size_t i = 0; i < n; i++) {
+		/* The file's folders first; several files may share them. */
+		snprintf(p, sizeof(p), "%s/%s", root, files[i]);
+		for (char *q = p + strlen(root) + 1; (q = strchr(q, '/')) != NULL; *q++ = '/') {
+			*q = 0;
+			mkdir(p, 0755);
+		}
+		mk_file(root, files[i]);
+	}
+	struct es_scan s;
+	int rc = es_scan_dataset(root, 0, &s);
+	test_check_int(rc, 0, name, "scan without ES_SCAN_COMPRESSED", file, line);
+	es_scan_free(&s);
+	if (!first) {
+		rc = es_scan_dataset(root, ES_SCAN_COMPRESSED, &s);
+		if (test_check_int(rc, 0, name, "scan of no twins", file, line))
+			test_check_int((long long)s.n_files, (long long)n, name, "every file", file, line);
+		es_scan_free(&s);
+		return;
+	}
+	if (es_codec_of_name(first) != ES_CODEC_PLAIN)
+		snprintf(msg, sizeof(msg), "Input file present twice, compressed twice: %s/%s and %s/%s; remove one",
+			 root, first, root, second);
+	else
+		snprintf(msg, sizeof(msg), "Input file present twice, plain and compressed: %s/%s and %s/%s; remove one, "
+			 "or leave out --compressed to read only the plain one", root, first, root, second);
+	scan_fails_at(root, ES_SCAN_COMPRESSED, ES_EINVAL, msg, file, line);
+}
+#define TWINS(name, first, second, ...)                                                          \
+	do {                                                                                     \
+		static const char *const f_[] = { __VA_ARGS__ };                                 \
+		twin_case_at((name), f_, sizeof(f_) / sizeof(f_[0]), (first), (second), __FILE__, __LINE__); \
+	} while (0)
+
+/* Two members that are one file less the compression suffix: refused with ES_SCAN_COMPRESSED,
+ * named in path order, the suffix compared in any case, the rest of the path exactly. */
+static void test_twins(void)
+{
+	TWINS("gz", "floats.jsonl", "floats.jsonl.gz", "floats.jsonl", "floats.jsonl.gz");
+	TWINS("zst", "x.jsonl", "x.jsonl.zst", "a.jsonl", "x.jsonl.zst", "x.jsonl", "z.jsonl");
+	TWINS("upper", "x.JSONL", "x.JSONL.GZ", "x.JSONL.GZ", "x.JSONL");
+	TWINS("mixedcase", "x.jsonl", "x.jsonl.Gz", "x.jsonl.Gz", "x.jsonl");
+	TWINS("both", "x.jsonl.gz", "x.jsonl.zst", "x.jsonl.zst", "x.jsonl.gz", "y.jsonl");
+	TWINS("gzGZ", "x.jsonl.GZ", "x.jsonl.gz", "x.jsonl.gz", "x.jsonl.GZ", "y.jsonl");
+	/* Not next to each other in path order: "a.jsonl-b.jsonl" and "a.jsonl.d/" sort between. */
+	TWINS("apart", "a.jsonl", "a.jsonl.gz", "a.jsonl", "a.jsonl-b.jsonl", "a.jsonl.d/c.jsonl", "a.jsonl.gz");
+	TWINS("nested", "s/t/x.jsonl", "s/t/x.jsonl.zst", "s/t/x.jsonl.zst", "s/x.jsonl", "s/t/x.jsonl", "x.jsonl.gz");
+	/* Not twins: another folder, another case of the stem, another stem. */
+	TWINS("none", NULL, NULL, "x.jsonl", "s/x.jsonl.gz", "X.jsonl.gz", "x.JSONL.zst", "x.jsonl.jsonl.gz", "xx.jsonl.gz");
+}
 
 static void test_errors(void)
 {
@@ -285,6 +387,26 @@ static void test_errors(void)
 	snprintf(p, sizeof(p), "%s/empty", dir);
 	snprintf(msg, sizeof(msg), "No .jsonl files found under %s", p);
 	SCAN_FAILS(p, ES_EINVAL, msg);
+	/* A folder of compressed files alone: the reference's error, and what --compressed would
+	 * read. */
+	mk_dir(dir, "gz");
+	mk_file(dir, "gz/b.jsonl.zst");
+	mk_file(dir, "gz/a.jsonl.GZ");
+	mk_file(dir, "gz/notes.gz");
+	snprintf(p, sizeof(p), "%s/gz", dir);
+	snprintf(msg, sizeof(msg), "No .jsonl files found under %s (it holds 2 compressed files, first: a.jsonl.GZ; "
+		 "--compressed reads them)", p);
+	SCAN_FAILS(p, ES_EINVAL, msg);
+	mk_dir(dir, "gz1");
+	mk_file(dir, "gz1/a.jsonl.gz");
+	snprintf(p, sizeof(p), "%s/gz1", dir);
+	snprintf(msg, sizeof(msg), "No .jsonl files found under %s (it holds 1 compressed file, first: a.jsonl.gz; "
+		 "--compressed reads them)", p);
+	SCAN_FAILS(p, ES_EINVAL, msg);
+	/* With the option, a folder without any JSONL file gives the reference's error alone. */
+	snprintf(p, sizeof(p), "%s/sub", dir);
+	snprintf(msg, sizeof(msg), "No .jsonl files found under %s", p);
+	SCAN_FAILS_FLAGS(p, ES_SCAN_COMPRESSED, ES_EINVAL, msg);
 	/* A FIFO given directly is not a file. */
 	snprintf(p, sizeof(p), "%s/pipe.jsonl", dir);
 	CHECK_INT_EQ(mkfifo(p, 0644), 0);
@@ -313,7 +435,7 @@ static void test_many(void)
 		}
 	}
 	struct es_scan s;
-	int rc = es_scan_dataset(root, &s);
+	int rc = es_scan_dataset(root, 0, &s);
 	if (CHECK_INT_EQ(rc, 0) && CHECK_INT_EQ(s.n_files, DIRS * FILES)) {
 		int bad = 0;
 		for (int i = 0; i < DIRS * FILES; i++) {
@@ -334,6 +456,8 @@ int main(void)
 	test_folder_rules();
 	test_sort_order();
 	test_single_file();
+	test_compressed_members();
+	test_twins();
 	test_errors();
 	test_many();
 	return test_done();
