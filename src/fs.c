@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/time.h>
 #include <unistd.h>
 #include <dirent.h>
@@ -497,10 +498,14 @@ int es_fs_create_exclusive(const char *path, const void *data, size_t len)
 	return rc;
 }
 
-/* renameat() of from to to, each folder opened by beneath(): 0, 1 (the target exists, for a
- * folder: EEXIST or ENOTEMPTY) when exists_ok, or negative. Both folders are fsynced. */
-static int rename_beneath(const char *from, const char *to, int exists_ok)
+enum { RN_EXISTS_OK = 1, RN_MISSING_OK = 2 };
+
+/* renameat() of from to to, each folder opened by beneath(): 0, 1 (with RN_EXISTS_OK: the
+ * target exists, for a folder: EEXIST or ENOTEMPTY; with RN_MISSING_OK: from is missing), or
+ * negative. Both folders are fsynced. */
+static int rename_beneath(const char *from, const char *to, int flags)
 {
+	int exists_ok = flags & RN_EXISTS_OK;
 	int fd1, fd2 = AT_FDCWD;
 	const char *n1, *n2 = to;
 	const char *sf = strrchr(from, '/'), *st = strrchr(to, '/');
@@ -514,7 +519,8 @@ static int rename_beneath(const char *from, const char *to, int exists_ok)
 	}
 	if (!rc && (same || (rc = beneath(to, &fd2, &n2)) == 0)) {
 		if (renameat(fd1, n1, fd2, n2) != 0)
-			rc = exists_ok && (errno == EEXIST || errno == ENOTEMPTY)
+			rc = (exists_ok && (errno == EEXIST || errno == ENOTEMPTY)) ||
+				     ((flags & RN_MISSING_OK) && errno == ENOENT)
 				     ? 1
 				     : es_error_errno(ES_EIO, "cannot rename '%s' to '%s'", from, to);
 		else
@@ -535,7 +541,40 @@ int es_fs_rename(const char *from, const char *to)
 
 int es_fs_publish_dir(const char *from, const char *to)
 {
-	return rename_beneath(from, to, 1);
+	return rename_beneath(from, to, RN_EXISTS_OK);
+}
+
+int es_fs_move_entry(const char *from, const char *to)
+{
+	/* Below a boundary, a missing stage folder is already an error of beneath(): kept quiet
+	 * here, as it means the same as a missing entry. */
+	es_log_quiet_begin();
+	int rc = rename_beneath(from, to, RN_MISSING_OK);
+	es_log_quiet_end();
+	if (rc == ES_ENOENT)
+		return 1;
+	return rc < 0 ? es_error(rc, "%s", es_last_error()) : rc;
+}
+
+int es_fs_is_mount_point(const char *path)
+{
+	struct statx sx;
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) != 0)
+		return es_error_errno(ES_EIO, "cannot stat '%s'", path);
+	if (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)
+		return (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+	/* Linux before 5.8 does not say: a folder on another device than its parent is one (a bind
+	 * mount within one file system is not seen; its rename then fails with EBUSY). */
+	struct es_buf parent = ES_BUF_INIT;
+	const char *name;
+	struct stat st;
+	int rc = split_dir(path, &parent, &name);
+	if (!rc && stat(parent.data, &st) != 0)
+		rc = es_error_errno(ES_EIO, "cannot stat '%s'", parent.data);
+	if (!rc)
+		rc = st.st_dev != makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	es_buf_free(&parent);
+	return rc;
 }
 
 int es_fs_mkdir_nofollow(const char *path, mode_t mode)

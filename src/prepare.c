@@ -711,6 +711,9 @@ struct prep {
 	char *ray_address;
 	char recipe_sha[65];
 	int have_recipe, have_scan, have_stage;
+	int take;                    /* the job folder exists, holds no job, and is taken */
+	int inside;                  /* the stage is inside the job folder (publish_inside) */
+	struct stat take_st;         /* the taken folder as examined: its mode, its identity */
 	struct recipe_bg bg;         /* started: P->recipe is the quick load until joined */
 };
 
@@ -878,7 +881,238 @@ static int prep_inputs(struct prep *P)
 	return rc;
 }
 
-/* Step 7: an existing job folder is either this very job (1, a no-op) or an error. */
+/* ---------------- an existing folder that holds no job ---------------- */
+
+/* The marker of a publish inside the job folder (prepare.h): made exclusively, it names the
+ * stage whose entries become the job. It stays for good, as the fence that tells a later
+ * prepare whose job the folder holds (one that removed it could let a prepare that sees the
+ * manifest late fill the folder a second time). */
+#define PUBLISH_MARKER ".eshard-publish"
+/* The entries of a stage in the order a publish inside the job folder moves them: manifest.json
+ * last, so that the folder is a job only once everything else is in it. */
+static const char *const stage_entries[] = { "recipe.yaml", "shards", "attempts", "state", "manifest.json" };
+#define N_STAGE_ENTRIES (sizeof(stage_entries) / sizeof(stage_entries[0]))
+
+/* Is name "<prefix><32 lower-case hex><suffix>", the form of a stage folder or a temporary? */
+static int is_token_name(const char *name, const char *prefix, const char *suffix)
+{
+	size_t lp = strlen(prefix), ls = strlen(suffix);
+	if (strlen(name) != lp + 32 + ls || strncmp(name, prefix, lp) || strcmp(name + lp + 32, suffix))
+		return 0;
+	for (size_t i = lp; i < lp + 32; i++)
+		if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+/* Move what is left of the stage named by the marker into the job folder, manifest.json last,
+ * then remove the empty stage. Any prepare may do it, even beside the one that made the marker:
+ * each entry is moved by one of them (the others find it gone), and the manifest by whoever
+ * has seen every entry before it moved. Returns how many entries this call moved. */
+static int finish_publish(const char *job_dir, const char *stage)
+{
+	struct es_buf from = ES_BUF_INIT, to = ES_BUF_INIT, dir = ES_BUF_INIT;
+	int rc = es_path_join(&dir, job_dir, stage), moved = 0;
+	for (size_t i = 0; !rc && i < N_STAGE_ENTRIES; i++) {
+		if (i == N_STAGE_ENTRIES - 1)
+			es_crash_point("prepare-publish-before-manifest");
+		es_path_join(&from, dir.data, stage_entries[i]);
+		es_path_join(&to, job_dir, stage_entries[i]);
+		rc = es_fs_move_entry(from.data, to.data);
+		moved += rc == 0;
+		rc = rc < 0 ? rc : 0;
+	}
+	/* Empty now: rmdir, never a recursive remove, so that nothing unexpected is lost. */
+	if (!rc && rmdir(dir.data) != 0 && errno != ENOENT)
+		es_warning("cannot remove the stage folder %s: %s", dir.data, strerror(errno));
+	es_buf_free(&from);
+	es_buf_free(&to);
+	es_buf_free(&dir);
+	return rc ? rc : moved;
+}
+
+/* The job folder's marker: 0 when there is none; 1 when there is, once the publish it names is
+ * finished (a prepare killed while publishing, or one publishing now): the folder then holds a
+ * job, whatever this request is. */
+static int finish_marked(struct prep *P)
+{
+	es_path_join(&P->path, P->job_dir.data, PUBLISH_MARKER);
+	int rc = es_fs_exists(P->path.data);
+	if (rc <= 0)
+		return rc;
+	struct es_buf stage = ES_BUF_INIT;
+	if ((rc = es_fs_read_file(P->path.data, &stage, 4096)) != 0)
+		return rc;
+	if (stage.len && stage.data[stage.len - 1] == '\n')
+		es_buf_setlen(&stage, stage.len - 1);
+	size_t n = stage.len;
+	/* Only a stage folder's name is followed, never a path out of the job folder. */
+	if (stage.data[0] != '.' || strchr(stage.data, '/') || n < 44 ||
+	    !is_token_name(stage.data + n - 43, ".preparing.", "")) {
+		rc = es_error(ES_EINVAL, "Job folder marker %s does not name a stage folder: '%s'", P->path.data, stage.data);
+	} else if ((rc = finish_publish(P->job_dir.data, stage.data)) > 0) {
+		es_warning("finished the publish of job folder %s from the stage %s/%s that another prepare began",
+			   P->job_dir.data, P->job_dir.data, stage.data);
+	}
+	if (rc >= 0) {
+		es_path_join(&P->path, P->job_dir.data, "manifest.json");
+		rc = es_fs_exists_fresh(P->path.data);
+		if (rc == 0)
+			rc = es_error(ES_EINVAL, "Job directory %s is half-published: its marker %s names the stage %s, which "
+					"is gone without its manifest.json. Empty the folder by hand, or choose a new --job-dir.",
+					P->job_dir.data, PUBLISH_MARKER, stage.data);
+	}
+	es_buf_free(&stage);
+	return rc < 0 ? rc : 1;
+}
+
+/* The entries of the job folder that no prepare left, sorted, into foreign; *ours counts those
+ * a prepare leaves (stage folders ".<name>.preparing.<32hex>", the marker's temporaries). The
+ * lost+found folder at a mount point is the file system's own and counts as neither. */
+static int list_foreign(struct prep *P, int mount, struct es_strv *foreign, size_t *ours)
+{
+	DIR *d = opendir(P->job_dir.data);
+	if (!d)
+		return es_error_errno(ES_EIO, "cannot read folder '%s'", P->job_dir.data);
+	struct es_buf prefix = ES_BUF_INIT;
+	int rc = es_buf_printf(&prefix, ".%s.preparing.", P->job_name);
+	struct dirent *e;
+	while (!rc && (e = readdir(d)) != NULL) {
+		const char *n = e->d_name;
+		struct stat st;
+		if (!strcmp(n, ".") || !strcmp(n, ".."))
+			continue;
+		int kind = fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) == 0 ? (int)(st.st_mode & S_IFMT) : 0;
+		if ((kind == S_IFDIR && is_token_name(n, prefix.data, "")) ||
+		    (kind == S_IFREG && is_token_name(n, "." PUBLISH_MARKER ".", ".tmp")))
+			(*ours)++;
+		else if (!(mount && kind == S_IFDIR && !strcmp(n, "lost+found")))
+			rc = es_strv_push(foreign, strdup(n));
+	}
+	closedir(d);
+	es_buf_free(&prefix);
+	es_strv_sort_unique(foreign);
+	return rc;
+}
+
+/* The refusal of a folder that holds something else than a job: what is there, in one line. */
+static int refuse_foreign(struct prep *P, const struct es_strv *f)
+{
+	struct es_buf names = ES_BUF_INIT;
+	for (size_t i = 0; i < f->n && i < 5; i++)
+		es_buf_printf(&names, "%s'%s'", i ? ", " : "", f->v[i]);
+	if (f->n > 5)
+		es_buf_printf(&names, " and %zu more", f->n - 5);
+	int rc = es_error(ES_EINVAL, "Job directory %s is not empty and holds no job (no manifest.json): %zu %s (%s). "
+			  "Choose a new --job-dir, or an empty folder.", P->job_dir.data, f->n,
+			  f->n == 1 ? "entry" : "entries", names.data);
+	es_buf_free(&names);
+	return rc;
+}
+
+/* An existing folder: 1 when it holds a job (a publish left half-done is finished first); 0
+ * when it holds nothing but what a prepare leaves, and is taken: P->take, and P->inside when
+ * the stage goes inside it; else the refusal naming what is there. */
+static int examine_existing(struct prep *P)
+{
+	es_path_join(&P->path, P->job_dir.data, "manifest.json");
+	int rc = es_fs_exists(P->path.data);
+	if (rc == 0)
+		rc = finish_marked(P);
+	if (rc != 0)
+		return rc;
+	int mount = es_fs_is_mount_point(P->job_dir.data);
+	if (mount < 0)
+		return mount;
+	struct es_strv foreign = ES_STRV_INIT;
+	size_t ours = 0;
+	rc = list_foreign(P, mount, &foreign, &ours);
+	if (!rc && foreign.n)
+		rc = refuse_foreign(P, &foreign);
+	es_strv_free(&foreign);
+	if (!rc && stat(P->job_dir.data, &P->take_st) != 0)
+		rc = es_error_errno(ES_EIO, "cannot stat '%s'", P->job_dir.data);
+	if (rc)
+		return rc;
+	P->take = 1;
+	/* A rename cannot replace a mount point nor a folder that is not empty, and must not replace
+	 * the working folder of this process: ranks started there would look in the removed one. */
+	struct stat cwd;
+	int here = stat(".", &cwd) == 0 && cwd.st_dev == P->take_st.st_dev && cwd.st_ino == P->take_st.st_ino;
+	P->inside = mount || ours || here;
+	return 0;
+}
+
+/* Step 11 inside the job folder: the exclusive marker decides which stage becomes the job, then
+ * its entries move up. 0 published; 1 another prepare's job, compared. */
+static int publish_inside(struct prep *P)
+{
+	const char *stage = strrchr(P->stage.data, '/') + 1;
+	struct es_buf line = ES_BUF_INIT;
+	es_path_join(&P->path, P->job_dir.data, PUBLISH_MARKER);
+	int rc = es_buf_printf(&line, "%s\n", stage);
+	if (!rc)
+		rc = es_fs_publish_exclusive(P->path.data, line.data, line.len);
+	es_buf_free(&line);
+	if (rc == 1) {
+		/* Another prepare took the folder: its job is finished if need be, then compared. */
+		if ((rc = finish_marked(P)) < 0)
+			return rc;
+		rc = report_existing(P->job_dir.data, P->o, P->res,
+				     existing_job_matches(P->job_dir.data, P->o, P->dataset.data, P->recipe_sha,
+							  P->ray_address, &P->scan, &P->res->num_shards));
+		return rc ? rc : 1;
+	}
+	if (rc)
+		return rc;
+	/* The stage is the job's now: never removed, and a prepare killed from here on leaves the
+	 * rest of the publish to the next prepare of this folder. */
+	P->have_stage = 0;
+	es_crash_point("prepare-publish-after-marker");
+	rc = finish_publish(P->job_dir.data, stage);
+	return rc < 0 ? rc : 0;
+}
+
+/* Step 11 by one rename of the stage beside the job folder (over the folder when it was taken:
+ * an empty folder is replaced atomically, and its group, when this user may give it, and its
+ * permission bits are kept). 0 published; 1 another prepare's job, compared. */
+static int publish_rename(struct prep *P)
+{
+	/* The group first: a chown clears the set-group-ID bit. One this user is not a member of
+	 * cannot be given: the stage keeps its own. */
+	if (P->take && chown(P->stage.data, (uid_t)-1, P->take_st.st_gid) != 0 && errno != EPERM)
+		return es_error_errno(ES_EIO, "cannot set the group of '%s'", P->stage.data);
+	if (P->take && chmod(P->stage.data, P->take_st.st_mode & 07777) != 0)
+		return es_error_errno(ES_EIO, "cannot set the mode of '%s'", P->stage.data);
+	int rc = es_fs_publish_dir(P->stage.data, P->job_dir.data);
+	if (rc == 0)
+		P->have_stage = 0;
+	if (rc <= 0)
+		return rc;
+	/* Another prepare won: by a rename, or by a publish inside the folder. When only another
+	 * prepare's stage is there yet, this one publishes inside too, and the marker decides. */
+	if ((rc = examine_existing(P)) == 0) {
+		es_path_join(&P->path, P->job_dir.data, strrchr(P->stage.data, '/') + 1);
+		if ((rc = es_fs_rename(P->stage.data, P->path.data)) != 0)
+			return rc;
+		es_buf_reset(&P->stage);
+		if ((rc = es_buf_adds(&P->stage, P->path.data)) != 0)
+			return rc;
+		P->inside = 1;
+		return publish_inside(P);
+	}
+	es_fs_remove_tree(P->stage.data);
+	P->have_stage = 0;
+	if (rc < 0)
+		return rc;
+	rc = report_existing(P->job_dir.data, P->o, P->res,
+			     existing_job_matches(P->job_dir.data, P->o, P->dataset.data, P->recipe_sha, P->ray_address,
+						  &P->scan, &P->res->num_shards));
+	return rc ? rc : 1;
+}
+
+/* Step 7: an existing job folder is this very job (1, a no-op), a folder to take (0) or an
+ * error. */
 static int prep_existing(struct prep *P)
 {
 	int rc = es_fs_exists(P->job_dir.data);
@@ -890,27 +1124,55 @@ static int prep_existing(struct prep *P)
 	struct stat st;
 	if (stat(P->job_dir.data, &st) == 0 && !S_ISDIR(st.st_mode))
 		return es_error(ES_EINVAL, "Job directory %s exists and is not a folder. Choose a new --job-dir.", P->job_dir.data);
+	if ((rc = examine_existing(P)) <= 0)
+		return rc;
 	rc = report_existing(P->job_dir.data, P->o, P->res,
 			     existing_job_matches(P->job_dir.data, P->o, P->dataset.data, P->recipe_sha, P->ray_address,
 						  &P->scan, &P->res->num_shards));
 	return rc ? rc : 1;
 }
 
-/* The stage folder, beside the job folder, then step 8: pass 1. */
-static int prep_scan(struct prep *P)
+/* The stage folder: beside the job folder, or inside a taken one (P->inside, or when its parent
+ * cannot be written: a rename could not publish there either). */
+static int prep_stage(struct prep *P)
 {
-	const struct es_prepare_opts *o = P->o;
 	char tok[33];
-	int rc = es_fs_mkdirs(P->parent.data, 0755);
-	if (!rc)
-		rc = es_fs_temp_token(tok);
-	if (!rc)
-		rc = es_buf_printf(&P->stage, "%s/.%s.preparing.%s", P->parent.data, P->job_name, tok);
-	if (rc)
+	int rc = es_fs_temp_token(tok);
+	if (!rc && !P->inside && !(rc = es_fs_mkdirs(P->parent.data, 0755)) &&
+	    !(rc = es_buf_printf(&P->stage, "%s/.%s.preparing.%s", P->parent.data, P->job_name, tok))) {
+		if (mkdir(P->stage.data, 0755) == 0) {
+			P->have_stage = 1;
+			return 0;
+		}
+		if (!P->take || (errno != EACCES && errno != EPERM && errno != EROFS))
+			return es_error_errno(ES_EIO, "cannot create stage folder '%s'", P->stage.data);
+		P->inside = 1;
+	}
+	es_buf_reset(&P->stage);
+	if (rc || (rc = es_buf_printf(&P->stage, "%s/.%s.preparing.%s", P->job_dir.data, P->job_name, tok)) != 0)
 		return rc;
 	if (mkdir(P->stage.data, 0755) != 0)
 		return es_error_errno(ES_EIO, "cannot create stage folder '%s'", P->stage.data);
 	P->have_stage = 1;
+	/* The stage must be in the folder that was examined: unless that is a mount point, another
+	 * prepare may have published its job over it by a rename in between, and the stage would
+	 * be in that job. (Once the stage is in, the folder is not empty and no rename replaces it.) */
+	struct stat st;
+	if (stat(P->job_dir.data, &st) != 0)
+		return es_error_errno(ES_EIO, "cannot stat '%s'", P->job_dir.data);
+	if (st.st_dev != P->take_st.st_dev || st.st_ino != P->take_st.st_ino)
+		return es_error(ES_EINVAL, "Job directory %s was replaced while this prepare began (by another prepare of it?); "
+				"run this one again", P->job_dir.data);
+	return 0;
+}
+
+/* The stage folder, then step 8: pass 1. */
+static int prep_scan(struct prep *P)
+{
+	const struct es_prepare_opts *o = P->o;
+	int rc = prep_stage(P);
+	if (rc)
+		return rc;
 	const struct es_recipe *r = &P->recipe;
 	struct es_jsonl_opts jo = { (const char *const *)r->media_keys, r->n_media, P->scan.media_root,
 				    (const char *const *)r->index_keys, r->n_index };
@@ -1001,17 +1263,9 @@ static int prep_publish(struct prep *P)
 		return rc;
 	es_crash_point("prepare-before-rename");
 	es_proc_test_hook("ESHARD_TEST_HOOK_PREPARE_STAGED");
-	if ((rc = es_fs_publish_dir(P->stage.data, P->job_dir.data)) < 0)
+	/* 1: another prepare won the race; its job was compared (this request: success). */
+	if ((rc = P->inside ? publish_inside(P) : publish_rename(P)) != 0)
 		return rc;
-	if (rc == 1) {
-		/* Another prepare of the same request won the race: that is success. */
-		es_fs_remove_tree(P->stage.data);
-		P->have_stage = 0;
-		return report_existing(P->job_dir.data, P->o, P->res,
-				       existing_job_matches(P->job_dir.data, P->o, P->dataset.data, P->recipe_sha,
-							    P->ray_address, &P->scan, &P->res->num_shards));
-	}
-	P->have_stage = 0;
 	/* Step 12. */
 	P->res->num_shards = (int64_t)P->n;
 	P->res->rows = (int64_t)P->p1.rows;
@@ -1032,19 +1286,20 @@ static int prep_publish(struct prep *P)
 }
 
 /* A successful prepare removes the stage folders ".<job>.preparing.<token>" beside the job
- * folder that a killed prepare left: those whose maker is gone (es_fs_temp_owner: a process of
- * this host, boot and pid namespace that no longer exists), never a live one's. One made on
- * another host cannot be checked from here: it is kept and named. Each is one WARNING line. */
-static void sweep_stages(struct prep *P)
+ * folder, or inside it, that a killed prepare left: those whose maker is gone (es_fs_temp_owner:
+ * a process of this host, boot and pid namespace that no longer exists), never a live one's.
+ * One made on another host cannot be checked from here: it is kept and named. Each is one
+ * WARNING line. */
+static void sweep_stages(struct prep *P, const char *dir)
 {
 	struct es_buf prefix = ES_BUF_INIT, path = ES_BUF_INIT;
 	es_buf_printf(&prefix, ".%s.preparing.", P->job_name);
-	DIR *d = opendir(P->parent.data);
+	DIR *d = opendir(dir);
 	struct dirent *e;
 	while (d && (e = readdir(d)) != NULL) {
 		if (strncmp(e->d_name, prefix.data, prefix.len) || (P->stage.len && strstr(P->stage.data, e->d_name)))
 			continue;
-		es_path_join(&path, P->parent.data, e->d_name);
+		es_path_join(&path, dir, e->d_name);
 		struct stat st;
 		if (lstat(path.data, &st) != 0 || !S_ISDIR(st.st_mode))
 			continue;
@@ -1059,6 +1314,15 @@ static void sweep_stages(struct prep *P)
 		closedir(d);
 	es_buf_free(&prefix);
 	es_buf_free(&path);
+}
+
+static void sweep_debris(struct prep *P)
+{
+	sweep_stages(P, P->parent.data);
+	/* Inside the folder: those of publishes inside it (prepare.h), and its marker's temporaries.
+	 * A job published by a rename has neither. */
+	sweep_stages(P, P->job_dir.data);
+	es_fs_sweep_temps(P->job_dir.data, PUBLISH_MARKER, 1);
 }
 
 static void prep_free(struct prep *P)
@@ -1115,7 +1379,7 @@ int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *re
 	if (!rc)
 		rc = prep_publish(&P);
 	if (rc >= 0 && P.job_name)
-		sweep_stages(&P);
+		sweep_debris(&P);
 	prep_free(&P);
 	return rc == 1 ? 0 : rc;
 }

@@ -82,6 +82,16 @@ int es_fs_rename(const char *from, const char *to);
  * Returns 0, 1 when to already exists (EEXIST or ENOTEMPTY: someone else published first; from
  * is left alone), or negative on error. */
 int es_fs_publish_dir(const char *from, const char *to);
+/* Move one entry of a stage folder into the folder being published (prepare.h: a mount point
+ * as job folder): rename(from, to), then fsync the folders of to and from. Returns 0, 1 when
+ * from (or its folder) is missing, that is when another publisher of the same stage moved it
+ * first, or negative on error. An existing to is replaced as rename(2) does (a file, or an
+ * empty folder); the caller makes sure none is there. */
+int es_fs_move_entry(const char *from, const char *to);
+/* Is the folder path the root of a mount (rename(2) over it fails with EBUSY)? 1 yes, 0 no,
+ * negative when it cannot be stat'ed. statx's STATX_ATTR_MOUNT_ROOT (Linux 5.8) decides;
+ * before that, a device other than its parent's. */
+int es_fs_is_mount_point(const char *path);
 /* fsync a folder so that a rename or create in it is durable. */
 int es_fs_fsync_dir(const char *dir);
 /* fsync the folder that holds path. */

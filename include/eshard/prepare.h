@@ -2,11 +2,34 @@
  * prepare: validate the recipe and the input, cut the input into deterministic, contiguous,
  * byte-balanced, non-empty shards, and publish the job folder (REFERENCE.md §3).
  *
- * Contract after a crash at any point: the job folder either does not exist or is complete
- * (it appears by one rename of a fully written and fsynced stage folder). A crash can leave a
- * stage folder "<parent>/.<name>.preparing.<32hex>" behind; nothing reads it, and a failure
- * that the process sees removes it. Memory is bounded by the largest line (capped at
- * ES_MAX_LINE_BYTES) plus a few MiB of buffers, whatever the input size.
+ * The job folder may be missing, this very job (a no-op), or an existing folder that holds no
+ * job: an empty one, or one holding only what a prepare of it leaves (stage folders, temporaries).
+ * A folder that holds anything else, or another job, is refused (ES_EINVAL, naming what is
+ * there) before anything is written. A folder is a job once it holds manifest.json: every
+ * reader (worker, status, merge, a later prepare) refuses one without.
+ *
+ * Publishing, and the contract after a crash at any point:
+ *  - By a rename (the folder is missing, or empty and neither a mount point nor the working
+ *    folder of this process): everything is written into a stage folder
+ *    "<parent>/.<name>.preparing.<32hex>" that one rename of the fully written and fsynced
+ *    stage publishes (over an empty folder, atomically; its group and permission bits are
+ *    kept). The job folder is either missing (or still empty) or complete. Of concurrent
+ *    prepares one rename wins; the others find its job.
+ *  - Inside the folder (a mount point, which no rename can replace; a folder whose parent this
+ *    process cannot write; the working folder; or a folder holding a prepare's debris): the
+ *    stage is "<job>/.<name>.preparing.<32hex>". Once it is complete, the exclusive marker
+ *    "<job>/.eshard-publish" (temp + link, naming the stage) decides which stage becomes the
+ *    job; its entries are then moved up one by one, manifest.json last, and the emptied stage
+ *    removed. The marker stays, as the fence that tells every later prepare whose job this
+ *    is. A crash before the marker leaves a folder without a manifest that a rerun takes
+ *    (removing the dead stage); a crash after it leaves the marker and the rest of that stage:
+ *    any later prepare of the folder finishes that publish first (whatever it was asked for),
+ *    then compares the job as usual. Concurrent prepares never mix: only the stage named by
+ *    the marker is moved, by whoever gets there, and each entry once.
+ * A crash can leave a stage folder behind; nothing reads it, a failure that the process sees
+ * removes it, and a later successful prepare removes one whose maker is gone. Memory is bounded
+ * by the largest line (capped at ES_MAX_LINE_BYTES) plus a few MiB of buffers, whatever the
+ * input size.
  */
 #ifndef ESHARD_PREPARE_H
 #define ESHARD_PREPARE_H
@@ -22,7 +45,7 @@
 struct es_prepare_opts {
 	const char *config;         /* required: the Data-Juicer recipe */
 	const char *dataset_path;   /* optional: overrides the recipe's dataset_path */
-	const char *job_dir;        /* required: must not exist, or be this very job */
+	const char *job_dir;        /* required: missing, an empty folder, or this very job */
 	int64_t num_shards;         /* > 0, or 0: automatic (es_prepare_auto_shards) */
 	int64_t auto_ranks;         /* automatic: the ranks (or nodes) that will work, 0: unknown */
 	int64_t target_shard_bytes; /* automatic: the largest shard wanted, 0: ES_TARGET_SHARD_BYTES */

@@ -1,4 +1,5 @@
-/* fs: path resolution against Python's os.path.realpath, atomic and exclusive writes. */
+/* fs: path resolution against Python's os.path.realpath, atomic and exclusive writes, moves of
+ * a stage's entries, mount points. */
 #include "testlib.h"
 
 #include "eshard/fs.h"
@@ -37,6 +38,47 @@ static void check_against_python(const char *root, const char *const *items, siz
 		es_buf_free(&out);
 	}
 	CHECK_INT_EQ(pclose(p), 0);
+}
+
+/* A stage's entries moved into the folder being published, by two publishers: each entry moves
+ * once; the second finds it gone (1), also when the whole stage is gone; a folder in the way
+ * that is not empty is an error. */
+static void check_move_entry(const char *t)
+{
+	char stage[4096], from[4200], to[4200];
+	snprintf(stage, sizeof(stage), "%s/pub/.pub.preparing.x", t);
+	snprintf(from, sizeof(from), "%s/shards", stage);
+	CHECK_INT_EQ(es_fs_mkdirs(from, 0755), 0);
+	snprintf(from, sizeof(from), "%s/shards/part.jsonl", stage);
+	CHECK_INT_EQ(es_fs_write_atomic(from, "{}\n", 3), 0);
+	snprintf(from, sizeof(from), "%s/shards", stage);
+	snprintf(to, sizeof(to), "%s/pub/shards", t);
+	CHECK_INT_EQ(es_fs_move_entry(from, to), 0);
+	CHECK_INT_EQ(es_fs_move_entry(from, to), 1);
+	snprintf(to, sizeof(to), "%s/pub/shards/part.jsonl", t);
+	struct stat st;
+	CHECK(stat(to, &st) == 0 && st.st_size == 3);
+	CHECK_INT_EQ(rmdir(stage), 0);
+	snprintf(to, sizeof(to), "%s/pub/shards", t);
+	CHECK_INT_EQ(es_fs_move_entry(from, to), 1);
+	snprintf(from, sizeof(from), "%s/pub/other", t);
+	CHECK_INT_EQ(es_fs_mkdirs(from, 0755), 0);
+	es_log_quiet_begin();
+	CHECK(es_fs_move_entry(from, to) < 0);
+	CHECK(strstr(es_last_error(), "cannot rename") != NULL);
+	es_log_quiet_end();
+}
+
+/* A mount point: /proc is one wherever these tests run; a folder of the test's own is not. */
+static void check_mount_point(const char *t)
+{
+	CHECK_INT_EQ(es_fs_is_mount_point("/proc"), 1);
+	CHECK_INT_EQ(es_fs_is_mount_point(t), 0);
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/no-such-folder", t);
+	es_log_quiet_begin();
+	CHECK(es_fs_is_mount_point(p) < 0);
+	es_log_quiet_end();
 }
 
 int main(void)
@@ -243,6 +285,8 @@ int main(void)
 	es_log_quiet_end();
 	close(bfd);
 
+	check_move_entry(t);
+	check_mount_point(t);
 	es_buf_free(&b);
 	return test_done();
 }
