@@ -18,7 +18,7 @@ void install_stop_handlers(void);
 volatile sig_atomic_t *stop_flag(void);
 /* The path of this binary, for the child supervisor. */
 const char *self_exe(void);
-/* The worker's override options, shared with run: fills opts[] and returns how many (<= 14). */
+/* The worker's override options: fills opts[] and returns how many (<= 17). */
 size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts);
 /* Checks what the table cannot (the Ray mode) and fills the derived fields. */
 int worker_cli_finish(struct es_worker_opts *o, const char *cmd);
