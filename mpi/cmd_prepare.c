@@ -88,10 +88,12 @@ int cmd_prepare(int argc, char **argv)
 	static const struct es_cmd_help help = {
 		"prepare",
 		"Validate the recipe and the input, cut the input into deterministic shards and publish the job folder.",
-		"An existing job folder is accepted only when it was prepared from the very same request\n"
-		"(same dataset, recipe bytes, shard count, Ray address and processor, input files re-hashed;\n"
+		"An existing job folder is accepted only when it was prepared from the same request (same\n"
+		"dataset, recipe bytes, shard count, processor command and order, input files re-hashed;\n"
 		"--num-shards auto accepts the count the job was made with); then nothing is written and\n"
-		"the exit code is 0. Exit codes: 0 prepared or unchanged, 2 error.",
+		"the exit code is 0. Otherwise the error names each difference. --python, --dj-process,\n"
+		"--dj-root and --ray-address say where things are on a node: an existing job keeps its own,\n"
+		"and run and worker take them per process. Exit codes: 0 prepared or unchanged, 2 error.",
 	};
 	int rc = es_args_parse(argc, argv, opts, n, &help);
 	if (rc)

@@ -80,12 +80,17 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 	prepare_cli_init(&c->pc);
 	struct es_opt opts[ES_PREPARE_MAX_OPTS + 24];
 	size_t n = prepare_cli_options(&c->pc, opts);
-	/* Policy options given explicitly also override a job prepared earlier (a resubmission). */
+	/* Policy options given explicitly also override a job prepared earlier (a resubmission),
+	 * and so do the node-local ones (worker_options). */
 	for (size_t i = 0; i < n; i++) {
 		if (!strcmp(opts[i].name, "lease-secs")) opts[i].seen = &c->seen_lease;
 		if (!strcmp(opts[i].name, "heartbeat-secs")) opts[i].seen = &c->seen_hb;
 		if (!strcmp(opts[i].name, "lock-timeout-secs")) opts[i].seen = &c->seen_lt;
 		if (!strcmp(opts[i].name, "max-retries")) opts[i].seen = &c->seen_mr;
+		if (!strcmp(opts[i].name, "python")) opts[i].help = "Python that can import Data-Juicer, with Ray's 'ray' beside it (default python3); overrides a prepared job's for this run";
+		if (!strcmp(opts[i].name, "dj-process")) opts[i].help = "Data-Juicer process command (default dj-process on PATH); overrides a prepared job's for this run";
+		if (!strcmp(opts[i].name, "dj-root")) opts[i].help = "run tools/process_data.py of this Data-Juicer checkout; overrides a prepared job's for this run";
+		if (!strcmp(opts[i].name, "ray-address")) opts[i].help = "Ray address given to every shard (default local); overrides a prepared job's for this run";
 	}
 	opts[n++] = (struct es_opt){ "output", ES_OPT_STR, &c->output, NULL, "PATH", "merged output (default <job-dir>/merged.jsonl)" };
 	opts[n++] = (struct es_opt){ "nodes", ES_OPT_POS_INT, &c->nodes, NULL, NULL, "nodes of the job (default: distinct hosts of the ranks)" };
@@ -111,7 +116,9 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 		"itself: it returns 1 (the ranks still stop as below). Every rank exits with the same code:\n"
 		"0 PASS; 2 bad input, failed shards or failed verification; 128+signal when stopped\n"
 		"(SIGTERM on any rank stops all ranks and releases their claims, so running the same\n"
-		"command again resumes the job).",
+		"command again resumes the job). A resubmission may change where things are on the nodes\n"
+		"(--python, --dj-process, --dj-root, --ray-address: the manifest keeps its own); another\n"
+		"recipe, input, shard count or processor command is refused with each difference.",
 	};
 	int rc = es_args_parse(argc, argv, opts, n, &help);
 	if (rc)
@@ -121,6 +128,7 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 	struct es_worker_opts check;
 	es_worker_opts_init(&check);
 	check.ray_mode_name = c->ray_mode;
+	check.ray_address = c->pc.o.ray_address;
 	return worker_cli_finish(&check, "run") ? 2 : -1;
 }
 
@@ -294,6 +302,12 @@ static void worker_options(struct run *r, struct es_worker_opts *wo)
 	wo->allow_version_mismatch = c->allow_mismatch;
 	wo->ray_mode_name = c->ray_mode;
 	wo->ray_no_runner = c->no_runner;
+	/* Where things are on this node, given on the command line, override a prepared job's
+	 * (a resubmission that corrects them); the manifest keeps its own. */
+	wo->ray_address = c->pc.o.ray_address;
+	wo->python = c->pc.python;
+	wo->dj_process = c->pc.dj_process;
+	wo->dj_root = c->pc.dj_root;
 	wo->ray_rank_on_host = r->slot;
 	wo->ray_ranks_on_host = r->slots;
 	wo->ray_num_cpus = c->num_cpus;

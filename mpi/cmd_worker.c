@@ -60,6 +60,9 @@ size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts)
 		{ "lease-secs", ES_OPT_POS_NUM, &o->lease_secs, NULL, NULL, "override the lease: a lock unchanged this long is stale" },
 		{ "attempt-timeout-secs", ES_OPT_POS_NUM, &o->attempt_timeout_secs, NULL, NULL, "kill an attempt that runs longer (counted as failed)" },
 		{ "ray-address", ES_OPT_STR, &o->ray_address, NULL, "ADDR", "override the manifest's Ray address for this process" },
+		{ "python", ES_OPT_STR, &o->python, NULL, "PATH", "override the manifest's Python (that imports Data-Juicer; its folder has Ray's 'ray') for this process" },
+		{ "dj-process", ES_OPT_STR, &o->dj_process, NULL, "CMD", "override the manifest's Data-Juicer process command (or --dj-root) for this process" },
+		{ "dj-root", ES_OPT_STR, &o->dj_root, NULL, "DIR", "override the manifest's Data-Juicer checkout (or --dj-process) for this process" },
 		{ "allow-version-mismatch", ES_OPT_FLAG, &o->allow_version_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" },
 		{ "run-id", ES_OPT_STR, &o->run_id, NULL, "ID", "submission id recorded in events and done records" },
 		{ "ray-mode", ES_OPT_STR, &o->ray_mode_name, NULL, "MODE", "per-rank (default for Data-Juicer with the local Ray address: one node-local Ray head and Data-Juicer runner reused by every shard) or per-attempt (Ray starts inside every shard's run, as in the reference)" },
@@ -82,8 +85,10 @@ int worker_cli_finish(struct es_worker_opts *o, const char *cmd)
 		o->ray_per_rank = 1;
 	else
 		return es_error(ES_EUSAGE, "eshard-mpi %s: --ray-mode must be per-attempt or per-rank, got '%s'", cmd, o->ray_mode_name);
-	if (o->ray_per_rank && o->ray_address)
+	if (o->ray_per_rank == 1 && o->ray_address && strcmp(o->ray_address, "local"))
 		return es_error(ES_EUSAGE, "eshard-mpi %s: --ray-mode per-rank chooses the Ray address itself; drop --ray-address (or use --ray-mode per-attempt)", cmd);
+	if (o->dj_process && o->dj_root)
+		return es_error(ES_EUSAGE, "eshard-mpi %s: give at most one of --dj-process and --dj-root", cmd);
 	return 0;
 }
 
@@ -109,7 +114,7 @@ int cmd_worker(int argc, char **argv)
 {
 	struct es_worker_opts o;
 	es_worker_opts_init(&o);
-	struct es_opt opts[20];
+	struct es_opt opts[24];
 	opts[0] = (struct es_opt){ "job-dir", ES_OPT_STR, &o.job_dir, NULL, "DIR", "the prepared job folder (required)" };
 	size_t n = 1 + worker_cli_options(&o, opts + 1);
 	int64_t progress_secs = 10;

@@ -18,13 +18,13 @@ void install_stop_handlers(void);
 volatile sig_atomic_t *stop_flag(void);
 /* The path of this binary, for the child supervisor. */
 const char *self_exe(void);
-/* The worker's override options, shared with run: fills opts[] and returns how many (<= 15). */
+/* The worker's override options: fills opts[] and returns how many (<= 18). */
 size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts);
 /* Checks what the table cannot (the Ray mode) and fills the derived fields. */
 int worker_cli_finish(struct es_worker_opts *o, const char *cmd);
 
 /* The options of prepare, shared with run: fills opts[] and returns how many. */
-#define ES_PREPARE_MAX_OPTS 24
+#define ES_PREPARE_MAX_OPTS 32
 struct prepare_cli {
 	struct es_prepare_opts o;
 	const char *python, *dj_process, *dj_root, *process_cmd;

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # eshard-mpi on a PAI-DLC MPIJob: run this as the launcher's command.
 #
-#   scripts/dlc-mpijob.sh --config recipe.yaml --dataset-path /mnt/data/in --job-dir /mnt/shared/job-001 --num-shards 64
+#   scripts/dlc-mpijob.sh --config recipe.yaml --dataset-path /mnt/data/in --job-dir /mnt/shared/job-001 --num-shards 64 \
+#     --python /mnt/shared/venv-dj/bin/python
 #
 # DLC writes /etc/mpi/hostfile with one line per worker; this starts one eshard-mpi rank per
 # worker host (mpirun -np <hosts> -npernode 1 --bind-to none) and passes every argument to
 # 'eshard-mpi run'. No binding: each rank runs its node's whole Data-Juicer pipeline and gives
 # it every CPU of the worker's container (README "CPUs, GPUs and binding").
+# --python is the Data-Juicer and Ray environment's Python on the workers (add --dj-process
+# when dj-process is not on their PATH); a job submitted without it can be resubmitted with it
+# and resumes (README "Resubmitting a job").
 # The exit code is the job's (every rank exits with the same code).
 #
 # Environment:

@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +46,6 @@ void es_prepare_opts_init(struct es_prepare_opts *o)
 	o->policy.poll_interval_secs = ES_DEFAULT_POLL_INTERVAL_SECS;
 	o->policy.heartbeat_secs = ES_DEFAULT_HEARTBEAT_SECS;
 	o->policy.lease_secs = ES_DEFAULT_LEASE_SECS;
-	o->ray_address = "local";
 }
 
 uint64_t es_prepare_auto_shards(uint64_t bytes, uint64_t rows, int64_t ranks, int64_t target)
@@ -604,19 +604,143 @@ static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_f
 	return m;
 }
 
-/* ---------------- idempotency ---------------- */
+/* ---------------- idempotency ----------------
+ *
+ * A resubmission must repeat what decides the job's results: the dataset and its files, the
+ * recipe's bytes, the shard count and the processor command with its output order. Where the
+ * processor and Ray are on a node (--python, --dj-process, --dj-root, --ray-address) is not
+ * part of that: run and worker take those per process (worker.h), so that a resubmission can
+ * correct them, and the manifest keeps what prepare recorded (other nodes and the reference
+ * read it). */
 
-static int same_processor(const struct es_processor *a, const struct es_processor *b)
+struct job_diff {
+	struct es_buf results;       /* what differs that changes results: the job is refused */
+	struct es_buf location;      /* node-local options given that the manifest does not keep */
+};
+
+static void diff_add(struct es_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void diff_add(struct es_buf *b, const char *fmt, ...)
 {
-#define SAME(x) ((!a->x && !b->x) || (a->x && b->x && !strcmp(a->x, b->x)))
-	return a->kind == b->kind && SAME(command) && SAME(dj_process) && SAME(dj_root) && a->keep_order == b->keep_order;
-#undef SAME
+	va_list ap;
+	va_start(ap, fmt);
+	if (b->len)
+		es_buf_adds(b, "; ");
+	es_buf_vprintf(b, fmt, ap);
+	va_end(ap);
 }
 
-/* 1: the existing job is this very request; 0: it is not; negative: error. */
+static int same_str(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+static const char *or_unset(const char *s)
+{
+	return s ? s : "not set";
+}
+
+/* "Data-Juicer" or "--process-cmd '<template>'". */
+static void describe_processor(const struct es_processor *p, char *out, size_t n)
+{
+	if (p->kind == ES_PROC_COMMAND)
+		snprintf(out, n, "--process-cmd '%s'", or_unset(p->command));
+	else
+		snprintf(out, n, "Data-Juicer");
+}
+
+static void diff_processor(const struct es_processor *job, const struct es_processor *now, struct job_diff *d)
+{
+	if (job->kind != now->kind || (job->kind == ES_PROC_COMMAND && !same_str(job->command, now->command))) {
+		char a[512], b[512];
+		describe_processor(job, a, sizeof(a));
+		describe_processor(now, b, sizeof(b));
+		diff_add(&d->results, "processor %s (now %s)", a, b);
+	}
+	if (!job->keep_order != !now->keep_order)
+		diff_add(&d->results, "%s (now %s)", job->keep_order ? "--keep-order" : "--no-keep-order",
+			 now->keep_order ? "--keep-order" : "--no-keep-order");
+}
+
+/* The node-local options this request gave that differ from the manifest's. */
+static void diff_location(const struct es_manifest *m, const struct es_prepare_opts *o, const char *ray_address,
+			  struct job_diff *d)
+{
+	const struct es_processor *job = &m->processor, *now = &o->processor;
+	if (now->python && !same_str(job->python, now->python))
+		diff_add(&d->location, "--python %s (given: %s)", or_unset(job->python), now->python);
+	if (now->dj_process && !same_str(job->dj_process, now->dj_process))
+		diff_add(&d->location, "--dj-process %s (given: %s)", or_unset(job->dj_process), now->dj_process);
+	if (now->dj_root && !same_str(job->dj_root, now->dj_root))
+		diff_add(&d->location, "--dj-root %s (given: %s)", or_unset(job->dj_root), now->dj_root);
+	if (o->ray_address && strcmp(m->ray_address, ray_address))
+		diff_add(&d->location, "--ray-address %s (given: %s)", m->ray_address, ray_address);
+}
+
+/* The input files against the manifest's list, by path, size and mtime: the first that
+ * differs. 1 when all agree. */
+static int diff_inputs_stat(const struct es_manifest *m, const struct es_scan *scan, struct job_diff *d)
+{
+	if (!m->has_inputs) {
+		diff_add(&d->results, "no input_files list in its manifest");
+		return 0;
+	}
+	if (m->n_inputs != scan->n_files) {
+		diff_add(&d->results, "%zu input file(s) (now %zu)", m->n_inputs, scan->n_files);
+		return 0;
+	}
+	for (size_t i = 0; i < scan->n_files; i++) {
+		const struct es_manifest_input *e = &m->inputs[i];
+		const char *now = scan->files[i].path;
+		struct stat st;
+		if (!e->path || !e->sha256[0]) {
+			diff_add(&d->results, "input file %zu without a path or sha256 in its manifest", i + 1);
+			return 0;
+		}
+		if (strcmp(e->path, now)) {
+			diff_add(&d->results, "input file %s (now %s)", e->path, now);
+			return 0;
+		}
+		if (stat(e->path, &st) != 0) {
+			diff_add(&d->results, "input file %s, which cannot be read now (%s)", e->path, strerror(errno));
+			return 0;
+		}
+		if (e->size_bytes != (int64_t)st.st_size) {
+			diff_add(&d->results, "input file %s of %lld bytes (now %lld)", e->path, (long long)e->size_bytes,
+				 (long long)st.st_size);
+			return 0;
+		}
+		if (e->mtime_ns != mtime_ns_of(&st)) {
+			diff_add(&d->results, "input file %s modified at mtime_ns %lld (now %lld)", e->path,
+				 (long long)e->mtime_ns, (long long)mtime_ns_of(&st));
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* Size and mtime alone are not trusted: an edit can keep both. Each file is hashed again. */
+static int diff_inputs_content(const struct es_manifest *m, struct job_diff *d)
+{
+	for (size_t i = 0; i < m->n_inputs; i++) {
+		const struct es_manifest_input *e = &m->inputs[i];
+		char hex[65];
+		int rc = es_sha_file(e->path, hex, NULL);
+		if (rc)
+			return rc;
+		if (strcmp(hex, e->sha256)) {
+			diff_add(&d->results, "input file %s of sha256 %s (now %s)", e->path, e->sha256, hex);
+			return 0;
+		}
+	}
+	return 0;
+}
+
+/* 1: the existing job is this very request; 0: it is not (d->results says why, unless it has
+ * no manifest); negative: error. d->location lists the node-local options that differ. */
 static int existing_job_matches(const char *job_dir, const struct es_prepare_opts *o,
 				const char *dataset_path, const char *recipe_sha,
-				const char *ray_address, const struct es_scan *scan, int64_t *num_shards)
+				const char *ray_address, const struct es_scan *scan, int64_t *num_shards,
+				struct job_diff *d)
 {
 	struct es_buf mp = ES_BUF_INIT;
 	es_path_join(&mp, job_dir, "manifest.json");
@@ -628,27 +752,20 @@ static int existing_job_matches(const char *job_dir, const struct es_prepare_opt
 	int rc = es_manifest_load(job_dir, &m);
 	if (rc)
 		return rc;
-	int same = m.dataset_path && !strcmp(m.dataset_path, dataset_path) &&
-		   m.recipe_sha256 && !strcmp(m.recipe_sha256, recipe_sha) &&
-		   (!o->num_shards || m.num_shards == o->num_shards) && !strcmp(m.ray_address, ray_address) &&
-		   same_processor(&m.processor, &o->processor) && m.has_inputs && m.n_inputs == scan->n_files;
-	for (size_t i = 0; same && i < scan->n_files; i++) {
-		const struct es_manifest_input *e = &m.inputs[i];
-		struct stat st;
-		char hex[65];
-		if (!e->path || !e->sha256[0] || strcmp(e->path, scan->files[i].path) || stat(e->path, &st) != 0 ||
-		    e->size_bytes != (int64_t)st.st_size || e->mtime_ns != mtime_ns_of(&st)) {
-			same = 0;
-			break;
-		}
-		/* Size and mtime alone are not trusted: an edit can keep both. */
-		if ((rc = es_sha_file(e->path, hex, NULL)) != 0)
-			break;
-		same = !strcmp(hex, e->sha256);
-	}
+	if (!same_str(m.dataset_path, dataset_path))
+		diff_add(&d->results, "dataset path %s (now %s)", or_unset(m.dataset_path), dataset_path);
+	if (!same_str(m.recipe_sha256, recipe_sha))
+		diff_add(&d->results, "recipe sha256 %s (now %s)", or_unset(m.recipe_sha256), recipe_sha);
+	if (o->num_shards && m.num_shards != o->num_shards)
+		diff_add(&d->results, "%lld shards (now %lld)", (long long)m.num_shards, (long long)o->num_shards);
+	diff_processor(&m.processor, &o->processor, d);
+	/* Every file is hashed again only when nothing cheaper tells the jobs apart. */
+	if (diff_inputs_stat(&m, scan, d) && !d->results.len)
+		rc = diff_inputs_content(&m, d);
+	diff_location(&m, o, ray_address, d);
 	*num_shards = m.num_shards;
 	es_manifest_free(&m);
-	return rc ? rc : same;
+	return rc ? rc : !d->results.len;
 }
 
 /* ---------------- the whole step ---------------- */
@@ -665,16 +782,24 @@ static char *strip_dup(const char *s)
 }
 
 static int report_existing(const char *job_dir, const struct es_prepare_opts *o,
-			   struct es_prepare_result *res, int match)
+			   struct es_prepare_result *res, int match, const struct job_diff *d)
 {
 	if (match < 0)
 		return match;
+	if (!match && d->results.len)
+		return es_error(ES_EINVAL, "Job directory already exists and does not match this request: %s was prepared "
+				"with %s. Choose a new --job-dir, or repeat what the job was prepared with.", job_dir,
+				d->results.data);
 	if (!match)
 		return es_error(ES_EINVAL, "Job directory already exists and does not match this request: %s. "
 				"Choose a new --job-dir.", job_dir);
 	res->already_prepared = 1;
-	if (!o->quiet)
+	if (!o->quiet) {
 		printf("Job is already prepared and unchanged: %s\n", job_dir);
+		if (d->location.len)
+			printf("Node-local options are not saved into a prepared job: its manifest keeps %s; "
+			       "'run' and 'worker' use such options for their own process only\n", d->location.data);
+	}
 	fflush(stdout);
 	return 0;
 }
@@ -881,6 +1006,18 @@ static int prep_inputs(struct prep *P)
 	return rc;
 }
 
+/* Step 7 and the lost race of step 11: compare the existing job folder with this request. */
+static int check_existing(const struct prep *P)
+{
+	struct job_diff d = { ES_BUF_INIT, ES_BUF_INIT };
+	int match = existing_job_matches(P->job_dir.data, P->o, P->dataset.data, P->recipe_sha, P->ray_address,
+					 &P->scan, &P->res->num_shards, &d);
+	int rc = report_existing(P->job_dir.data, P->o, P->res, match, &d);
+	es_buf_free(&d.results);
+	es_buf_free(&d.location);
+	return rc;
+}
+
 /* ---------------- an existing folder that holds no job ---------------- */
 
 /* The marker of a publish inside the job folder (prepare.h): made exclusively, it names the
@@ -1058,9 +1195,7 @@ static int publish_inside(struct prep *P)
 		/* Another prepare took the folder: its job is finished if need be, then compared. */
 		if ((rc = finish_marked(P)) < 0)
 			return rc;
-		rc = report_existing(P->job_dir.data, P->o, P->res,
-				     existing_job_matches(P->job_dir.data, P->o, P->dataset.data, P->recipe_sha,
-							  P->ray_address, &P->scan, &P->res->num_shards));
+		rc = check_existing(P);
 		return rc ? rc : 1;
 	}
 	if (rc)
@@ -1105,9 +1240,7 @@ static int publish_rename(struct prep *P)
 	P->have_stage = 0;
 	if (rc < 0)
 		return rc;
-	rc = report_existing(P->job_dir.data, P->o, P->res,
-			     existing_job_matches(P->job_dir.data, P->o, P->dataset.data, P->recipe_sha, P->ray_address,
-						  &P->scan, &P->res->num_shards));
+	rc = check_existing(P);
 	return rc ? rc : 1;
 }
 
@@ -1126,9 +1259,7 @@ static int prep_existing(struct prep *P)
 		return es_error(ES_EINVAL, "Job directory %s exists and is not a folder. Choose a new --job-dir.", P->job_dir.data);
 	if ((rc = examine_existing(P)) <= 0)
 		return rc;
-	rc = report_existing(P->job_dir.data, P->o, P->res,
-			     existing_job_matches(P->job_dir.data, P->o, P->dataset.data, P->recipe_sha, P->ray_address,
-						  &P->scan, &P->res->num_shards));
+	rc = check_existing(P);
 	return rc ? rc : 1;
 }
 

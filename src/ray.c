@@ -650,7 +650,10 @@ static int find_ray(const struct es_ray_opts *o, struct es_buf *out)
 		path = colon + 1;
 	}
 	es_buf_reset(out);
-	return es_error(ES_ENOENT, "cannot find Ray's '%s' command%s%s%s on PATH; pass the Ray command or the processor's python",
+	/* The python (or dj-process) is the job's or the one given to this run or worker: name
+	 * the options that point it at the environment where Ray is installed. */
+	return es_error(ES_ENOENT, "cannot find Ray's '%s' command%s%s%s on PATH; give 'eshard-mpi run' or 'worker' "
+			"--python (or --dj-process) of the environment where Ray is installed on this node",
 			name, o->python ? " beside '" : "", o->python ? o->python : "", o->python ? "' or" : "");
 }
 

@@ -614,6 +614,9 @@ static const char *finish_not_started(struct shard_run *r)
 	es_buf_printf(&why, "cannot start the processor on %s: ", es_hostname());
 	describe_exit(r->w, &r->oc, &why);
 	es_buf_printf(&why, ": %s", r->oc.start_error);
+	/* Where Data-Juicer is may differ between nodes; a resubmission can say where it is. */
+	if (r->w->m.processor.kind == ES_PROC_DATA_JUICER)
+		es_buf_adds(&why, " (give 'eshard-mpi run' or 'worker' --dj-process, --dj-root or --python of this node's Data-Juicer)");
 	const char *res = finish_unrunnable(r, ES_EIO, why.data);
 	es_buf_free(&why);
 	return res;
@@ -838,6 +841,41 @@ static int check_version(struct worker *w)
 	return es_error(ES_EINVAL, "Data-Juicer commit mismatch: job=%s, worker=%s; use --allow-version-mismatch only if this is intentional", job, mine);
 }
 
+/* Replace *field (the manifest's, malloc'd) with a copy of value. */
+static int replace_str(char **field, const char *value)
+{
+	char *copy = strdup(value);
+	if (!copy)
+		return es_error(ES_ENOMEM, "out of memory");
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+/* Where the processor is on this node, given to this process (es_worker_opts.python, ...):
+ * it replaces the manifest's in memory, which every later step (the version check, the Ray
+ * head, the runner, each attempt) reads. The file is not touched. */
+static int apply_location(struct worker *w)
+{
+	const struct es_worker_opts *o = w->o;
+	struct es_processor *p = &w->m.processor;
+	int rc = 0;
+	if ((o->dj_process || o->dj_root) && p->kind != ES_PROC_DATA_JUICER)
+		return es_error(ES_EUSAGE, "--%s applies to a Data-Juicer job, and job %s runs --process-cmd",
+				o->dj_process ? "dj-process" : "dj-root", w->m.job_dir);
+	if (o->python)
+		rc = replace_str(&p->python, o->python);
+	if (!rc && o->dj_process && !(rc = replace_str(&p->dj_process, o->dj_process))) {
+		free(p->dj_root);
+		p->dj_root = NULL;
+	}
+	if (!rc && o->dj_root && !(rc = replace_str(&p->dj_root, o->dj_root))) {
+		free(p->dj_process);
+		p->dj_process = NULL;
+	}
+	return rc;
+}
+
 /* The manifest, the effective policy (the manifest's with this process's overrides), the
  * checks, the claimer, the per-rank runtime and the event log. */
 static int worker_init(struct worker *w)
@@ -847,6 +885,8 @@ static int worker_init(struct worker *w)
 	if (rc)
 		return rc;
 	w->have_manifest = 1;
+	if ((rc = apply_location(w)))
+		return rc;
 	struct es_policy *p = &w->policy;
 	*p = w->m.policy;
 	if (o->lock_timeout_secs > 0) p->lock_timeout_secs = o->lock_timeout_secs;
@@ -860,12 +900,12 @@ static int worker_init(struct worker *w)
 	w->ray_address = o->ray_address ? o->ray_address : w->m.ray_address;
 	if (!*w->ray_address)
 		return es_error(ES_EUSAGE, "--ray-address must not be empty");
-	/* The default mode: per-rank for Data-Juicer on a local Ray; a job prepared for a Ray
-	 * cluster (--ray-address), a --ray-address of this process and a command processor keep
-	 * per-attempt, which gives the address to every shard as it is. */
+	/* The default mode: per-rank for Data-Juicer on a local Ray (the job's address, or this
+	 * process's); a Ray cluster's address and a command processor keep per-attempt, which
+	 * gives the address to every shard as it is. */
 	w->per_rank = o->ray_per_rank;
 	if (w->per_rank < 0)
-		w->per_rank = w->m.processor.kind == ES_PROC_DATA_JUICER && !o->ray_address && !strcmp(w->ray_address, "local");
+		w->per_rank = w->m.processor.kind == ES_PROC_DATA_JUICER && !strcmp(w->ray_address, "local");
 	if ((rc = check_version(w)) || (rc = check_recipe_snapshot(&w->m)))
 		return rc;
 	if ((rc = es_claimer_init(&w->c, &w->m, p)))

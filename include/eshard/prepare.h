@@ -45,12 +45,16 @@
 struct es_prepare_opts {
 	const char *config;         /* required: the Data-Juicer recipe */
 	const char *dataset_path;   /* optional: overrides the recipe's dataset_path */
-	const char *job_dir;        /* required: missing, an empty folder, or this very job */
+	/* required: missing, an empty folder, or this very job: the same dataset and input files,
+	 * recipe bytes, shard count (when given) and processor command and order. The node-local
+	 * options (processor.python, .dj_process, .dj_root, ray_address) are not compared, and an
+	 * existing manifest keeps its own: run and worker override them per process (worker.h). */
+	const char *job_dir;
 	int64_t num_shards;         /* > 0, or 0: automatic (es_prepare_auto_shards) */
 	int64_t auto_ranks;         /* automatic: the ranks (or nodes) that will work, 0: unknown */
 	int64_t target_shard_bytes; /* automatic: the largest shard wanted, 0: ES_TARGET_SHARD_BYTES */
 	struct es_policy policy;    /* saved in the manifest; heartbeat and lease are extra fields */
-	const char *ray_address;    /* NULL: "local"; stripped; empty is an error */
+	const char *ray_address;    /* NULL (not given): "local"; stripped; empty is an error */
 	struct es_processor processor; /* recorded in the manifest (extra field "processor") */
 	const char *helper;         /* scripts/dj_op_kinds.py, or NULL to find it beside the binary */
 	size_t max_line_bytes;      /* 0: ES_MAX_LINE_BYTES */
@@ -77,7 +81,7 @@ struct es_prepare_result {
  * target bytes on average, never more shards than rows, at least 1. */
 uint64_t es_prepare_auto_shards(uint64_t bytes, uint64_t rows, int64_t ranks, int64_t target);
 
-/* Default options (policy defaults, ray_address "local"). */
+/* Default options (policy defaults, no Ray address given: "local"). */
 void es_prepare_opts_init(struct es_prepare_opts *o);
 int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *res);
 

@@ -31,12 +31,21 @@ struct es_worker_opts {
 	 * running shards only, about 20 file-system operations a second whatever R (run: 0.25). */
 	double tail_poll_secs;
 	const char *ray_address;     /* NULL: the manifest's */
+	/* Where the processor is on this node (--python, --dj-process, --dj-root of run and
+	 * worker), in place of the manifest's for this process only; NULL: the manifest's. The
+	 * manifest on disk never changes: other nodes and the reference read it. --dj-process and
+	 * --dj-root replace each other (a Data-Juicer job runs one of them) and need a
+	 * Data-Juicer job. */
+	const char *python;
+	const char *dj_process;
+	const char *dj_root;
 	/* --ray-mode per-rank: start one node-local Ray head for this worker (at its first claim),
 	 * give its address to every shard, restart it when it died, stop it when the worker ends
 	 * (also on failure and SIGTERM). The ranks of one host get distinct ports and a share of
 	 * the host's CPUs and GPUs. */
 	int ray_per_rank;            /* 1 per-rank, 0 per-attempt, -1 (no --ray-mode): per-rank when the
-	                              * processor is Data-Juicer and the Ray address is "local" */
+	                              * processor is Data-Juicer and the Ray address (ray_address,
+	                              * else the manifest's) is "local" */
 	const char *ray_mode_name;   /* the option as given ("per-attempt", "per-rank") */
 	/* Per-rank mode runs Data-Juicer shards through a persistent runner (scripts/dj_runner.py)
 	 * that imports Data-Juicer and connects to the head once; 1: plain dj-process per shard. */

@@ -87,12 +87,12 @@ pass "idempotent re-run"
 
 # Another shard count is another job.
 run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$IN" --job-dir "$job" --num-shards 2
-expect_err "Job directory already exists and does not match this request: $job. Choose a new --job-dir."
+expect_err "Job directory already exists and does not match this request: $job was prepared with 3 shards (now 2). Choose a new --job-dir"
 
 # Same size and mtime, other content: the hash tells.
 mt=$(stat -c %y "$IN/a.jsonl")
 sed -i 's/"c"/"C"/' "$IN/a.jsonl"
 touch -d "$mt" "$IN/a.jsonl"
 run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$IN" --job-dir "$job" --num-shards 3
-expect_err "does not match this request"
+expect_err "does not match this request: $job was prepared with input file $(realpath "$IN/a.jsonl") of sha256 "
 pass "edit with the same size and mtime detected"
