@@ -272,6 +272,9 @@ int es_djrunner_ensure(struct es_djrunner *r)
 	int rc = runtime_env(r, &env);
 	if (!rc) {
 		ro.env = env.v;
+		/* Tests that start the heads of several fake hosts of one machine (one network) hold
+		 * some of them here, so that each finds the ports another took. */
+		es_proc_test_hook("ESHARD_TEST_HOOK_BEFORE_RAY_HEAD");
 		double t0 = es_time_mono();
 		rc = es_ray_head_start(&ro, &r->head);
 		if (!rc) {

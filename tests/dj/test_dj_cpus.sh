@@ -42,3 +42,21 @@ print("%d operator batches in %d processes, each on CPUs %s of a Ray with %d CPU
       % (len(lines), len({l["pid"] for l in lines}), node, len(node)))
 PY
 pass "Data-Juicer's operators ran on every CPU, in a Ray of every CPU"
+
+# ---- two fake hosts (fakehosts.sh), one rank each under `mpirun -np 2 -npernode 1`: each rank's
+# head has every CPU. Both are rank 0 of their host and so try the same ports on this one
+# machine: node2's head starts later (a test hook), when node1's holds them, and takes the next
+# block, as the head of a second job on a real host would.
+. "$SRC/tests/e2e/fakehosts.sh"
+fakehosts_check
+fakehosts_setup 2
+export ESHARD_TEST_HOOK_BEFORE_RAY_HEAD='[ "$(hostname)" != node2 ] || sleep 12'
+# shellcheck disable=SC2086
+run_expect 0 timeout 600 "$MPIEXEC" $FAKEHOSTS_MPIRUN_ARGS -x ESHARD_TEST_HOOK_BEFORE_RAY_HEAD -np 2 -npernode 1 \
+  "$BIN" run --config "$T/recipe.yaml" --dataset-path configs/demo-data --job-dir "$T/hosts" --num-shards 8 \
+  --python "$PY" --dj-process "$DJ"
+expect_out "PASS: 8 shards were completed by"
+[ "$(grep -c "Started a node-local Ray head at .* with $count CPU(s) ($first-$last)" "$T/out")" = 2 ] ||
+  { cat "$T/out"; fail "expected two heads, each with $count CPU(s) ($first-$last)"; }
+expect_err "WARNING: the launcher bound 2 of 2 rank(s) to fewer CPUs than their share of their node"
+pass "two fake hosts: each rank's head has every CPU"
