@@ -95,6 +95,15 @@ int agree_max_int(int value)
 	return out;
 }
 
+int agree_sum_int(int value)
+{
+	int out = 0;
+	MPI_Request r;
+	MPI_Iallreduce(&value, &out, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &r);
+	wait_request(&r);
+	return out;
+}
+
 void agree_max_doubles(const double *mine, double *out, int n)
 {
 	MPI_Request r;

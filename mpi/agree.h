@@ -32,6 +32,8 @@ void agree_bcast_bytes(void *buf, int n);
 
 /* The largest value of any rank. */
 int agree_max_int(int value);
+/* The sum of every rank's value. */
+int agree_sum_int(int value);
 /* The element-wise largest of every rank's n doubles, in one collective. */
 void agree_max_doubles(const double *mine, double *out, int n);
 

@@ -165,29 +165,25 @@ static void discover_hosts(struct run *r)
 /* Every rank gives itself (and so every thread and child it starts later: prepare's helper
  * threads, the Ray head, Data-Juicer) its share of its node's CPUs in place of the launcher's
  * binding of the rank (cpus.h, README "CPUs, GPUs and binding"). Rank 0 says once how many
- * ranks the launcher had bound to fewer CPUs than that, with the first of them as example. */
+ * ranks the launcher had bound to fewer CPUs than that (every rank's head line says what it
+ * got). */
 static void take_cpus(struct run *r)
 {
 	struct es_cpus c;
-	int mine[3] = { 0, 0, 0 };
+	int narrower = 0;
 	if (es_cpus_take_share(r->slot, r->slots, &c) == 0)
-		mine[0] = es_cpus_was_narrower(&c), mine[1] = CPU_COUNT(&c.bound), mine[2] = CPU_COUNT(&c.share);
+		narrower = es_cpus_was_narrower(&c);
 	else
 		es_warning("this rank's Ray and Data-Juicer keep the launcher's CPU binding (see the error above)");
-	int *all = calloc((size_t)r->ag.size * 3, sizeof(int));
-	if (!all)
+	int count = agree_sum_int(narrower);
+	if (r->ag.rank != 0 || !count)
 		return;
-	agree_allgather(mine, all, (int)sizeof(mine));
-	int narrower = 0, first = -1;
-	for (int i = 0; i < r->ag.size; i++)
-		if (all[3 * i] && !narrower++)
-			first = i;
-	if (r->ag.rank == 0 && narrower)
-		es_warning("the launcher bound %d of %d rank(s) to fewer CPUs than their share of their node (rank %d: %d "
-			   "CPU(s), share %d); each rank's Ray and Data-Juicer use its share instead (mpirun --bind-to none, "
-			   "srun --cpu-bind=none avoid this warning)",
-			   narrower, r->ag.size, first, all[3 * first + 1], all[3 * first + 2]);
-	free(all);
+	char mine[96] = "";
+	if (narrower)
+		snprintf(mine, sizeof(mine), " (rank 0: %d CPU(s), share %d)", CPU_COUNT(&c.bound), CPU_COUNT(&c.share));
+	es_warning("the launcher bound %d of %d rank(s) to fewer CPUs than their share of their node%s; each rank's "
+		   "Ray and Data-Juicer use its share instead (mpirun --bind-to none, srun --cpu-bind=none avoid this "
+		   "warning)", count, r->ag.size, mine);
 }
 
 /* The run id: explicit, from the launcher, or made by rank 0; the same on every rank. */

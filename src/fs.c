@@ -498,7 +498,7 @@ int es_fs_create_exclusive(const char *path, const void *data, size_t len)
 	return rc;
 }
 
-enum { RN_EXISTS_OK = 1, RN_MISSING_OK = 2 };
+enum { RN_EXISTS_OK = 1, RN_MISSING_OK = 2, RN_FIXED_OK = 4 };
 
 /* renameat() of from to to, each folder opened by beneath(): 0, 1 (with RN_EXISTS_OK: the
  * target exists, for a folder: EEXIST or ENOTEMPTY; with RN_MISSING_OK: from is missing), or
@@ -522,6 +522,8 @@ static int rename_beneath(const char *from, const char *to, int flags)
 			rc = (exists_ok && (errno == EEXIST || errno == ENOTEMPTY)) ||
 				     ((flags & RN_MISSING_OK) && errno == ENOENT)
 				     ? 1
+				     : (flags & RN_FIXED_OK) && (errno == EBUSY || errno == EPERM || errno == EACCES || errno == EXDEV)
+				     ? 2
 				     : es_error_errno(ES_EIO, "cannot rename '%s' to '%s'", from, to);
 		else
 			rc = fsync_at(fd2, to);
@@ -541,7 +543,7 @@ int es_fs_rename(const char *from, const char *to)
 
 int es_fs_publish_dir(const char *from, const char *to)
 {
-	return rename_beneath(from, to, RN_EXISTS_OK);
+	return rename_beneath(from, to, RN_EXISTS_OK | RN_FIXED_OK);
 }
 
 int es_fs_move_entry(const char *from, const char *to)

@@ -1074,7 +1074,7 @@ static int finish_publish(const char *job_dir, const char *stage)
 static int finish_marked(struct prep *P)
 {
 	es_path_join(&P->path, P->job_dir.data, PUBLISH_MARKER);
-	int rc = es_fs_exists(P->path.data);
+	int rc = es_fs_exists_fresh(P->path.data);
 	if (rc <= 0)
 		return rc;
 	struct es_buf stage = ES_BUF_INIT;
@@ -1104,9 +1104,11 @@ static int finish_marked(struct prep *P)
 }
 
 /* The entries of the job folder that no prepare left, sorted, into foreign; *ours counts those
- * a prepare leaves (stage folders ".<name>.preparing.<32hex>", the marker's temporaries). The
- * lost+found folder at a mount point is the file system's own and counts as neither. */
-static int list_foreign(struct prep *P, int mount, struct es_strv *foreign, size_t *ours)
+ * a prepare leaves (stage folders ".<name>.preparing.<32hex>", the marker's temporaries), and
+ * *job is set when the listing shows a manifest or a marker that the lookups before it did not
+ * (published meanwhile, or a stale cached absence). The lost+found folder at a mount point is
+ * the file system's own and counts as neither. */
+static int list_foreign(struct prep *P, int mount, struct es_strv *foreign, size_t *ours, int *job)
 {
 	DIR *d = opendir(P->job_dir.data);
 	if (!d)
@@ -1120,7 +1122,9 @@ static int list_foreign(struct prep *P, int mount, struct es_strv *foreign, size
 		if (!strcmp(n, ".") || !strcmp(n, ".."))
 			continue;
 		int kind = fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) == 0 ? (int)(st.st_mode & S_IFMT) : 0;
-		if ((kind == S_IFDIR && is_token_name(n, prefix.data, "")) ||
+		if (!strcmp(n, "manifest.json") || !strcmp(n, PUBLISH_MARKER))
+			*job = 1;
+		else if ((kind == S_IFDIR && is_token_name(n, prefix.data, "")) ||
 		    (kind == S_IFREG && is_token_name(n, "." PUBLISH_MARKER ".", ".tmp")))
 			(*ours)++;
 		else if (!(mount && kind == S_IFDIR && !strcmp(n, "lost+found")))
@@ -1152,8 +1156,9 @@ static int refuse_foreign(struct prep *P, const struct es_strv *f)
  * the stage goes inside it; else the refusal naming what is there. */
 static int examine_existing(struct prep *P)
 {
+	/* Opened, not looked up: a cached absence must not make a job folder look empty. */
 	es_path_join(&P->path, P->job_dir.data, "manifest.json");
-	int rc = es_fs_exists(P->path.data);
+	int rc = es_fs_exists_fresh(P->path.data);
 	if (rc == 0)
 		rc = finish_marked(P);
 	if (rc != 0)
@@ -1163,7 +1168,13 @@ static int examine_existing(struct prep *P)
 		return mount;
 	struct es_strv foreign = ES_STRV_INIT;
 	size_t ours = 0;
-	rc = list_foreign(P, mount, &foreign, &ours);
+	int job = 0;
+	rc = list_foreign(P, mount, &foreign, &ours, &job);
+	if (!rc && job) {
+		es_strv_free(&foreign);
+		rc = finish_marked(P);
+		return rc < 0 ? rc : 1;
+	}
 	if (!rc && foreign.n)
 		rc = refuse_foreign(P, &foreign);
 	es_strv_free(&foreign);
@@ -1208,6 +1219,21 @@ static int publish_inside(struct prep *P)
 	return rc < 0 ? rc : 0;
 }
 
+/* The stage, complete beside the job folder, moves into it and is published from there. */
+static int move_stage_inside(struct prep *P)
+{
+	es_path_join(&P->path, P->job_dir.data, strrchr(P->stage.data, '/') + 1);
+	int rc = es_fs_rename(P->stage.data, P->path.data);
+	if (!rc) {
+		es_buf_reset(&P->stage);
+		rc = es_buf_adds(&P->stage, P->path.data);
+	}
+	if (rc)
+		return rc;
+	P->inside = 1;
+	return publish_inside(P);
+}
+
 /* Step 11 by one rename of the stage beside the job folder (over the folder when it was taken:
  * an empty folder is replaced atomically, and its group, when this user may give it, and its
  * permission bits are kept). 0 published; 1 another prepare's job, compared. */
@@ -1224,18 +1250,16 @@ static int publish_rename(struct prep *P)
 		P->have_stage = 0;
 	if (rc <= 0)
 		return rc;
+	/* A taken folder that no rename may replace (another user's under a sticky parent; a bind
+	 * mount an old kernel did not name as a mount point): publish inside it instead. */
+	if (rc == 2 && P->take)
+		return move_stage_inside(P);
+	if (rc == 2)
+		return es_error(ES_EIO, "cannot rename '%s' to '%s': refused by the file system", P->stage.data, P->job_dir.data);
 	/* Another prepare won: by a rename, or by a publish inside the folder. When only another
 	 * prepare's stage is there yet, this one publishes inside too, and the marker decides. */
-	if ((rc = examine_existing(P)) == 0) {
-		es_path_join(&P->path, P->job_dir.data, strrchr(P->stage.data, '/') + 1);
-		if ((rc = es_fs_rename(P->stage.data, P->path.data)) != 0)
-			return rc;
-		es_buf_reset(&P->stage);
-		if ((rc = es_buf_adds(&P->stage, P->path.data)) != 0)
-			return rc;
-		P->inside = 1;
-		return publish_inside(P);
-	}
+	if ((rc = examine_existing(P)) == 0)
+		return move_stage_inside(P);
 	es_fs_remove_tree(P->stage.data);
 	P->have_stage = 0;
 	if (rc < 0)

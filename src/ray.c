@@ -3,6 +3,7 @@
  * behaviour of `ray start`/`ray stop` this follows is in docs/dj-notes.md.
  */
 #include "eshard/ray.h"
+#include "eshard/cpus.h"
 #include "eshard/buf.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
@@ -340,14 +341,24 @@ int es_ray_head_alive(const struct es_ray_head *h)
 /* ---- resources: CPUs, GPUs, object store ---- */
 
 /* The CPUs of the calling thread's mask: a rank has given it its share of the node before it
- * starts a head (cpus.h), and the head's processes inherit the same mask. */
-static int usable_cpus(void)
+ * starts a head (cpus.h), and the head's processes inherit the same mask. A CFS quota (a
+ * container limited by one, whose mask still shows every CPU of its host) caps it at the
+ * rank's share of the quota. */
+static int usable_cpus(int ranks_on_host)
 {
 	cpu_set_t set;
-	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-		return CPU_COUNT(&set);
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? (int)n : 1;
+	int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+	if (n <= 0) {
+		long online = sysconf(_SC_NPROCESSORS_ONLN);
+		n = online > 0 ? (int)online : 1;
+	}
+	int quota = es_cpus_quota(NULL, NULL);
+	if (quota > 0) {
+		int share = (quota + ranks_on_host - 1) / ranks_on_host;
+		if (share < n)
+			n = share;
+	}
+	return n;
 }
 
 struct gpus {
@@ -963,7 +974,7 @@ int es_ray_head_start(const struct es_ray_opts *o, struct es_ray_head *h)
 	}
 
 	/* Resources. */
-	int cpus = o->num_cpus > 0 ? (int)lround(o->num_cpus) : usable_cpus();
+	int cpus = o->num_cpus > 0 ? (int)lround(o->num_cpus) : usable_cpus(o->ranks_on_host);
 	h->num_cpus = cpus < 1 ? 1 : cpus;
 	if ((rc = find_gpus(o->env ? o->env : environ, &g)) != 0 || (rc = choose_gpus(o, &g, h)) != 0)
 		goto out;

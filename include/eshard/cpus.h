@@ -10,10 +10,12 @@
  *    mask to the online CPUs of the process's cpuset (cgroup v1 or v2, a container's or a
  *    Slurm job's), so asking for all of them and reading the mask back gives exactly the
  *    CPUs this process may use, whatever binding the launcher chose inside them;
- *  - the share: all of them for the only rank of its host, an even split of contiguous CPUs
- *    between the ranks of one host (rank k of n takes the k-th part; with N CPUs the first
- *    N % n parts are one CPU larger), one CPU each, round robin, when there are more ranks than
- *    CPUs.
+ *  - the share: all of them for the only rank of its host, an even split between the ranks of
+ *    one host (rank k of n takes the k-th part; with N CPUs the first N % n parts are one CPU
+ *    larger), one CPU each, round robin, when there are more ranks than CPUs. The CPUs are cut
+ *    in the order of their package, then core (sysfs topology), so that a part holds whole
+ *    cores, the hyperthreads of a core being usually numbered far apart, and stays within a
+ *    socket when it can; a CPU whose topology cannot be read sorts by its number.
  * The mask is set on the calling thread only: threads and children started by it later
  * inherit it, threads started before (an MPI library's own) keep the launcher's binding.
  * Contract: nothing is written to any file; each function reports its own failure once.
@@ -34,12 +36,23 @@ struct es_cpus {
  * 0, or ES_EIO when the kernel refused (message says so). */
 int es_cpus_node(cpu_set_t *node);
 
-/* Rank k's share of node among n ranks of one host (0 <= k < n), into *share. */
-void es_cpus_split(const cpu_set_t *node, int k, int n, cpu_set_t *share);
+/* Where the kernel describes the CPUs' topology (cpu<N>/topology/core_id, ...). */
+#define ES_CPUS_SYSFS "/sys/devices/system/cpu"
+
+/* Rank k's share of node among n ranks of one host (0 <= k < n), into *share; sysfs: the
+ * topology folder (NULL: ES_CPUS_SYSFS; tests give a folder of their own). */
+void es_cpus_split(const cpu_set_t *node, const char *sysfs, int k, int n, cpu_set_t *share);
 
 /* Fill c (node, bound, share for rank k of n on this host) and give the calling thread the
  * share. 0 or ES_EIO (the thread's mask is then unchanged), or ES_EUSAGE for a bad k or n. */
 int es_cpus_take_share(int k, int n, struct es_cpus *c);
+
+/* The CPUs a CFS quota of this process's cgroups allows (cgroup v2 cpu.max, v1
+ * cpu.cfs_quota_us / cpu.cfs_period_us, the smallest on the way up to the root, rounded up), or
+ * 0 when there is none: a container limited by a quota rather than a cpuset sees every CPU of
+ * its host in its mask. proc_cgroup (NULL: /proc/self/cgroup) and cgroup_root (NULL:
+ * /sys/fs/cgroup) are for tests. Reports nothing. */
+int es_cpus_quota(const char *proc_cgroup, const char *cgroup_root);
 
 /* 1 when the launcher had bound the thread to fewer CPUs than its share. */
 int es_cpus_was_narrower(const struct es_cpus *c);

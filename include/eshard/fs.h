@@ -80,7 +80,9 @@ int es_fs_open_new(const char *path, mode_t mode, int rw, int *fd);
 int es_fs_rename(const char *from, const char *to);
 /* Publish a fully written (and fsynced) folder: rename(from, to), then fsync the parent of to.
  * Returns 0, 1 when to already exists (EEXIST or ENOTEMPTY: someone else published first; from
- * is left alone), or negative on error. */
+ * is left alone), 2 when the rename was refused with EBUSY, EPERM, EACCES or EXDEV (to is an
+ * empty folder that no rename may replace: a mount point the kernel did not name as one, a
+ * folder of another user under a sticky parent; nothing is said), or negative on error. */
 int es_fs_publish_dir(const char *from, const char *to);
 /* Move one entry of a stage folder into the folder being published (prepare.h: a mount point
  * as job folder): rename(from, to), then fsync the folders of to and from. Returns 0, 1 when

@@ -56,14 +56,14 @@ expect_out "PASS: 8 shards were completed by 2 node(s)"
 expect_err "[rank 0 node1] WARNING: the launcher bound 2 of 2 rank(s) to fewer CPUs than their share of their node"
 pass "one rank per host: processors on CPUs $all, one warning"
 
-# ---- two ranks on one host: each rank's processors have one half, both halves are used, and
-# the launcher's one-core binding is no narrower than that, so no warning.
+# ---- two ranks on one host, unbound (mpirun's default binding would already give them the
+# halves here): each rank's processors have one half, both halves are used, and no warning.
 : >"$T/cpus.log"
 half=$((count / 2))
 h0="$first-$((first + half - 1))"; h1="$((first + half))-$last"
 [ "$half" = 1 ] && h0=$first
 [ "$((count - half))" = 1 ] && h1=$last
-run_expect 0 timeout 100 "$MPIRUN" -np 2 "$BIN" run "${COMMON[@]}" --job-dir "$T/shared"
+run_expect 0 timeout 100 "$MPIRUN" --bind-to none -np 2 "$BIN" run "${COMMON[@]}" --job-dir "$T/shared"
 [ "$(cut -d' ' -f2 "$T/cpus.log" | sort -u | tr '\n' ' ')" = "$(printf '%s\n%s\n' "$h0" "$h1" | sort -u | tr '\n' ' ')" ] ||
   fail "two ranks of one host: processors ran on $(cut -d' ' -f2 "$T/cpus.log" | sort -u | tr '\n' ' '), want the halves $h0 and $h1"
 [ "$(warning_lines)" = 0 ] || { cat "$T/err"; fail "a warning for ranks bound no narrower than their share"; }

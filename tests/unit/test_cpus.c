@@ -1,6 +1,7 @@
 /*
  * Unit tests of src/cpus.c: the CPU list format, the even split of a node's CPUs between the
- * ranks of a host, and taking a share for real: a thread bound to one CPU (as mpirun binds a
+ * ranks of a host (by number, and by a fake sysfs topology of sockets, cores and hyperthreads),
+ * and taking a share for real: a thread bound to one CPU (as mpirun binds a
  * rank) gets back every CPU of its cpuset, and a child it starts inherits that.
  */
 #include "testlib.h"
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,13 +49,111 @@ static void test_format(void)
 	format_is((int[]){ 100, 200, -1 }, 6, "...", __LINE__);
 }
 
-static const char *split_of(const int *node_cpus, int k, int n)
+/* The share as a CPU list; sysfs: a topology folder, or one that does not exist (no topology:
+ * the CPUs are cut in the order of their numbers). */
+static const char *split_in(const char *sysfs, const int *node_cpus, int k, int n)
 {
 	static char out[128];
 	cpu_set_t node = set_of(node_cpus), share;
-	es_cpus_split(&node, k, n, &share);
+	es_cpus_split(&node, sysfs, k, n, &share);
 	es_cpus_format(&share, out, sizeof(out));
 	return out;
+}
+#define split_of(cpus, k, n) split_in("/nonexistent/eshard-topology", (cpus), (k), (n))
+
+/* A topology folder like the kernel's for 2 sockets of 4 cores with 2 hyperthreads each,
+ * numbered as x86 machines usually are: CPUs 0-3 socket 0, 4-7 socket 1, then their second
+ * threads, 8-11 and 12-15. */
+static const char *fake_topology(void)
+{
+	static char root[512];
+	snprintf(root, sizeof(root), "%s", test_tmpdir());
+	for (int cpu = 0; cpu < 16; cpu++) {
+		char path[700];
+		snprintf(path, sizeof(path), "%s/cpu%d", root, cpu);
+		CHECK(mkdir(path, 0755) == 0);
+		snprintf(path, sizeof(path), "%s/cpu%d/topology", root, cpu);
+		CHECK(mkdir(path, 0755) == 0);
+		const char *what[2] = { "physical_package_id", "core_id" };
+		int value[2] = { (cpu % 8) / 4, cpu % 4 };
+		for (int i = 0; i < 2; i++) {
+			snprintf(path, sizeof(path), "%s/cpu%d/topology/%s", root, cpu, what[i]);
+			FILE *f = fopen(path, "w");
+			if (CHECK(f != NULL)) {
+				fprintf(f, "%d\n", value[i]);
+				fclose(f);
+			}
+		}
+	}
+	return root;
+}
+
+static void test_split_topology(void)
+{
+	static const int sixteen[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, -1 };
+	const char *topo = fake_topology();
+	/* Two ranks: a socket each, with both threads of its cores (not the first threads of every
+	 * core for one rank and the second threads for the other). */
+	CHECK_STR_EQ(split_in(topo, sixteen, 0, 2), "0-3,8-11");
+	CHECK_STR_EQ(split_in(topo, sixteen, 1, 2), "4-7,12-15");
+	/* Four ranks: two whole cores each. */
+	CHECK_STR_EQ(split_in(topo, sixteen, 0, 4), "0-1,8-9");
+	CHECK_STR_EQ(split_in(topo, sixteen, 3, 4), "6-7,14-15");
+	/* A cpuset of socket 1's cores, one thread each, and their siblings. */
+	static const int part[] = { 5, 6, 13, 14, -1 };
+	CHECK_STR_EQ(split_in(topo, part, 0, 2), "5,13");
+	CHECK_STR_EQ(split_in(topo, part, 1, 2), "6,14");
+	CHECK_STR_EQ(split_in(topo, sixteen, 0, 1), "0-15");
+}
+
+static void put(const char *root, const char *rel, const char *text)
+{
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	for (char *p = path + strlen(root) + 1; (p = strchr(p, '/')) != NULL; p++) {
+		*p = '\0';
+		mkdir(path, 0755);
+		*p = '/';
+	}
+	FILE *f = fopen(path, "w");
+	if (CHECK(f != NULL)) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+/* CFS quotas in fake cgroup trees: v2 (also a parent's smaller quota, and "max"), v1 at
+ * cpu,cpuacct/ and at cpu/ (-1: none), and no quota at all. */
+static void test_quota(void)
+{
+	char root[600], proc[700], tree[700];
+	snprintf(root, sizeof(root), "%s", test_tmpdir());
+	snprintf(proc, sizeof(proc), "%s/cgroup", root);
+#define TREE(name) (snprintf(tree, sizeof(tree), "%s/%s", root, (name)), tree)
+
+	put(root, "cgroup", "0::/job/step\n");
+	put(root, "v2/job/step/cpu.max", "250000 100000\n");
+	CHECK_INT_EQ(es_cpus_quota(proc, TREE("v2")), 3);
+	put(root, "v2/cpu.max", "max 100000\n");
+	put(root, "v2/job/cpu.max", "150000 100000\n");
+	CHECK_INT_EQ(es_cpus_quota(proc, TREE("v2")), 2);
+
+	put(root, "cgroup", "12:pids:/\n4:cpu,cpuacct:/docker/abc\n0::/\n");
+	put(root, "v1/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "400000\n");
+	put(root, "v1/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
+	CHECK_INT_EQ(es_cpus_quota(proc, TREE("v1")), 4);
+
+	put(root, "cgroup", "3:cpuacct,cpu:/\n");
+	put(root, "v1b/cpu/cpu.cfs_quota_us", "-1\n");
+	put(root, "v1b/cpu/cpu.cfs_period_us", "100000\n");
+	CHECK_INT_EQ(es_cpus_quota(proc, TREE("v1b")), 0);
+	put(root, "v1b/cpu/cpu.cfs_quota_us", "50000\n");
+	CHECK_INT_EQ(es_cpus_quota(proc, TREE("v1b")), 1);
+
+	put(root, "cgroup", "0::/\n");
+	CHECK_INT_EQ(es_cpus_quota(proc, TREE("none")), 0);
+	CHECK_INT_EQ(es_cpus_quota("/nonexistent/cgroup", NULL), 0);
+#undef TREE
 }
 
 static void test_split(void)
@@ -133,7 +233,7 @@ static void test_take_share(void)
 	/* The last of two ranks of a host takes the second half (the last CPU when there is one). */
 	if (CHECK(es_cpus_take_share(1, 2, &c) == 0)) {
 		cpu_set_t want;
-		es_cpus_split(&node, 1, 2, &want);
+		es_cpus_split(&node, NULL, 1, 2, &want);
 		CHECK(CPU_EQUAL(&c.share, &want));
 		CHECK(sched_getaffinity(0, sizeof(now), &now) == 0 && CPU_EQUAL(&now, &want));
 		CHECK_INT_EQ(es_cpus_was_narrower(&c), 0);
@@ -149,6 +249,8 @@ int main(void)
 {
 	test_format();
 	test_split();
+	test_split_topology();
+	test_quota();
 	test_take_share();
 	return test_done();
 }
