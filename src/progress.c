@@ -11,7 +11,8 @@
 
 static void fmt_secs(double secs, char *out, size_t n)
 {
-	long long t = (long long)llround(secs > 0 ? secs : 0);
+	/* Saturated: an ETA of rows left over a tiny rate can pass any integer. */
+	long long t = (long long)es_i64_of_double(round(secs > 0 ? secs : 0));
 	if (t >= 3600)
 		snprintf(out, n, "%lldh%02lldm%02llds", t / 3600, t / 60 % 60, t % 60);
 	else if (t >= 60)
