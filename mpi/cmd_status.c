@@ -13,7 +13,9 @@
 
 enum status_format { FMT_TEXT, FMT_JSON, FMT_PROMETHEUS };
 
-/* One snapshot into out; its exit code in *code. */
+/* One snapshot into out; its exit code in *code. Metrics exit 0 once they are printed: the
+ * job's state is in them, and a collector's recipe (`... --prometheus > f.$$ && mv f.$$ f`)
+ * must publish them whatever that state is. */
 static int snapshot(const char *job_dir, double lock_timeout, enum status_format fmt, int all, struct es_buf *out,
 		    int *code)
 {
@@ -29,7 +31,7 @@ static int snapshot(const char *job_dir, double lock_timeout, enum status_format
 		else
 			rc = es_status_format_text(&v.m, &v.st, all, out);
 	}
-	*code = rc ? 2 : es_status_exit(&v.st);
+	*code = rc ? 2 : fmt == FMT_PROMETHEUS ? 0 : es_status_exit(&v.st);
 	/* --watch ends with the job: complete, or finished with failures. */
 	if (!rc && v.st.terminal)
 		*code |= 0x100;
@@ -91,7 +93,9 @@ int cmd_status(int argc, char **argv)
 		"(time when some attempt ran, so downtime between submissions does not count) over the last\n"
 		"minute of work; ETA = rows left / that rate, only while shards run.\n"
 		"Exit codes: 0 every shard done, 2 some shard failed or a done record is one merge would\n"
-		"refuse (named in the output), or an error, 1 otherwise (--watch: of the last snapshot).",
+		"refuse (named in the output), or an error, 1 otherwise (--watch: of the last snapshot);\n"
+		"with --prometheus 0 whenever the metrics were printed (the job's state is in them), 2 on\n"
+		"an error.",
 	};
 	int rc = es_args_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), &help);
 	if (rc)
