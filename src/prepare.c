@@ -52,8 +52,10 @@ uint64_t es_prepare_auto_shards(uint64_t bytes, uint64_t rows, int64_t ranks, in
 {
 	uint64_t t = target > 0 ? (uint64_t)target : (uint64_t)ES_TARGET_SHARD_BYTES;
 	uint64_t n = bytes / t + (bytes % t != 0);
-	if (ranks > 0 && (uint64_t)ranks <= UINT64_MAX / 4 && n < 4 * (uint64_t)ranks)
-		n = 4 * (uint64_t)ranks;
+	/* 4 x ranks saturates: past UINT64_MAX it is more shards than any input has rows. */
+	uint64_t per_ranks = (uint64_t)ranks > UINT64_MAX / 4 ? UINT64_MAX : 4 * (uint64_t)ranks;
+	if (ranks > 0 && n < per_ranks)
+		n = per_ranks;
 	if (n > rows)
 		n = rows;
 	return n ? n : 1;

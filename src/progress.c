@@ -157,6 +157,8 @@ struct es_progress {
 static int nap(struct es_progress *p, double secs)
 {
 	struct timespec ts;
+	if (secs > ES_SLEEP_MAX_SECS)
+		secs = ES_SLEEP_MAX_SECS; /* --progress-secs up to INT64_MAX: end must fit a time_t */
 	clock_gettime(CLOCK_REALTIME, &ts);
 	double end = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 + secs;
 	ts.tv_sec = (time_t)end;

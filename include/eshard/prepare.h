@@ -50,8 +50,9 @@ struct es_prepare_result {
 	char *job_dir;              /* resolved; caller frees */
 };
 
-/* The automatic shard count: at least 4 shards per rank (ranks > 0), no shard larger than
- * target bytes on average, never more shards than rows, at least 1. */
+/* The automatic shard count: at least 4 shards per rank (ranks > 0; 4 x ranks saturates, so
+ * any rank count past UINT64_MAX / 4 asks for a shard per row), no shard larger than target
+ * bytes on average, never more shards than rows, at least 1. */
 uint64_t es_prepare_auto_shards(uint64_t bytes, uint64_t rows, int64_t ranks, int64_t target);
 
 /* Default options (policy defaults, ray_address "local"). */
