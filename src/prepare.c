@@ -1063,6 +1063,76 @@ static void sweep_stages(struct prep *P)
 	es_buf_free(&path);
 }
 
+/* The newest mtime of dir and of its entries (one level), or -1 when dir cannot be read. */
+static double newest_change(const char *dir)
+{
+	struct stat st;
+	double newest = lstat(dir, &st) == 0 ? (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9 : -1;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	struct es_buf p = ES_BUF_INIT;
+	while (d && (e = readdir(d)) != NULL) {
+		if (es_path_join(&p, dir, e->d_name) || lstat(p.data, &st) != 0)
+			continue;
+		double t = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9;
+		if (t > newest)
+			newest = t;
+	}
+	if (d)
+		closedir(d);
+	es_buf_free(&p);
+	return newest;
+}
+
+/* ".<name>.preparing.<32 lowercase hex>" (es_fs_temp_token's form). */
+static int is_stage_of(const char *entry, const char *name)
+{
+	size_t n = strlen(name);
+	if (entry[0] != '.' || strncmp(entry + 1, name, n) || strncmp(entry + 1 + n, ".preparing.", 11))
+		return 0;
+	const char *hex = entry + 1 + n + 11;
+	size_t k = 0;
+	while (hex[k] && ((hex[k] >= '0' && hex[k] <= '9') || (hex[k] >= 'a' && hex[k] <= 'f')))
+		k++;
+	return k == 32 && !hex[k];
+}
+
+int es_prepare_find_stage(const char *job_dir, struct es_buf *stage, double *idle_secs)
+{
+	struct es_buf jd = ES_BUF_INIT, parent = ES_BUF_INIT, p = ES_BUF_INIT, shards = ES_BUF_INIT;
+	int rc = es_fs_resolve(job_dir, &jd), found = 0;
+	const char *slash = rc ? NULL : strrchr(jd.data, '/');
+	if (slash)
+		rc = es_buf_add(&parent, jd.data, slash == jd.data ? 1 : (size_t)(slash - jd.data));
+	DIR *d = slash && !rc ? opendir(parent.data) : NULL;
+	struct dirent *e;
+	double best = -1;
+	while (d && (e = readdir(d)) != NULL) {
+		/* A prepare of this host that is gone will never publish: not under way. */
+		if (!is_stage_of(e->d_name, slash + 1) || es_fs_temp_owner(e->d_name) == ES_TEMP_GONE ||
+		    es_path_join(&p, parent.data, e->d_name) || es_path_join(&shards, p.data, "shards"))
+			continue;
+		double a = newest_change(p.data), b = newest_change(shards.data), t = a > b ? a : b;
+		if (a < 0 || (found && t <= best))
+			continue;
+		found = 1;
+		best = t;
+		es_buf_reset(stage);
+		rc = es_buf_adds(stage, p.data);
+	}
+	if (d)
+		closedir(d);
+	if (found) {
+		double idle = es_time_epoch() - best;
+		*idle_secs = idle > 0 ? idle : 0;
+	}
+	es_buf_free(&jd);
+	es_buf_free(&parent);
+	es_buf_free(&p);
+	es_buf_free(&shards);
+	return rc ? rc : found;
+}
+
 static void prep_free(struct prep *P)
 {
 	prep_join_recipe(P, 0);

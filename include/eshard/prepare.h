@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "eshard/buf.h"
 #include "eshard/manifest.h"
 
 #define ES_MAX_LINE_BYTES ((size_t)256 << 20)
@@ -54,6 +55,15 @@ struct es_prepare_result {
  * any rank count past UINT64_MAX / 4 asks for a shard per row), no shard larger than target
  * bytes on average, never more shards than rows, at least 1. */
 uint64_t es_prepare_auto_shards(uint64_t bytes, uint64_t rows, int64_t ranks, int64_t target);
+
+/* Whether a prepare of job_dir looks under way (for status while the job folder does not exist
+ * yet): a stage folder "<parent>/.<name>.preparing.<32hex>" beside it whose maker is not known
+ * to be gone (es_fs_temp_owner: a live process of this host, or a process of another host that
+ * cannot be checked from here, so a prepare that crashed there still counts). 1 with the most
+ * recently changed one's path in stage and the seconds since it or an entry of it (or of its
+ * shards/) last changed in *idle_secs, so that a caller can show a stalled one; 0 when there is
+ * none; or a negative ES_E* code. Read-only. */
+int es_prepare_find_stage(const char *job_dir, struct es_buf *stage, double *idle_secs);
 
 /* Default options (policy defaults, ray_address "local"). */
 void es_prepare_opts_init(struct es_prepare_opts *o);
