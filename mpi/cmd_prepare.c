@@ -37,6 +37,7 @@ size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts)
 		{ "keep-order", ES_OPT_FLAG, &c->keep_order, NULL, NULL, "order-stable output: each result lists its rows in input order (default for Data-Juicer; a --process-cmd must keep the hidden field __eshard_row__)" },
 		{ "no-keep-order", ES_OPT_FLAG, &c->no_keep_order, NULL, NULL, "keep the processor's own output order (Data-Juicer's Ray export order is not guaranteed)" },
 		{ "max-line-bytes", ES_OPT_POS_INT, &c->max_line_bytes, NULL, NULL, "longest input line accepted (default 268435456)" },
+		{ "max-input-bytes", ES_OPT_POS_INT, &o->max_input_bytes, NULL, NULL, "stop once the input decodes to more than N bytes (default: no such cap, but a compressed file may decode to at most 1000 times its size: a decompression bomb)" },
 		{ "compressed", ES_OPT_FLAG, &o->compressed, NULL, NULL, "a dataset folder's .jsonl.gz and .jsonl.zst files are read too, beside its .jsonl files (default: .jsonl only, as the reference; a compressed file named by --dataset-path is always read)" },
 		{ "allow-unsharded", ES_OPT_FLAG, &o->allow_unsharded, NULL, NULL, "a recipe that is not shard-safe (a whole-dataset operator such as a deduplicator, export_shard_size, ...) runs once over the whole dataset as one shard, on rank 0 while the other ranks wait (default: refused)" },
 	};

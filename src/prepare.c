@@ -174,6 +174,32 @@ static void raw_cb(void *arg, const void *p, size_t n)
 
 /* ---------------- pass 1 ---------------- */
 
+/* The decompression bomb guard (prepare.h, max_input_bytes), checked line by line. */
+struct size_guard {
+	int64_t max_input;   /* > 0: the cap on the decoded bytes of all input; 0: the ratio rule */
+	uint64_t total;      /* decoded bytes of every file so far */
+	uint64_t file;       /* decoded bytes of the current file */
+	uint64_t stored;     /* the current file's stored size */
+	int compressed;
+};
+
+static int guard_line(struct size_guard *g, size_t len, int has_nl, const char *path, uint64_t lineno)
+{
+	uint64_t n = (uint64_t)len + (has_nl != 0);
+	g->total += n;
+	g->file += n;
+	if (g->max_input > 0 && g->total > (uint64_t)g->max_input)
+		return es_error(ES_EINVAL, "Input passes --max-input-bytes %lld decoded bytes at %s:%llu",
+				(long long)g->max_input, path, (unsigned long long)lineno);
+	if (!g->max_input && g->compressed && g->stored <= UINT64_MAX / ES_MAX_DECODE_RATIO &&
+	    g->file > g->stored * ES_MAX_DECODE_RATIO)
+		return es_error(ES_EINVAL, "Compressed input decodes to more than %d times its size, refused as a "
+				"decompression bomb: %s (%llu bytes stored, %llu decoded by line %llu; --max-input-bytes N "
+				"allows N decoded bytes)", ES_MAX_DECODE_RATIO, path, (unsigned long long)g->stored,
+				(unsigned long long)g->file, (unsigned long long)lineno);
+	return 0;
+}
+
 struct pass1 {
 	uint64_t rows, bytes;
 	char norm_sha[65];
@@ -191,9 +217,10 @@ static int flush_norm(struct hasher *h, struct es_buf *out)
 	return hasher_push(h, JOB_NORM, 0, data, len);
 }
 
-static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max_line,
+static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max_line, int64_t max_input,
 		     const char *tmp_path, struct in_file *files, atomic_int *abandon, struct pass1 *res)
 {
+	struct size_guard guard = { max_input, 0, 0, 0, 0 };
 	struct hasher h;
 	memset(&h, 0, sizeof(h));
 	memset(res, 0, sizeof(*res));
@@ -223,6 +250,10 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 			break;
 		}
 		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		struct stat st;
+		guard.file = 0;
+		guard.stored = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+		guard.compressed = es_codec_of_name(path) != ES_CODEC_PLAIN;
 		struct es_line_reader *r = es_line_reader_new_codec(fd, max_line, path, es_codec_of_name(path));
 		struct raw_cb_arg arg = { &h, i, 0, 0 };
 		if (!r) {
@@ -242,7 +273,9 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 				rc = es_error(ES_EINVAL, "prepare stopped: the recipe was refused");
 				break;
 			}
-			rc = es_jsonl_normalize(jl, line, len, global, path, es_line_reader_lineno(r), &out);
+			rc = guard_line(&guard, len, has_nl, path, es_line_reader_lineno(r));
+			if (!rc)
+				rc = es_jsonl_normalize(jl, line, len, global, path, es_line_reader_lineno(r), &out);
 			if (rc)
 				break;
 			global++;
@@ -254,7 +287,6 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 		if (!rc && arg.err)
 			rc = arg.err;
 		es_line_reader_free(r);
-		struct stat st;
 		if (!rc && fstat(fd, &st) != 0)
 			rc = es_error_errno(ES_EIO, "cannot stat input file '%s'", path);
 		close(fd);
@@ -922,7 +954,7 @@ static int prep_scan(struct prep *P)
 		return es_error(ES_ENOMEM, "out of memory");
 	es_path_join(&P->tmp, P->stage.data, ".normalized.jsonl.tmp");
 	size_t max_line = o->max_line_bytes ? o->max_line_bytes : ES_MAX_LINE_BYTES;
-	return run_pass1(&P->scan, P->jl, max_line, P->tmp.data, P->files, &P->bg.failed, &P->p1);
+	return run_pass1(&P->scan, P->jl, max_line, o->max_input_bytes, P->tmp.data, P->files, &P->bg.failed, &P->p1);
 }
 
 /* After pass 1 and the recipe: the number of shards. */

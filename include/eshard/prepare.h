@@ -19,6 +19,10 @@
 #define ES_MAX_LINE_BYTES ((size_t)256 << 20)
 /* The automatic shard count's default target shard size (README "Commands": why 128 MiB). */
 #define ES_TARGET_SHARD_BYTES ((int64_t)128 << 20)
+/* The most a compressed input file may decode to, in times its stored size, without
+ * --max-input-bytes: JSONL compresses 3 to 20 times, rarely 100 (gzip can reach about 1030 at
+ * most); a bomb goes far past that (README "Compressed input"). */
+#define ES_MAX_DECODE_RATIO 1000
 
 struct es_prepare_opts {
 	const char *config;         /* required: the Data-Juicer recipe */
@@ -32,6 +36,11 @@ struct es_prepare_opts {
 	struct es_processor processor; /* recorded in the manifest (extra field "processor") */
 	const char *helper;         /* scripts/dj_op_kinds.py, or NULL to find it beside the binary */
 	size_t max_line_bytes;      /* 0: ES_MAX_LINE_BYTES */
+	/* The decompression bomb guard (README "Compressed input"), checked line by line as pass 1
+	 * decodes: > 0, prepare fails (ES_EINVAL) once the decoded bytes of all input files pass
+	 * it; 0 (the default), a compressed file fails once it decodes to more than
+	 * ES_MAX_DECODE_RATIO times its stored size, plain files have no cap. Not recorded. */
+	int64_t max_input_bytes;
 	int quiet;                  /* do not print the summary line */
 	/* --allow-unsharded: a recipe that is not shard-safe (recipe.h) makes a job of one shard,
 	 * the whole dataset, run once (manifest field "unsharded" with the reasons); an explicit
