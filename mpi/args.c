@@ -141,6 +141,14 @@ int es_args_parse(int argc, char **argv, const struct es_opt *opts, size_t n_opt
 	return 0;
 }
 
+int es_opt_at_most(const char *cmd, const char *name, int64_t value, int64_t max, const char *why)
+{
+	if (value <= max)
+		return 0;
+	return es_error(ES_EUSAGE, "eshard-mpi %s: --%s %lld is out of range: at most %lld (%s)", cmd, name,
+			(long long)value, (long long)max, why);
+}
+
 void es_str_list_free(struct es_str_list *l)
 {
 	free(l->v);

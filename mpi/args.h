@@ -44,6 +44,10 @@ struct es_cmd_help {
 int es_args_parse(int argc, char **argv, const struct es_opt *opts, size_t n_opts,
 		  const struct es_cmd_help *help);
 void es_args_usage(const struct es_opt *opts, size_t n_opts, const struct es_cmd_help *help);
+/* 0 when value <= max; else ES_EUSAGE after "eshard-mpi <cmd>: --<name> <value> is out of
+ * range: at most <max> (<why>)": for the counts that something multiplies or converts, so that
+ * a huge one is refused with its limit instead of wrapping. */
+int es_opt_at_most(const char *cmd, const char *name, int64_t value, int64_t max, const char *why);
 void es_str_list_free(struct es_str_list *l);
 /* "eshard-mpi <version> (git <revision>)", what --version prints (mpi/version.c). */
 const char *es_version_line(void);

@@ -23,7 +23,7 @@ size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts)
 		{ "dataset-path", ES_OPT_STR, &o->dataset_path, NULL, "PATH", "JSONL file or folder; overrides the recipe's dataset_path" },
 		{ "job-dir", ES_OPT_STR, &o->job_dir, NULL, "DIR", "job folder on the shared file system: new, empty (a mount point too) or this very job (required)" },
 		{ "num-shards", ES_OPT_STR, &c->num_shards, NULL, "N", "exact number of non-empty shards, or auto (the default): max(4 x ranks, input / --target-shard-mb), at most the rows" },
-		{ "target-shard-mb", ES_OPT_POS_INT, &c->target_shard_mb, NULL, NULL, "--num-shards auto: the largest shard wanted, in MiB (default 128)" },
+		{ "target-shard-mb", ES_OPT_POS_INT, &c->target_shard_mb, NULL, NULL, "--num-shards auto: the largest shard wanted, in MiB (default 128, at most 8796093022207)" },
 		{ "lock-timeout-secs", ES_OPT_POS_INT, &o->policy.lock_timeout_secs, NULL, NULL, "a lock older than this is stale (default 126000)" },
 		{ "max-retries", ES_OPT_NONNEG_INT, &o->policy.max_retries, NULL, NULL, "failed or stale attempts allowed after the first (default 3)" },
 		{ "poll-interval-secs", ES_OPT_POS_INT, &o->policy.poll_interval_secs, NULL, NULL, "idle worker poll interval (default 20)" },
@@ -37,6 +37,7 @@ size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts)
 		{ "keep-order", ES_OPT_FLAG, &c->keep_order, NULL, NULL, "order-stable output: each result lists its rows in input order (default for Data-Juicer; a --process-cmd must keep the hidden field __eshard_row__)" },
 		{ "no-keep-order", ES_OPT_FLAG, &c->no_keep_order, NULL, NULL, "keep the processor's own output order (Data-Juicer's Ray export order is not guaranteed)" },
 		{ "max-line-bytes", ES_OPT_POS_INT, &c->max_line_bytes, NULL, NULL, "longest input line accepted (default 268435456)" },
+		{ "max-input-bytes", ES_OPT_POS_INT, &o->max_input_bytes, NULL, NULL, "stop once the input decodes to more than N bytes (default: no such cap, but a compressed file may decode to at most 1000 times its size: a decompression bomb)" },
 		{ "compressed", ES_OPT_FLAG, &o->compressed, NULL, NULL, "a dataset folder's .jsonl.gz and .jsonl.zst files are read too, beside its .jsonl files (default: .jsonl only, as the reference; a compressed file named by --dataset-path is always read)" },
 		{ "allow-unsharded", ES_OPT_FLAG, &o->allow_unsharded, NULL, NULL, "a recipe that is not shard-safe (a whole-dataset operator such as a deduplicator, export_shard_size, ...) runs once over the whole dataset as one shard, on rank 0 while the other ranks wait (default: refused)" },
 	};
@@ -59,8 +60,10 @@ int prepare_cli_finish(struct prepare_cli *c, const char *cmd)
 		if (c->target_shard_mb)
 			return es_error(ES_EUSAGE, "eshard-mpi %s: --target-shard-mb goes with --num-shards auto, not with a count", cmd);
 	}
-	if (c->target_shard_mb > INT64_MAX / (1 << 20))
-		return es_error(ES_EUSAGE, "eshard-mpi %s: --target-shard-mb %lld is too large", cmd, (long long)c->target_shard_mb);
+	int rc = es_opt_at_most(cmd, "target-shard-mb", c->target_shard_mb, INT64_MAX >> 20,
+				"it is counted in bytes, 1 MiB each");
+	if (rc)
+		return rc;
 	o->target_shard_bytes = c->target_shard_mb << 20;
 	if ((c->dj_process != NULL) + (c->dj_root != NULL) + (c->process_cmd != NULL) > 1)
 		return es_error(ES_EUSAGE, "eshard-mpi %s: give at most one of --dj-process, --dj-root and --process-cmd", cmd);
@@ -84,7 +87,7 @@ int cmd_prepare(int argc, char **argv)
 	struct es_opt opts[ES_PREPARE_MAX_OPTS];
 	prepare_cli_init(&c);
 	size_t n = prepare_cli_options(&c, opts);
-	opts[n++] = (struct es_opt){ "nodes", ES_OPT_POS_INT, &c.o.auto_ranks, NULL, NULL, "--num-shards auto: the nodes (ranks) that will work, for at least 4 shards each (default: the size rule alone)" };
+	opts[n++] = (struct es_opt){ "nodes", ES_OPT_POS_INT, &c.o.auto_ranks, NULL, NULL, "--num-shards auto: the nodes (ranks) that will work, for at least 4 shards each (default: the size rule alone; at most 2147483647)" };
 	static const struct es_cmd_help help = {
 		"prepare",
 		"Validate the recipe and the input, cut the input into deterministic shards and publish the job folder.",
@@ -98,7 +101,8 @@ int cmd_prepare(int argc, char **argv)
 	int rc = es_args_parse(argc, argv, opts, n, &help);
 	if (rc)
 		return rc > 0 ? 0 : 2;
-	if ((rc = prepare_cli_finish(&c, "prepare")))
+	if ((rc = prepare_cli_finish(&c, "prepare")) ||
+	    (rc = es_opt_at_most("prepare", "nodes", c.o.auto_ranks, ES_MAX_NODES, "MPI counts ranks in an int")))
 		return 2;
 	if (c.o.auto_ranks && c.o.num_shards) {
 		es_error(ES_EUSAGE, "eshard-mpi prepare: --nodes goes with --num-shards auto, not with a count");

@@ -93,7 +93,7 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 		if (!strcmp(opts[i].name, "ray-address")) opts[i].help = "Ray address given to every shard (default local); overrides a prepared job's for this run";
 	}
 	opts[n++] = (struct es_opt){ "output", ES_OPT_STR, &c->output, NULL, "PATH", "merged output (default <job-dir>/merged.jsonl)" };
-	opts[n++] = (struct es_opt){ "nodes", ES_OPT_POS_INT, &c->nodes, NULL, NULL, "nodes of the job (default: distinct hosts of the ranks)" };
+	opts[n++] = (struct es_opt){ "nodes", ES_OPT_POS_INT, &c->nodes, NULL, NULL, "nodes of the job (default: distinct hosts of the ranks; at most 2147483647)" };
 	opts[n++] = (struct es_opt){ "require-all-nodes", ES_OPT_FLAG, &c->require_all, NULL, NULL, "strict mode: every node must complete shards; claim cap ceil(shards/nodes)" };
 	opts[n++] = (struct es_opt){ "run-id", ES_OPT_STR, &c->run_id, NULL, "ID", "submission id (default PAI_JOB_ID, DLC_JOB_ID, JOB_ID, SLURM_JOB_ID, or made up)" };
 	opts[n++] = (struct es_opt){ "no-backup", ES_OPT_FLAG, &c->no_backup, NULL, NULL, "never run a backup attempt of an overdue shard on an idle rank (default: backups on)" };
@@ -123,12 +123,14 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 	int rc = es_args_parse(argc, argv, opts, n, &help);
 	if (rc)
 		return rc > 0 ? 0 : 2;
-	if (prepare_cli_finish(&c->pc, "run"))
+	if (prepare_cli_finish(&c->pc, "run") ||
+	    es_opt_at_most("run", "nodes", c->nodes, ES_MAX_NODES, "MPI counts ranks in an int"))
 		return 2;
 	struct es_worker_opts check;
 	es_worker_opts_init(&check);
 	check.ray_mode_name = c->ray_mode;
 	check.ray_address = c->pc.o.ray_address;
+	check.ray_num_cpus = c->num_cpus;
 	return worker_cli_finish(&check, "run") ? 2 : -1;
 }
 
@@ -201,8 +203,10 @@ static void choose_run_id(struct run *r)
 static int check_strict_shards(struct run *r)
 {
 	int64_t shards = r->cli->pc.o.num_shards, nodes = r->nodes;
-	r->cap = (shards + nodes - 1) / nodes;
-	if (shards < nodes || (nodes - 1) * r->cap >= shards) {
+	/* ceil(shards / nodes), and "the first nodes - 1 nodes take every shard", in forms that
+	 * cannot overflow for any --num-shards. */
+	r->cap = shards / nodes + (shards % nodes != 0);
+	if (shards < nodes || nodes - 1 >= shards / r->cap + (shards % r->cap != 0)) {
 		if (r->ag.rank == 0)
 			es_error(ES_EUSAGE, "strict mode cannot give every one of %lld nodes a shard with %lld shards (cap %lld per node); "
 				 "use more shards or elastic mode", (long long)nodes, (long long)shards, (long long)r->cap);

@@ -2,9 +2,11 @@
 #include "commands_jobs.h"
 
 #include "eshard/buf.h"
+#include "eshard/fs.h"
 #include "eshard/jobview.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
+#include "eshard/prepare.h"
 #include "eshard/status.h"
 #include "eshard/util.h"
 
@@ -13,11 +15,47 @@
 
 enum status_format { FMT_TEXT, FMT_JSON, FMT_PROMETHEUS };
 
-/* One snapshot into out; its exit code in *code. */
-static int snapshot(const char *job_dir, double lock_timeout, enum status_format fmt, int all, struct es_buf *out,
-		    int *code)
+/* A job folder whose prepare is under way (no manifest yet, a live stage folder beside it):
+ * 1 with what to say of it in out, else 0. The manifest is looked for with an open, which NFS
+ * answers fresh, so a job just published is not taken for one still being prepared. */
+static int preparing(const char *job_dir, struct es_buf *out)
+{
+	struct es_buf man = ES_BUF_INIT, stage = ES_BUF_INIT;
+	double idle = 0;
+	int yes = !es_path_join(&man, job_dir, "manifest.json") && es_fs_exists_fresh(man.data) == 0 &&
+		  es_prepare_find_stage(job_dir, &stage, &idle) == 1;
+	if (yes)
+		es_buf_printf(out, "prepare is under way (stage folder %s, last change %.0f s ago)", stage.data, idle);
+	es_buf_free(&man);
+	es_buf_free(&stage);
+	return yes;
+}
+
+/* A job still being prepared: for --watch a snapshot that says so (exit code 1, not done yet:
+ * the watch goes on), for a single status the error that there is no manifest yet (2). */
+static int snapshot_preparing(const char *job_dir, const char *why, int watching, struct es_buf *out, int *code)
+{
+	*code = watching ? 1 : 2;
+	if (watching)
+		return es_buf_printf(out, "Job %s has no manifest yet: %s; waiting\n", job_dir, why);
+	return es_error(ES_ENOENT, "Job manifest not found in %s: %s ('eshard-mpi status --watch' waits for it)", job_dir,
+			why);
+}
+
+/* One snapshot into out; its exit code in *code. Metrics exit 0 once they are printed: the
+ * job's state is in them, and a collector's recipe (`... --prometheus > f.$$ && mv f.$$ f`)
+ * must publish them whatever that state is. */
+static int snapshot(const char *job_dir, double lock_timeout, enum status_format fmt, int all, int watching,
+		    struct es_buf *out, int *code)
 {
 	struct es_jobview v;
+	struct es_buf why = ES_BUF_INIT;
+	if (preparing(job_dir, &why)) {
+		int prc = snapshot_preparing(job_dir, why.data, watching, out, code);
+		es_buf_free(&why);
+		return prc;
+	}
+	es_buf_free(&why);
 	int rc = es_jobview_load(job_dir, 0, lock_timeout, &v);
 	if (!rc)
 		rc = es_jobview_rate_status(&v);
@@ -29,7 +67,7 @@ static int snapshot(const char *job_dir, double lock_timeout, enum status_format
 		else
 			rc = es_status_format_text(&v.m, &v.st, all, out);
 	}
-	*code = rc ? 2 : es_status_exit(&v.st);
+	*code = rc ? 2 : fmt == FMT_PROMETHEUS ? 0 : es_status_exit(&v.st);
 	/* --watch ends with the job: complete, or finished with failures. */
 	if (!rc && v.st.terminal)
 		*code |= 0x100;
@@ -49,7 +87,7 @@ static int watch(const char *job_dir, double lock_timeout, enum status_format fm
 		if (n)
 			es_sleep(interval);
 		es_buf_reset(&out);
-		if (snapshot(job_dir, lock_timeout, fmt, all, &out, &code))
+		if (snapshot(job_dir, lock_timeout, fmt, all, 1, &out, &code))
 			break;
 		char now[40];
 		es_time_now_iso(now);
@@ -89,9 +127,13 @@ int cmd_status(int argc, char **argv)
 		"Failed and retried shards are shown with the error, log path and last log lines of the\n"
 		"attempt that failed. Progress: rows/s = input rows of the done shards per second of work\n"
 		"(time when some attempt ran, so downtime between submissions does not count) over the last\n"
-		"minute of work; ETA = rows left / that rate, only while shards run.\n"
+		"minute of work; ETA = rows left / that rate, only while shards run. A job still being\n"
+		"prepared (no manifest yet, its stage folder .<name>.preparing.<hex> beside it): --watch\n"
+		"says so and waits for it, a single status exits 2 saying so.\n"
 		"Exit codes: 0 every shard done, 2 some shard failed or a done record is one merge would\n"
-		"refuse (named in the output), or an error, 1 otherwise (--watch: of the last snapshot).",
+		"refuse (named in the output), or an error, 1 otherwise (--watch: of the last snapshot);\n"
+		"with --prometheus 0 whenever the metrics were printed (the job's state is in them), 2 on\n"
+		"an error.",
 	};
 	int rc = es_args_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), &help);
 	if (rc)
@@ -113,7 +155,7 @@ int cmd_status(int argc, char **argv)
 		return watch(job_dir, (double)lock_timeout, fmt, all, interval, count);
 	struct es_buf out = ES_BUF_INIT;
 	int code;
-	if (!snapshot(job_dir, (double)lock_timeout, fmt, all, &out, &code))
+	if (!snapshot(job_dir, (double)lock_timeout, fmt, all, 0, &out, &code))
 		fwrite(out.data, 1, out.len, stdout);
 	es_buf_free(&out);
 	return code & 0xff;

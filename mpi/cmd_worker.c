@@ -85,6 +85,9 @@ int worker_cli_finish(struct es_worker_opts *o, const char *cmd)
 		o->ray_per_rank = 1;
 	else
 		return es_error(ES_EUSAGE, "eshard-mpi %s: --ray-mode must be per-attempt or per-rank, got '%s'", cmd, o->ray_mode_name);
+	if (o->ray_num_cpus > INT_MAX)
+		return es_error(ES_EUSAGE, "eshard-mpi %s: --num-cpus %g is out of range: at most %d (Ray takes a whole "
+				"number of CPUs as an int)", cmd, o->ray_num_cpus, INT_MAX);
 	if (o->ray_per_rank == 1 && o->ray_address && strcmp(o->ray_address, "local"))
 		return es_error(ES_EUSAGE, "eshard-mpi %s: --ray-mode per-rank chooses the Ray address itself; drop --ray-address (or use --ray-mode per-attempt)", cmd);
 	if (o->dj_process && o->dj_root)

@@ -23,6 +23,9 @@ size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts);
 /* Checks what the table cannot (the Ray mode) and fills the derived fields. */
 int worker_cli_finish(struct es_worker_opts *o, const char *cmd);
 
+/* The most nodes --nodes takes: MPI counts ranks in an int (and 4 x that many shards fits). */
+#define ES_MAX_NODES 2147483647
+
 /* The options of prepare, shared with run: fills opts[] and returns how many. */
 #define ES_PREPARE_MAX_OPTS 32
 struct prepare_cli {

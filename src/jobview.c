@@ -70,10 +70,47 @@ static cJSON *load_object_quiet(const char *path)
 	return doc;
 }
 
-static double iso_of(const cJSON *doc, const char *key)
+/* ---------------- recorded times (jobview.h "Clocks") ---------------- */
+
+static void set_time_range(struct es_jobview *r)
+{
+	double made = r->m.created_at;
+	r->time_hi = r->now + ES_JV_SKEW_AFTER;
+	r->time_lo = ES_JV_TIME_FLOOR;
+	if (made - ES_JV_SKEW_BEFORE > r->time_lo && made <= r->time_hi)
+		r->time_lo = made - ES_JV_SKEW_BEFORE;
+}
+
+/* t when it is a time the view can use, else -1 (unknown), counted in bad_times. */
+static double take_time(struct es_jobview *r, double t)
+{
+	if (isfinite(t) && t >= r->time_lo && t <= r->time_hi)
+		return t;
+	r->bad_times++;
+	return -1;
+}
+
+/* The same for a length of time: finite, not negative, not longer than the range. */
+static double take_secs(struct es_jobview *r, double d)
+{
+	if (isfinite(d) && d >= 0 && d <= r->time_hi - r->time_lo)
+		return d;
+	r->bad_times++;
+	return -1;
+}
+
+/* A number field that holds a length of time (take_secs), or -1 when absent. */
+static double num_secs(struct es_jobview *r, const cJSON *doc, const char *key)
+{
+	double d;
+	return es_json_get_num(doc, key, &d) ? -1 : take_secs(r, d);
+}
+
+/* An ISO time field (take_time), or -1 when absent or not an ISO time. */
+static double iso_of(struct es_jobview *r, const cJSON *doc, const char *key)
 {
 	double t;
-	return es_time_parse_iso(es_json_get_str(doc, key), &t) ? -1 : t;
+	return es_time_parse_iso(es_json_get_str(doc, key), &t) ? -1 : take_time(r, t);
 }
 
 static int status_index(const char *s)
@@ -101,7 +138,7 @@ static void parse_leaf(const char *name, struct es_jv_attempt *a)
 }
 
 /* The fields of attempt.json (REFERENCE.md §2.5); the end waits for the events (resolve). */
-static void fill_from_json(struct es_jv_attempt *a, const cJSON *doc)
+static void fill_from_json(struct es_jobview *r, struct es_jv_attempt *a, const cJSON *doc)
 {
 	const char *host = es_json_get_str(doc, "hostname");
 	a->host = xstrdup(host && *host ? host : "(unknown)");
@@ -114,12 +151,11 @@ static void fill_from_json(struct es_jv_attempt *a, const cJSON *doc)
 		a->status = st ? ES_JV_LOST : ES_JV_RUNNING;
 		a->raw_status = st ? strdup(st) : NULL;
 	}
-	if (es_json_get_num(doc, "claimed_at_epoch", &a->claim))
-		a->claim = iso_of(doc, "claimed_at");
-	a->finished_at = iso_of(doc, "finished_at");
-	a->stale_at = iso_of(doc, "stale_at");
-	if (es_json_get_num(doc, "duration_secs", &a->proc_secs))
-		a->proc_secs = -1;
+	double t;
+	a->claim = es_json_get_num(doc, "claimed_at_epoch", &t) ? iso_of(r, doc, "claimed_at") : take_time(r, t);
+	a->finished_at = iso_of(r, doc, "finished_at");
+	a->stale_at = iso_of(r, doc, "stale_at");
+	a->proc_secs = num_secs(r, doc, "duration_secs");
 	a->has_rc = !es_json_get_i64(doc, "return_code", &a->rc);
 	const char *err = es_json_get_str(doc, "error");
 	if (err)
@@ -182,7 +218,7 @@ static int add_attempt(struct es_jobview *r, const char *shard, const char *leaf
 	cJSON *doc = load_object_quiet(p.data);
 	es_buf_free(&p);
 	if (doc) {
-		fill_from_json(a, doc);
+		fill_from_json(r, a, doc);
 	} else {
 		r->unreadable_attempts++;
 		a->host = xstrdup("(unknown)");
@@ -232,6 +268,8 @@ static int add_event(struct es_jobview *r, const cJSON *o)
 	double t;
 	if (!tok || !name || es_json_get_num(o, "time", &t))
 		return 0; /* not an attempt's event */
+	if (take_time(r, t) < 0)
+		return 0; /* a bad clock's event: ignored whole, counted */
 	if (r->n_ev == r->cap_ev) {
 		size_t cap = r->cap_ev ? 2 * r->cap_ev : 256;
 		struct es_jv_event *p = realloc(r->ev, cap * sizeof(*p));
@@ -247,8 +285,7 @@ static int add_event(struct es_jobview *r, const cJSON *o)
 	e->time = t;
 	if (es_json_get_i64(o, "rows", &e->rows))
 		e->rows = -1;
-	if (es_json_get_num(o, "duration", &e->duration))
-		e->duration = -1;
+	e->duration = num_secs(r, o, "duration");
 	const char *d = es_json_get_str(o, "detail");
 	if (d && !(e->detail = strdup(d)))
 		return oom("events");
@@ -368,7 +405,9 @@ static void resolve_times(struct es_jobview *r, struct es_jv_attempt *a)
 		a->claim = a->start;
 	/* Its own worker's end first; a takeover only ends an attempt whose worker said nothing. */
 	a->end = ev_end >= 0 ? ev_end : a->finished_at >= 0 ? a->finished_at : ev_taken >= 0 ? ev_taken : a->stale_at;
-	if (a->end < 0 && a->claim >= 0 && a->proc_secs >= 0 && a->status != ES_JV_RUNNING)
+	/* Both parts are in range, their sum may not be: then the end stays unknown. */
+	if (a->end < 0 && a->claim >= 0 && a->proc_secs >= 0 && a->status != ES_JV_RUNNING &&
+	    a->claim + a->proc_secs <= r->time_hi)
 		a->end = a->claim + a->proc_secs;
 	a->end_kind = a->end >= 0 ? ES_JV_END_RECORDED : ES_JV_END_UNKNOWN;
 }
@@ -394,8 +433,9 @@ static void resolve(struct es_jobview *r)
 		resolve_times(r, a);
 		/* A done attempt without finished_at ended when its done record was completed. */
 		if (a->end < 0 && a->status == ES_JV_DONE && a->shard_index >= 0 &&
-		    r->st.shards[a->shard_index].state == ES_SHARD_DONE)
-			a->end = r->st.shards[a->shard_index].completed_at_epoch;
+		    r->st.shards[a->shard_index].state == ES_SHARD_DONE &&
+		    r->st.shards[a->shard_index].completed_at_epoch >= 0)
+			a->end = take_time(r, r->st.shards[a->shard_index].completed_at_epoch);
 		if (a->end >= 0)
 			a->end_kind = ES_JV_END_RECORDED;
 		double ts[3] = { a->claim, a->start, a->end };
@@ -546,6 +586,7 @@ static int collect(struct es_jobview *r, const char *job_dir, double lock_timeou
 	if (rc)
 		return rc;
 	r->have_manifest = 1;
+	set_time_range(r);
 	rc = es_status_collect(&r->m, lock_timeout, &r->st);
 	r->have_status = 1;
 	if (!rc)
@@ -556,6 +597,7 @@ static int collect(struct es_jobview *r, const char *job_dir, double lock_timeou
 		resolve(r);
 		rc = group(r);
 	}
+	r->st.bad_times = (int64_t)r->bad_times;
 	return rc;
 }
 
@@ -767,6 +809,8 @@ int es_jobview_format_prometheus(const struct es_jobview *v, struct es_buf *out)
 	rc |= prom_sample(out, "eshard_job_complete", job, NULL, NULL, st->complete);
 	rc |= prom_family(out, "eshard_job_terminal", "1 when every shard is done or failed.");
 	rc |= prom_sample(out, "eshard_job_terminal", job, NULL, NULL, st->terminal);
+	rc |= prom_family(out, "eshard_bad_times", "Recorded times ignored: not finite, or outside the job's span (a node's clock may be wrong).");
+	rc |= prom_sample(out, "eshard_bad_times", job, NULL, NULL, (double)v->bad_times);
 	rc |= prom_family(out, "eshard_work_seconds", "Seconds in which some attempt ran (downtime between submissions excluded).");
 	rc |= prom_sample(out, "eshard_work_seconds", job, NULL, NULL, r.work_secs);
 	if (r.window_rows_per_sec >= 0) {

@@ -230,6 +230,8 @@ static int load_doc(const cJSON *doc, const char *jd, struct es_manifest *m, con
 	es_json_get_i64(doc, "total_rows", &m->total_rows);
 	m->unsharded = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "unsharded"));
 	es_json_get_i64(doc, "total_size_bytes", &m->total_size_bytes);
+	if (es_time_parse_iso(es_json_get_str(doc, "created_at"), &m->created_at))
+		m->created_at = -1;
 	if ((rc = load_policy(cJSON_GetObjectItemCaseSensitive(doc, "policy"), &m->policy, path)) ||
 	    (rc = load_processor(doc, &m->processor, path)) || (rc = load_shards(shards, m, path)))
 		return rc;

@@ -52,8 +52,10 @@ uint64_t es_prepare_auto_shards(uint64_t bytes, uint64_t rows, int64_t ranks, in
 {
 	uint64_t t = target > 0 ? (uint64_t)target : (uint64_t)ES_TARGET_SHARD_BYTES;
 	uint64_t n = bytes / t + (bytes % t != 0);
-	if (ranks > 0 && (uint64_t)ranks <= UINT64_MAX / 4 && n < 4 * (uint64_t)ranks)
-		n = 4 * (uint64_t)ranks;
+	/* 4 x ranks saturates: past UINT64_MAX it is more shards than any input has rows. */
+	uint64_t per_ranks = (uint64_t)ranks > UINT64_MAX / 4 ? UINT64_MAX : 4 * (uint64_t)ranks;
+	if (ranks > 0 && n < per_ranks)
+		n = per_ranks;
 	if (n > rows)
 		n = rows;
 	return n ? n : 1;
@@ -172,6 +174,32 @@ static void raw_cb(void *arg, const void *p, size_t n)
 
 /* ---------------- pass 1 ---------------- */
 
+/* The decompression bomb guard (prepare.h, max_input_bytes), checked line by line. */
+struct size_guard {
+	int64_t max_input;   /* > 0: the cap on the decoded bytes of all input; 0: the ratio rule */
+	uint64_t total;      /* decoded bytes of every file so far */
+	uint64_t file;       /* decoded bytes of the current file */
+	uint64_t stored;     /* the current file's stored size */
+	int compressed;
+};
+
+static int guard_line(struct size_guard *g, size_t len, int has_nl, const char *path, uint64_t lineno)
+{
+	uint64_t n = (uint64_t)len + (has_nl != 0);
+	g->total += n;
+	g->file += n;
+	if (g->max_input > 0 && g->total > (uint64_t)g->max_input)
+		return es_error(ES_EINVAL, "Input passes --max-input-bytes %lld decoded bytes at %s:%llu",
+				(long long)g->max_input, path, (unsigned long long)lineno);
+	if (!g->max_input && g->compressed && g->stored <= UINT64_MAX / ES_MAX_DECODE_RATIO &&
+	    g->file > g->stored * ES_MAX_DECODE_RATIO)
+		return es_error(ES_EINVAL, "Compressed input decodes to more than %d times its size, refused as a "
+				"decompression bomb: %s (%llu bytes stored, %llu decoded by line %llu; --max-input-bytes N "
+				"allows N decoded bytes)", ES_MAX_DECODE_RATIO, path, (unsigned long long)g->stored,
+				(unsigned long long)g->file, (unsigned long long)lineno);
+	return 0;
+}
+
 struct pass1 {
 	uint64_t rows, bytes;
 	char norm_sha[65];
@@ -189,9 +217,10 @@ static int flush_norm(struct hasher *h, struct es_buf *out)
 	return hasher_push(h, JOB_NORM, 0, data, len);
 }
 
-static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max_line,
+static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max_line, int64_t max_input,
 		     const char *tmp_path, struct in_file *files, atomic_int *abandon, struct pass1 *res)
 {
+	struct size_guard guard = { max_input, 0, 0, 0, 0 };
 	struct hasher h;
 	memset(&h, 0, sizeof(h));
 	memset(res, 0, sizeof(*res));
@@ -221,6 +250,10 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 			break;
 		}
 		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		struct stat st;
+		guard.file = 0;
+		guard.stored = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+		guard.compressed = es_codec_of_name(path) != ES_CODEC_PLAIN;
 		struct es_line_reader *r = es_line_reader_new_codec(fd, max_line, path, es_codec_of_name(path));
 		struct raw_cb_arg arg = { &h, i, 0, 0 };
 		if (!r) {
@@ -240,7 +273,9 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 				rc = es_error(ES_EINVAL, "prepare stopped: the recipe was refused");
 				break;
 			}
-			rc = es_jsonl_normalize(jl, line, len, global, path, es_line_reader_lineno(r), &out);
+			rc = guard_line(&guard, len, has_nl, path, es_line_reader_lineno(r));
+			if (!rc)
+				rc = es_jsonl_normalize(jl, line, len, global, path, es_line_reader_lineno(r), &out);
 			if (rc)
 				break;
 			global++;
@@ -252,7 +287,6 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 		if (!rc && arg.err)
 			rc = arg.err;
 		es_line_reader_free(r);
-		struct stat st;
 		if (!rc && fstat(fd, &st) != 0)
 			rc = es_error_errno(ES_EIO, "cannot stat input file '%s'", path);
 		close(fd);
@@ -1337,7 +1371,7 @@ static int prep_scan(struct prep *P)
 		return es_error(ES_ENOMEM, "out of memory");
 	es_path_join(&P->tmp, P->stage.data, ".normalized.jsonl.tmp");
 	size_t max_line = o->max_line_bytes ? o->max_line_bytes : ES_MAX_LINE_BYTES;
-	return run_pass1(&P->scan, P->jl, max_line, P->tmp.data, P->files, &P->bg.failed, &P->p1);
+	return run_pass1(&P->scan, P->jl, max_line, o->max_input_bytes, P->tmp.data, P->files, &P->bg.failed, &P->p1);
 }
 
 /* After pass 1 and the recipe: the number of shards. */
@@ -1478,6 +1512,77 @@ static void sweep_debris(struct prep *P)
 	 * A job published by a rename has neither. */
 	sweep_stages(P, P->job_dir.data);
 	es_fs_sweep_temps(P->job_dir.data, PUBLISH_MARKER, 1);
+}
+
+/* The newest mtime of dir and of its entries (one level), or -1 when dir cannot be read. */
+static double newest_change(const char *dir)
+{
+	struct stat st;
+	double newest = lstat(dir, &st) == 0 ? (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9 : -1;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	struct es_buf p = ES_BUF_INIT;
+	while (d && (e = readdir(d)) != NULL) {
+		if (es_path_join(&p, dir, e->d_name) || lstat(p.data, &st) != 0)
+			continue;
+		double t = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9;
+		if (t > newest)
+			newest = t;
+	}
+	if (d)
+		closedir(d);
+	es_buf_free(&p);
+	return newest;
+}
+
+/* The newest live stage folder of job name in dir (find_stage). */
+static int newest_stage_in(const char *dir, const char *prefix, struct es_buf *stage, double *best, int *found)
+{
+	struct es_buf p = ES_BUF_INIT, shards = ES_BUF_INIT;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int rc = 0;
+	while (!rc && d && (e = readdir(d)) != NULL) {
+		/* A prepare of this host that is gone will never publish: not under way. */
+		if (!is_token_name(e->d_name, prefix, "") || es_fs_temp_owner(e->d_name) == ES_TEMP_GONE ||
+		    es_path_join(&p, dir, e->d_name) || es_path_join(&shards, p.data, "shards"))
+			continue;
+		double a = newest_change(p.data), b = newest_change(shards.data), t = a > b ? a : b;
+		if (a < 0 || (*found && t <= *best))
+			continue;
+		*found = 1;
+		*best = t;
+		es_buf_reset(stage);
+		rc = es_buf_adds(stage, p.data);
+	}
+	if (d)
+		closedir(d);
+	es_buf_free(&p);
+	es_buf_free(&shards);
+	return rc;
+}
+
+int es_prepare_find_stage(const char *job_dir, struct es_buf *stage, double *idle_secs)
+{
+	struct es_buf jd = ES_BUF_INIT, parent = ES_BUF_INIT, prefix = ES_BUF_INIT;
+	int rc = es_fs_resolve(job_dir, &jd), found = 0;
+	const char *slash = rc ? NULL : strrchr(jd.data, '/');
+	if (slash && !(rc = es_buf_add(&parent, jd.data, slash == jd.data ? 1 : (size_t)(slash - jd.data))))
+		rc = es_buf_printf(&prefix, ".%s.preparing.", slash + 1);
+	double best = -1;
+	/* Beside the job folder, or inside it (a publish inside an existing folder, prepare.h). */
+	if (slash && !rc)
+		rc = newest_stage_in(parent.data, prefix.data, stage, &best, &found);
+	if (slash && !rc)
+		rc = newest_stage_in(jd.data, prefix.data, stage, &best, &found);
+	if (found) {
+		double idle = es_time_epoch() - best;
+		*idle_secs = idle > 0 ? idle : 0;
+	}
+	es_buf_free(&jd);
+	es_buf_free(&parent);
+	es_buf_free(&prefix);
+	return rc ? rc : found;
 }
 
 static void prep_free(struct prep *P)

@@ -11,7 +11,8 @@
 
 static void fmt_secs(double secs, char *out, size_t n)
 {
-	long long t = (long long)llround(secs > 0 ? secs : 0);
+	/* Saturated: an ETA of rows left over a tiny rate can pass any integer. */
+	long long t = (long long)es_i64_of_double(round(secs > 0 ? secs : 0));
 	if (t >= 3600)
 		snprintf(out, n, "%lldh%02lldm%02llds", t / 3600, t / 60 % 60, t % 60);
 	else if (t >= 60)
@@ -156,6 +157,8 @@ struct es_progress {
 static int nap(struct es_progress *p, double secs)
 {
 	struct timespec ts;
+	if (secs > ES_SLEEP_MAX_SECS)
+		secs = ES_SLEEP_MAX_SECS; /* --progress-secs up to INT64_MAX: end must fit a time_t */
 	clock_gettime(CLOCK_REALTIME, &ts);
 	double end = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 + secs;
 	ts.tv_sec = (time_t)end;

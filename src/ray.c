@@ -14,6 +14,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -974,7 +975,8 @@ int es_ray_head_start(const struct es_ray_opts *o, struct es_ray_head *h)
 	}
 
 	/* Resources. */
-	int cpus = o->num_cpus > 0 ? (int)lround(o->num_cpus) : usable_cpus(o->ranks_on_host);
+	/* lround of a count past INT_MAX would not fit the int Ray takes. */
+	int cpus = o->num_cpus >= INT_MAX ? INT_MAX : o->num_cpus > 0 ? (int)lround(o->num_cpus) : usable_cpus(o->ranks_on_host);
 	h->num_cpus = cpus < 1 ? 1 : cpus;
 	if ((rc = find_gpus(o->env ? o->env : environ, &g)) != 0 || (rc = choose_gpus(o, &g, h)) != 0)
 		goto out;

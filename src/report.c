@@ -88,16 +88,16 @@ static void h_esc(struct html *h, const char *s)
 		h_escn(h, s, strlen(s));
 }
 
-/* "2026-12-02 08:37:05.108 UTC" */
+/* "2026-12-02 08:37:05.108 UTC"; "unknown" for a time that is no date of the years 1970 to
+ * 9999 (jobview keeps such times out, but a cast of one to time_t would be undefined). */
 static void fmt_time(double t, char *out, size_t n)
 {
-	if (t < 0) {
+	struct tm tm;
+	time_t s = t >= 0 && t < 253402300800.0 ? (time_t)floor(t) : -1;
+	if (s < 0 || !gmtime_r(&s, &tm)) {
 		snprintf(out, n, "unknown");
 		return;
 	}
-	time_t s = (time_t)floor(t);
-	struct tm tm;
-	gmtime_r(&s, &tm);
 	char day[32];
 	strftime(day, sizeof(day), "%Y-%m-%d %H:%M:%S", &tm);
 	int ms = (int)((t - floor(t)) * 1000.0);
@@ -107,7 +107,7 @@ static void fmt_time(double t, char *out, size_t n)
 /* "0.42 s", "12.3 s", "4m05s", "2h03m10s" */
 static void fmt_dur(double secs, char *out, size_t n)
 {
-	if (secs < 0) {
+	if (!(secs >= 0)) {
 		snprintf(out, n, "unknown");
 		return;
 	}
@@ -119,7 +119,7 @@ static void fmt_dur(double secs, char *out, size_t n)
 		snprintf(out, n, "%.1f s", secs);
 		return;
 	}
-	long long t = (long long)llround(secs);
+	long long t = (long long)es_i64_of_double(round(secs));
 	if (t < 3600)
 		snprintf(out, n, "%lldm%02llds", t / 60, t % 60);
 	else
@@ -129,7 +129,7 @@ static void fmt_dur(double secs, char *out, size_t n)
 /* An axis label for v seconds on an axis whose ticks are step apart. */
 static void fmt_tick(double v, double step, char *out, size_t n)
 {
-	long long t = (long long)llround(v);
+	long long t = (long long)es_i64_of_double(round(v));
 	if (step < 1)
 		snprintf(out, n, "%.1f s", v);
 	else if (t < 60)
@@ -239,6 +239,9 @@ static void put_summary(struct html *h, const struct es_jobview *r)
 		h_printf(h, " %zu event line(s) or file(s) could not be read.", r->bad_event_lines);
 	if (r->unreadable_attempts)
 		h_printf(h, " %zu attempt.json file(s) could not be read.", r->unreadable_attempts);
+	if (r->bad_times)
+		h_printf(h, " %zu recorded time(s) were ignored: not finite, or outside the job's span (a node's clock may "
+			    "be wrong).", r->bad_times);
 	h_adds(h, "</p>\n");
 }
 
@@ -452,8 +455,11 @@ static void put_throughput(struct html *h, const struct es_jobview *r)
 		const struct es_jv_attempt *a = &r->a[i];
 		if (a->status != ES_JV_DONE || a->rows_in < 0)
 			continue;
-		size_t b = (size_t)floor((a->end - r->t0) / step);
-		rows[b < nb ? b : nb - 1] += (double)a->rows_in;
+		/* An end before the first time (a live end at now, behind a clock that ran ahead) goes
+		 * to the first bucket: a negative double cast to size_t is undefined. */
+		double at = floor((a->end - r->t0) / step);
+		size_t b = at > 0 ? (at < (double)nb ? (size_t)at : nb - 1) : 0;
+		rows[b] += (double)a->rows_in;
 		total += (double)a->rows_in;
 	}
 	for (size_t b = 0; b < nb; b++)

@@ -674,6 +674,7 @@ int es_status_format_json(const struct es_manifest *m, const struct es_status *s
 	rc |= es_json_set_int(progress, "rows_done", s->rows_done);
 	rc |= es_json_set_int(progress, "rows_total", s->rows_total);
 	rc |= es_json_set_int(progress, "result_rows_done", s->result_rows_done);
+	rc |= es_json_set_int(progress, "bad_times", s->bad_times);
 	rc |= es_json_set(progress, "rows_per_sec", s->rate_rows_per_sec >= 0 ?
 			  cJSON_CreateNumber(round3(s->rate_rows_per_sec)) : cJSON_CreateNull());
 	rc |= es_json_set(progress, "eta_secs", s->eta_secs >= 0 ?
@@ -702,7 +703,8 @@ out:
 
 static void fmt_duration(double secs, char *out, size_t n)
 {
-	long long t = (long long)llround(secs);
+	/* Saturated: an ETA of rows left over a tiny rate can pass any integer. */
+	long long t = (long long)es_i64_of_double(round(secs));
 	if (t >= 3600)
 		snprintf(out, n, "%lldh%02lldm%02llds", t / 3600, t / 60 % 60, t % 60);
 	else if (t >= 60)
@@ -743,6 +745,9 @@ int es_status_format_text(const struct es_manifest *m, const struct es_status *s
 	} else {
 		rc |= es_buf_adds(out, ", ETA unknown\n");
 	}
+	if (s->bad_times)
+		rc |= es_buf_printf(out, "Ignored %lld recorded time(s) that are not finite or lie outside the job's span "
+				    "(a node's clock may be wrong)\n", (long long)s->bad_times);
 	if (s->n_hosts) {
 		int w = 4;
 		for (size_t i = 0; i < s->n_hosts; i++)

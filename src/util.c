@@ -92,8 +92,11 @@ double es_time_mono(void)
 
 void es_sleep(double secs)
 {
-	if (secs <= 0)
+	if (!(secs > 0))
 		return;
+	/* A century is forever here; past time_t's range the cast below would be undefined. */
+	if (secs > ES_SLEEP_MAX_SECS)
+		secs = ES_SLEEP_MAX_SECS;
 	struct timespec ts = { (time_t)secs, (long)((secs - floor(secs)) * 1e9) };
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;

@@ -8,6 +8,15 @@
  * locks, the event logs of state/events); nothing is written, so it is safe at any time, from any node,
  * while workers run, and a crash has no effect. The view is a snapshot that is not atomic: each
  * file is judged as it is seen. Attempts that retry moved to state/history are not in it.
+ *
+ * Clocks: every time in the view was written by some node's clock. A time that is not finite,
+ * or that lies before the job was made (the manifest's created_at) by more than
+ * ES_JV_SKEW_BEFORE, or after now by more than ES_JV_SKEW_AFTER, is ignored and counted in
+ * bad_times (an event with such a time is dropped whole; an attempt.json time or duration, or a
+ * done record's completed_at, counts as absent), so that a node whose clock was never set
+ * (time 0) or a corrupt line (1e300, NaN) cannot stretch the rates, the wall time or the
+ * report's axes. A manifest without created_at (or with one that is no time in that range
+ * itself) gives ES_JV_TIME_FLOOR as the earliest time.
  */
 #ifndef ESHARD_JOBVIEW_H
 #define ESHARD_JOBVIEW_H
@@ -17,6 +26,15 @@
 
 #include "eshard/manifest.h"
 #include "eshard/status.h"
+
+/* The clock skew between nodes that a recorded time may show (README "Watching a job"): a day
+ * before the job was made (it may have been prepared on a login node whose clock is not the
+ * workers'), an hour after this reader's now (the workers' clocks against the reader's). */
+#define ES_JV_SKEW_BEFORE (24 * 3600.0)
+#define ES_JV_SKEW_AFTER 3600.0
+/* The earliest time of a job whose manifest says nothing usable of when it was made:
+ * 2024-01-01T00:00:00Z, before any eshard-mpi job ran. */
+#define ES_JV_TIME_FLOOR 1704067200.0
 
 enum es_jv_status { ES_JV_DONE, ES_JV_FAILED, ES_JV_SUPERSEDED, ES_JV_STALE, ES_JV_LOST, ES_JV_PREEMPTED, ES_JV_RUNNING, ES_JV_BACKUP_FAILED,
        ES_JV_NOT_STARTED, ES_JV_N };
@@ -82,6 +100,8 @@ struct es_jobview {
 	struct es_jv_event *ev;
 	size_t n_ev, cap_ev;
 	size_t n_event_files, bad_event_lines, unreadable_attempts;
+	size_t bad_times;          /* recorded times ignored (see "Clocks" above) */
+	double time_lo, time_hi;   /* the range of times taken: [made - skew, now + skew] */
 	struct es_jv_worker *w;
 	size_t n_w;
 	struct es_jv_host *h;
@@ -156,6 +176,7 @@ int es_jobview_rate_status(struct es_jobview *v);
  *   eshard_attempts{outcome="<attempt status>"} gauge: attempt folders by status (every status)
  *   eshard_host_shards_done{host="h"}       gauge: done shards by the host that published them
  *   eshard_job_complete, eshard_job_terminal gauge: 0 or 1
+ *   eshard_bad_times                        gauge: recorded times ignored ("Clocks" above)
  *   eshard_work_seconds                     gauge: work time (es_jobview_rate)
  *   eshard_rows_per_second, eshard_eta_seconds gauge, only when known
  */

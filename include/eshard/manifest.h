@@ -68,6 +68,7 @@ struct es_manifest {
 	int64_t num_shards;
 	int64_t total_rows;
 	int64_t total_size_bytes;
+	double created_at;             /* created_at in Unix seconds, -1 when absent or not a time */
 	struct es_policy policy;
 	struct es_processor processor;
 	struct es_shard *shards;

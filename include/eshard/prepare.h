@@ -36,11 +36,16 @@
 
 #include <stdint.h>
 
+#include "eshard/buf.h"
 #include "eshard/manifest.h"
 
 #define ES_MAX_LINE_BYTES ((size_t)256 << 20)
 /* The automatic shard count's default target shard size (README "Commands": why 128 MiB). */
 #define ES_TARGET_SHARD_BYTES ((int64_t)128 << 20)
+/* The most a compressed input file may decode to, in times its stored size, without
+ * --max-input-bytes: JSONL compresses 3 to 20 times, rarely 100 (gzip can reach about 1030 at
+ * most); a bomb goes far past that (README "Compressed input"). */
+#define ES_MAX_DECODE_RATIO 1000
 
 struct es_prepare_opts {
 	const char *config;         /* required: the Data-Juicer recipe */
@@ -58,6 +63,11 @@ struct es_prepare_opts {
 	struct es_processor processor; /* recorded in the manifest (extra field "processor") */
 	const char *helper;         /* scripts/dj_op_kinds.py, or NULL to find it beside the binary */
 	size_t max_line_bytes;      /* 0: ES_MAX_LINE_BYTES */
+	/* The decompression bomb guard (README "Compressed input"), checked line by line as pass 1
+	 * decodes: > 0, prepare fails (ES_EINVAL) once the decoded bytes of all input files pass
+	 * it; 0 (the default), a compressed file fails once it decodes to more than
+	 * ES_MAX_DECODE_RATIO times its stored size, plain files have no cap. Not recorded. */
+	int64_t max_input_bytes;
 	int quiet;                  /* do not print the summary line */
 	/* --allow-unsharded: a recipe that is not shard-safe (recipe.h) makes a job of one shard,
 	 * the whole dataset, run once (manifest field "unsharded" with the reasons); an explicit
@@ -77,9 +87,19 @@ struct es_prepare_result {
 	char *job_dir;              /* resolved; caller frees */
 };
 
-/* The automatic shard count: at least 4 shards per rank (ranks > 0), no shard larger than
- * target bytes on average, never more shards than rows, at least 1. */
+/* The automatic shard count: at least 4 shards per rank (ranks > 0; 4 x ranks saturates, so
+ * any rank count past UINT64_MAX / 4 asks for a shard per row), no shard larger than target
+ * bytes on average, never more shards than rows, at least 1. */
 uint64_t es_prepare_auto_shards(uint64_t bytes, uint64_t rows, int64_t ranks, int64_t target);
+
+/* Whether a prepare of job_dir looks under way (for status while the job folder does not exist
+ * yet): a stage folder "<parent>/.<name>.preparing.<32hex>" beside it whose maker is not known
+ * to be gone (es_fs_temp_owner: a live process of this host, or a process of another host that
+ * cannot be checked from here, so a prepare that crashed there still counts). 1 with the most
+ * recently changed one's path in stage and the seconds since it or an entry of it (or of its
+ * shards/) last changed in *idle_secs, so that a caller can show a stalled one; 0 when there is
+ * none; or a negative ES_E* code. Read-only. */
+int es_prepare_find_stage(const char *job_dir, struct es_buf *stage, double *idle_secs);
 
 /* Default options (policy defaults, no Ray address given: "local"). */
 void es_prepare_opts_init(struct es_prepare_opts *o);

@@ -23,7 +23,8 @@
  *     the last lines of its process.log (bounded, escaped).
  * Times come from the event logs when an attempt has events (matched by its token), otherwise
  * from attempt.json (claimed_at_epoch, finished_at, stale_at), so a job folder written by the
- * reference implementation, which has no events, gets a report too. Attempts that retry moved
+ * reference implementation, which has no events, gets a report too. Times a bad clock wrote
+ * are left out and counted in the summary (jobview.h "Clocks"). Attempts that retry moved
  * to state/history are not shown.
  */
 #ifndef ESHARD_REPORT_H

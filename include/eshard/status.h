@@ -109,6 +109,8 @@ struct es_status {
 	int64_t result_rows_done;   /* rows of the done results (after filtering) */
 	double rate_rows_per_sec;   /* < 0 when unknown */
 	double eta_secs;            /* < 0 when unknown; 0 when complete */
+	int64_t bad_times;          /* recorded times ignored as out of range (jobview.h "Clocks";
+	                             * es_jobview_load fills it, es_status_collect leaves 0) */
 	struct es_status_host *hosts; /* sorted by host name */
 	size_t n_hosts;
 };

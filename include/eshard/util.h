@@ -18,6 +18,9 @@ void es_time_now_iso(char out[40]);
 int es_time_parse_iso(const char *s, double *out);
 double es_time_epoch(void);           /* wall clock, seconds */
 double es_time_mono(void);            /* monotonic clock, seconds */
+/* Sleep secs seconds (retried on EINTR); nothing for secs <= 0 or NaN, at most
+ * ES_SLEEP_MAX_SECS (a century: any longer wait is forever, and fits no timespec). */
+#define ES_SLEEP_MAX_SECS 3.2e9
 void es_sleep(double secs);
 const char *es_hostname(void);        /* cached gethostname() */
 /* Strict decimal parse of the whole string; 0 or ES_EUSAGE (no message). */

@@ -49,6 +49,30 @@ run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/two.jso
 [ "$(shards_of "$T/two")" = 2 ] || fail "2 rows, 4 nodes: $(shards_of "$T/two") shards, expected 2"
 pass "2 rows with 4 nodes: 2 shards"
 
+# Counts past what multiplies or converts them are refused, the limit named, nothing made
+# (issue 35, item 5: 4 x 4611686018427387904 nodes wrapped to 0 and prepared 1 shard).
+TWO=(--config "$T/recipe.yaml" --dataset-path "$T/two.jsonl" --job-dir "$T/huge")
+refused() { # WANT CMD...: exit 2 with WANT on stderr, no job folder
+  local want=$1; shift
+  run_expect 2 "$@"
+  expect_err "$want"
+  no_job_left "$T/huge"
+}
+refused "ERROR: eshard-mpi prepare: --nodes 4611686018427387904 is out of range: at most 2147483647 (MPI counts ranks in an int)" \
+  "$BIN" prepare "${TWO[@]}" --nodes 4611686018427387904
+refused "--nodes 2147483648 is out of range: at most 2147483647" "$BIN" prepare "${TWO[@]}" --nodes 2147483648
+refused "--target-shard-mb 8796093022208 is out of range: at most 8796093022207 (it is counted in bytes, 1 MiB each)" \
+  "$BIN" prepare "${TWO[@]}" --target-shard-mb 8796093022208
+refused "ERROR: eshard-mpi run: --nodes 9223372036854775807 is out of range: at most 2147483647" \
+  "$BIN" run "${TWO[@]}" --nodes 9223372036854775807
+refused "ERROR: eshard-mpi run: --num-cpus 1e+300 is out of range: at most 2147483647" "$BIN" run "${TWO[@]}" --num-cpus 1e300
+refused "ERROR: eshard-mpi worker: --num-cpus 1e+300 is out of range: at most 2147483647" \
+  "$BIN" worker --job-dir "$T/huge" --num-cpus 1e300
+# The largest accepted: as many shards as rows, like any count of nodes past the rows / 4.
+run_expect 0 "$BIN" prepare "${TWO[@]}" --nodes 2147483647 --target-shard-mb 8796093022207
+[ "$(shards_of "$T/huge")" = 2 ] || fail "2 rows, 2147483647 nodes: $(shards_of "$T/huge") shards, expected 2"
+pass "--nodes, --target-shard-mb and --num-cpus past their limits: exit 2 with the limit named"
+
 # run: 4 shards per rank; the same command again resumes.
 cat >"$T/cp.sh" <<'EOF'
 #!/bin/sh

@@ -94,3 +94,32 @@ run_expect 2 "$MPIEXEC" --oversubscribe -np 2 "$BIN" run --config "$T/recipe.yam
   --job-dir "$T/run-mixed" --num-shards 4 --process-cmd 'cp {input} {output}'
 expect_err "does not match this request"
 pass "plain, gzip, zstd and mixed input: identical shards, stored-byte fingerprints, a run under mpirun -np 2"
+
+# ---- decompression bombs (issue 35, item 6): a compressed file may decode to at most 1000
+# times its stored size, checked line by line; --max-input-bytes N replaces that rule with a cap
+# of N decoded bytes on all input, plain files included. Nothing is left behind a refusal.
+python3 - <<'PY' | zstd -q -19 -c >"$T/bomb.jsonl.zst"
+import sys
+line = b'{"text": "' + b"a" * 51 + b'"}\n'  # 64 bytes
+sys.stdout.buffer.write(line * (8 << 20 >> 6))  # 8 MiB of one line
+PY
+stored=$(stat -c %s "$T/bomb.jsonl.zst")
+[ "$stored" -lt 8000 ] || fail "the bomb compressed to $stored bytes, not past 1000 times"
+BOMB=(prepare --config "$T/recipe.yaml" --dataset-path "$T/bomb.jsonl.zst" --job-dir "$T/job-bomb" --num-shards 2)
+run_expect 2 "$BIN" "${BOMB[@]}"
+expect_err "ERROR: Compressed input decodes to more than 1000 times its size, refused as a decompression bomb: $T/bomb.jsonl.zst ($stored bytes stored, "
+expect_err "; --max-input-bytes N allows N decoded bytes)"
+no_job_left "$T/job-bomb"
+# Allowed explicitly: read whole.
+run_expect 0 "$BIN" "${BOMB[@]}" --max-input-bytes 8388608
+expect_out "Prepared 2 shards from 131072 records"
+# The cap counts decoded bytes of every file, plain ones too, and run takes it as well.
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/plain" --job-dir "$T/job-cap" --num-shards 2 \
+  --max-input-bytes 1000000
+expect_err "ERROR: Input passes --max-input-bytes 1000000 decoded bytes at $T/plain/"
+no_job_left "$T/job-cap"
+run_expect 2 "$BIN" run --config "$T/recipe.yaml" --dataset-path "$T/bomb.jsonl.zst" --job-dir "$T/job-cap" --num-shards 2 \
+  --process-cmd 'cp {input} {output}' --max-input-bytes 8388607
+expect_err "ERROR: Input passes --max-input-bytes 8388607 decoded bytes at $T/bomb.jsonl.zst:131072"
+no_job_left "$T/job-cap"
+pass "a zstd bomb ($stored bytes to 8 MiB) refused by the ratio rule, read with --max-input-bytes; the cap on plain input and in run"

@@ -184,3 +184,18 @@ expect_out "running=1"
 run_expect 1 "$BIN" status --job-dir "$JH" --lock-timeout-secs 9223372036854775807
 expect_out "running=1"
 pass "policy numbers past int64's range: written as floats, judged without an overflow"
+
+# ---- waits past time_t's range (issue 35, item 5): status --watch --interval 1e300 and a
+# worker's --progress-secs 9223372036854775807 wait "forever" (a century, as long as a timespec
+# can say), where the sum of now and the wait was cast to a time_t out of range (undefined; on
+# x86 a negative time: no wait at all, snapshots and progress lines as fast as they are made).
+run_expect 124 timeout 3 "$BIN" status --job-dir "$JH" --watch --interval 1e300 --count 2
+[ "$(grep -c '^--- ' "$T/out")" = 1 ] || { cat "$T/out"; fail "--interval 1e300 did not wait after the first snapshot"; }
+printf '#!/bin/sh\ncp "$1" "$2"\n' >"$T/cp.sh"
+chmod +x "$T/cp.sh"
+JP=$T/job-progress
+run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$JP" --num-shards 2 \
+  --process-cmd "$T/cp.sh {input} {output}"
+run_expect 0 "$BIN" worker --job-dir "$JP" --progress-secs 9223372036854775807
+! grep -q '^Progress: ' "$T/out" || { head -5 "$T/out"; fail "--progress-secs 9223372036854775807 printed progress lines"; }
+pass "waits past time_t's range: --interval 1e300 and --progress-secs 9223372036854775807 wait"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzz the readers with libFuzzer: tests/fuzz/run.sh TARGET|all SECONDS
 #   TARGET: jsonl (line validator and encoder), manifest (manifest.json and the JSON under it),
-#   record (done/failed records and fences), recipe (the YAML recipe reader); all: each in turn.
+#   record (done/failed records and fences), recipe (the YAML recipe reader), events (an event
+#   log of a job folder, through jobview, status, metrics and the report); all: each in turn.
 # Each target starts from its seed corpus: the inputs kept in tests/fuzz/corpus/<target>/
 # (regressions of past findings among them) plus inputs made from tests/data and configs/.
 # What it finds new goes to <work>/<target>/corpus (kept between runs); a crash, a leak, UB, a
@@ -15,7 +16,7 @@
 # Exit: 0 when every target ran its time without a finding, 1 on a finding, 2 on bad usage.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-targets=(jsonl manifest record recipe)
+targets=(jsonl manifest record recipe events)
 usage() { echo "usage: tests/fuzz/run.sh TARGET|all SECONDS (TARGET: ${targets[*]})" >&2; exit 2; }
 [ $# -eq 2 ] || usage
 case "$2" in ''|*[!0-9]*) usage ;; esac
@@ -64,7 +65,7 @@ fuzz() {
   seeds "$t" "$w/seeds"
   local dict=()
   case "$t" in
-    jsonl|manifest|record) dict=(-dict="$repo/tests/fuzz/json.dict") ;;
+    jsonl|manifest|record|events) dict=(-dict="$repo/tests/fuzz/json.dict") ;;
     recipe) dict=(-dict="$repo/tests/fuzz/yaml.dict") ;;
   esac
   # -close_fd_mask=2: the targets' own stderr (warnings) is noise; libFuzzer and the

@@ -246,6 +246,95 @@ static inline void jf_fence(struct jf *j, int i, const char *state)
 	jf_writes(p, text);
 }
 
+/* Give the manifest a created_at of time t, as prepare writes it. */
+static inline void jf_created_at(struct jf *j, double t)
+{
+	char p[2048], when[40];
+	size_t n;
+	struct timespec ts = { (time_t)t, 0 };
+	snprintf(p, sizeof(p), "%s/manifest.json", j->dir);
+	char *man = jf_read(p, &n);
+	if (!man || man[0] != '{') {
+		fprintf(stderr, "cannot read %s\n", p);
+		exit(3);
+	}
+	es_time_iso(&ts, when);
+	struct es_buf b = ES_BUF_INIT;
+	es_buf_printf(&b, "{\n  \"created_at\": \"%s\",%s", when, man + 1);
+	jf_write(p, b.data, b.len);
+	es_buf_free(&b);
+	free(man);
+}
+
+/* The token of the attempt folder of the last jf_attempt of shard i. */
+static inline const char *jf_token(const struct jf *j, int i)
+{
+	const char *dash = strrchr(j->attempt[i], '-');
+	return dash ? dash + 1 : "";
+}
+
+/* state/events/<name>.jsonl with this text (one event a line). */
+static inline void jf_events(struct jf *j, const char *name, const char *text)
+{
+	char p[2048];
+	snprintf(p, sizeof(p), "%s/state/events", j->dir);
+	jf_mkdirs(p);
+	snprintf(p, sizeof(p), "%s/state/events/%s.jsonl", j->dir, name);
+	jf_writes(p, text);
+}
+
+/* One event line of shard i's last attempt (jf_token) at time (a JSON number as text: the
+ * reader takes NaN, Infinity and -Infinity too), with extra members (", \"rows\": 3") or "". */
+static inline void jf_event(struct es_buf *b, const struct jf *j, int i, const char *name, const char *time,
+			    const char *extra)
+{
+	es_buf_printf(b, "{\"event\": \"%s\", \"host\": \"node-a\", \"pid\": 7, \"shard\": \"%s\", \"attempt\": 1, "
+		      "\"time\": %s, \"token\": \"%s\"%s}\n", name, j->id[i], time, jf_token(j, i), extra);
+}
+
+/* A job of two shards (60 and 40 rows) made 600 s before now, whose logs hold what bad clocks
+ * write; the value is the number of times a reader must ignore (10):
+ *   shard 0 done by node-a: attempt.json claimed at now - 100; events: six claims at 0, 1e300,
+ *     -1e300, NaN, Infinity and -Infinity (ignored), start at now - 90, done at now - 40 with a
+ *     duration of 1e300 (ignored); the done record completed at now - 40;
+ *   shard 1 failed on node-b: attempt.json claimed at 0 (ignored); events: a claim an hour
+ *     before the job was made (clock skew, kept), a start two days before (ignored), a failed
+ *     event two hours after now (ignored).
+ * So shard 0 ran from now - 100 to now - 40 and the job's times span made - 3600 to now - 40. */
+static inline int jf_bad_clock(struct jf *j, const char *root, const char *name, double now)
+{
+	int rows[] = { 60, 40 };
+	double made = now - 600;
+	char t[64];
+	jf_make(j, root, name, 2, rows, NULL);
+	jf_created_at(j, made);
+	jf_done_ex(j, 0, "node-a", 0, 0, 0, now - 100, now - 40);
+	jf_attempt(j, 1, 1, "node-b", "failed", 0);
+	struct es_buf ev = ES_BUF_INIT;
+	const char *bad[] = { "0", "1e300", "-1e300", "NaN", "Infinity", "-Infinity" };
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+		jf_event(&ev, j, 0, "claim", bad[k], "");
+	snprintf(t, sizeof(t), "%.6f", now - 90);
+	jf_event(&ev, j, 0, "start", t, "");
+	snprintf(t, sizeof(t), "%.6f", now - 40);
+	jf_event(&ev, j, 0, "done", t, ", \"rows\": 60, \"duration\": 1e300");
+	snprintf(t, sizeof(t), "%.6f", made - 3600);
+	jf_event(&ev, j, 1, "claim", t, "");
+	snprintf(t, sizeof(t), "%.6f", made - 2 * 86400);
+	jf_event(&ev, j, 1, "start", t, "");
+	snprintf(t, sizeof(t), "%.6f", now + 7200);
+	jf_event(&ev, j, 1, "failed", t, ", \"detail\": \"exit code 3\"");
+	jf_events(j, "node-a.7.abcdef01", ev.data);
+	es_buf_free(&ev);
+	char p[2048], text[1024];
+	snprintf(text, sizeof(text), "{\"failed_at\": \"2026-12-02T08:00:00+00:00\", \"failures\": 1, \"last_attempt\": 1, "
+		 "\"last_error\": \"exit code 3\", \"last_log\": \"%s/process.log\", \"shard_id\": \"%s\", "
+		 "\"status\": \"failed\"}\n", j->attempt[1], j->id[1]);
+	jf_path(j, p, sizeof(p), "state/failed/%s.json", j->id[1]);
+	jf_writes(p, text);
+	return 10;
+}
+
 static inline int jf_exists(const char *path)
 {
 	struct stat st;

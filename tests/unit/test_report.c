@@ -325,6 +325,37 @@ static void test_events(void)
 	free(html);
 }
 
+/* Issue 35, item 3: a job whose logs hold what bad clocks write (jobfix.h jf_bad_clock): the
+ * wall time, the axes and the dates come from the good times, and the page says how many times
+ * it ignored. */
+static void test_bad_clock(void)
+{
+	struct jf j;
+	double now = es_time_epoch();
+	int bad = jf_bad_clock(&j, T, "clock", now);
+	struct es_report_opts o = { now, 0, 0, 0 };
+	char *html = render(j.dir, &o, NULL);
+	if (!html)
+		return;
+	/* From an hour before the job was made (made - 3600 = now - 4200) to now - 40. */
+	CHECK(strstr(html, "<b>1h09m20s</b><span>wall time (first claim to last end)</span>") != NULL);
+	char want[160], y0[16], y1[16];
+	snprintf(want, sizeof(want), " %d recorded time(s) were ignored: not finite, or outside the job's span", bad);
+	CHECK(strstr(html, want) != NULL);
+	/* No time of 1970, no date of another year than the job's, no negative integer anywhere. */
+	time_t t0 = (time_t)(now - 4200), t1 = (time_t)now;
+	struct tm tm;
+	strftime(y0, sizeof(y0), "%Y-", gmtime_r(&t0, &tm));
+	strftime(y1, sizeof(y1), "%Y-", gmtime_r(&t1, &tm));
+	CHECK(strstr(html, "1970-") == NULL);
+	for (const char *p = strstr(html, " UTC"); p; p = strstr(p + 1, " UTC"))
+		CHECK(p - html >= 23 && (!strncmp(p - 23, y0, 5) || !strncmp(p - 23, y1, 5)));
+	CHECK(strstr(html, "-9223372036854775808") == NULL);
+	for (const char *p = strchr(html, '-'); p; p = strchr(p + 1, '-'))
+		CHECK(!(p[1] >= '1' && p[1] <= '9' && (p[-1] == ' ' || p[-1] == '>' || p[-1] == 'h' || p[-1] == 'm')));
+	free(html);
+}
+
 /* An empty job (no attempt yet) still gets a page. */
 static void test_empty_job(void)
 {
@@ -428,6 +459,7 @@ int main(void)
 	T = test_tmpdir();
 	test_reference_job();
 	test_events();
+	test_bad_clock();
 	test_empty_job();
 	test_writes_only_the_output();
 	test_errors();

@@ -7,6 +7,7 @@
 #include "testlib.h"
 #include "jobfix.h"
 
+#include "eshard/jobview.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/status.h"
@@ -374,9 +375,51 @@ static void test_count_cached(void)
 	es_manifest_free(&m);
 }
 
+/* Issue 35, item 3: status of a job whose logs hold what bad clocks write (jobfix.h
+ * jf_bad_clock): the rate is the good times' (60 rows in the 20 s of work within the last
+ * minute), and the ignored times are counted in the text and in --json's progress.bad_times. */
+static void test_bad_clock(void)
+{
+	struct jf j;
+	struct es_jobview v;
+	int bad = jf_bad_clock(&j, T, "clock", es_time_epoch());
+	if (!CHECK_INT_EQ(es_jobview_load(j.dir, 0, 0, &v), 0))
+		return;
+	CHECK_INT_EQ(es_jobview_rate_status(&v), 0);
+	struct es_buf t = ES_BUF_INIT;
+	char want[160];
+	CHECK_INT_EQ(es_status_format_text(&v.m, &v.st, 0, &t), 0);
+	CHECK(strstr(t.data, "Progress: 1/2 shards done, 60/100 rows (60.0%), 3.00 rows/s, finished with failures\n") != NULL);
+	snprintf(want, sizeof(want), "\nIgnored %d recorded time(s) that are not finite or lie outside the job's span "
+		 "(a node's clock may be wrong)\n", bad);
+	CHECK(strstr(t.data, want) != NULL);
+	es_buf_reset(&t);
+	CHECK_INT_EQ(es_status_format_json(&v.m, &v.st, &t), 0);
+	cJSON *o = es_json_parse(t.data, t.len, "status");
+	int64_t n = -1;
+	CHECK(!es_json_get_i64(cJSON_GetObjectItem(o, "progress"), "bad_times", &n) && n == bad);
+	cJSON_Delete(o);
+	es_buf_free(&t);
+	es_jobview_free(&v);
+	/* A clean job says nothing of clocks, and --json says 0. */
+	int rows[] = { 2 };
+	jf_make(&j, T, "clean", 1, rows, NULL);
+	jf_done(&j, 0, "node-a");
+	CHECK_INT_EQ(es_jobview_load(j.dir, 0, 0, &v), 0);
+	es_buf_reset(&t);
+	CHECK_INT_EQ(es_status_format_text(&v.m, &v.st, 0, &t), 0);
+	CHECK(t.data && !strstr(t.data, "Ignored"));
+	es_buf_reset(&t);
+	CHECK_INT_EQ(es_status_format_json(&v.m, &v.st, &t), 0);
+	CHECK(t.data && strstr(t.data, "\n  \"progress\": {\n    \"bad_times\": 0,\n"));
+	es_buf_free(&t);
+	es_jobview_free(&v);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
+	test_bad_clock();
 	test_count_cached();
 	test_classification();
 	test_fences();
