@@ -178,12 +178,13 @@ static int out_write(struct reader *rd, const char *p, size_t n, struct mbuf *b)
 static int merge_file(struct reader *rd, const char *path, int64_t *rows)
 {
 	struct hasher *h = rd->h;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	int fd, rc = es_fs_open_read(path, O_RDONLY, &fd);
+	if (rc == 1)
 		return es_error_errno(ES_EIO, "cannot open result '%s'", path);
+	if (rc)
+		return rc;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	hasher_post(h, JOB_BEGIN_FILE, NULL, 0, NULL, -1);
-	int rc = 0;
 	uint64_t lineno = 0;
 	size_t k = 0, carry = 0;
 	struct mbuf *cur = NULL;
@@ -479,9 +480,11 @@ static void merge_free(struct merger *g)
 
 int es_merge_reread(const char *path, uint64_t from, int64_t from_rows, int64_t *rows)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	int fd, rc = es_fs_open_read(path, O_RDONLY, &fd);
+	if (rc == 1)
 		return es_error_errno(ES_EIO, "cannot open merged output '%s'", path);
+	if (rc)
+		return rc;
 	if (from && lseek(fd, (off_t)from, SEEK_SET) < 0) {
 		close(fd);
 		return es_error_errno(ES_EIO, "cannot seek in merged output '%s'", path);
@@ -489,7 +492,7 @@ int es_merge_reread(const char *path, uint64_t from, int64_t from_rows, int64_t 
 	posix_fadvise(fd, (off_t)from, 0, POSIX_FADV_SEQUENTIAL);
 	struct es_jsonl *jl = es_jsonl_new(NULL);
 	struct es_line_reader *r = es_line_reader_new(fd, ES_MAX_LINE_BYTES, path);
-	int rc = 0, got;
+	int got;
 	*rows = 0;
 	if (!jl || !r) {
 		rc = es_error(ES_ENOMEM, "out of memory reading '%s'", path);
