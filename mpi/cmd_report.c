@@ -12,7 +12,7 @@ int cmd_report(int argc, char **argv)
 	int64_t lines = 0, max_logs = 0;
 	struct es_opt opts[] = {
 		{ "job-dir", ES_OPT_STR, &job_dir, NULL, "DIR", "the job folder (required)" },
-		{ "output", ES_OPT_STR, &output, NULL, "PATH", "the HTML file to write (required; replaced atomically)" },
+		{ "output", ES_OPT_STR, &output, NULL, "PATH", "the HTML file to write (required; replaced atomically; in the job folder only <job-dir>/report.html)" },
 		{ "log-lines", ES_OPT_POS_INT, &lines, NULL, NULL, "lines of each failed attempt's process.log (default 20)" },
 		{ "max-failed-logs", ES_OPT_POS_INT, &max_logs, NULL, NULL, "failed attempts shown with their log (default 50)" },
 	};
@@ -25,7 +25,8 @@ int cmd_report(int argc, char **argv)
 		"a histogram of shard durations, the start-up skew of the workers, the stragglers, and\n"
 		"every failed attempt with the end of its process.log. Times come from state/events\n"
 		"when present, else from attempt.json (a reference job folder works too).\n"
-		"Exit codes: 0 written, 2 error (missing or foreign job folder, output is a folder, ...).",
+		"Exit codes: 0 written, 2 error (missing or foreign job folder, output is a folder or inside\n"
+		"the job folder but not its report.html, ...).",
 	};
 	int rc = es_args_parse(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), &help);
 	if (rc)

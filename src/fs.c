@@ -924,6 +924,41 @@ int es_fs_resolve(const char *path, struct es_buf *out)
 	return rc;
 }
 
+int es_fs_check_output(const char *output, const char *job_dir, const char *own, struct es_buf *resolved)
+{
+	struct es_buf jd = ES_BUF_INIT, out = ES_BUF_INIT;
+	int rc = es_fs_resolve(job_dir, &jd);
+	if (!rc)
+		rc = es_fs_resolve(output, &out);
+	/* The output relative to the job folder, when it is the folder or lies below it. */
+	const char *rest = NULL;
+	size_t lj = jd.len;
+	if (!rc && !strncmp(out.data, jd.data, lj)) {
+		if (out.data[lj] == '\0')
+			rest = "";
+		else if (out.data[lj] == '/')
+			rest = out.data + lj + 1;
+		else if (lj == 1)
+			rest = out.data + 1; /* the job folder is "/" */
+	}
+	if (rest && strcmp(rest, own)) {
+		struct es_buf shown = ES_BUF_INIT; /* the name given, and where it leads when that differs */
+		es_buf_adds(&shown, output);
+		if (strcmp(output, out.data))
+			es_buf_printf(&shown, " (%s)", out.data);
+		rc = es_error(ES_EUSAGE, "Output %s is inside the job folder %s, where this command writes only %s/%s: "
+			      "give a path outside the job folder", shown.len ? shown.data : output, jd.data, jd.data, own);
+		es_buf_free(&shown);
+	}
+	if (!rc && resolved) {
+		es_buf_reset(resolved);
+		rc = es_buf_add(resolved, out.data, out.len);
+	}
+	es_buf_free(&jd);
+	es_buf_free(&out);
+	return rc;
+}
+
 int es_fs_copy_file(const char *src, const char *dst)
 {
 	int in = open(src, O_RDONLY | O_CLOEXEC);

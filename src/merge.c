@@ -312,12 +312,16 @@ static int merge_complete(struct merger *g, double lock_timeout)
 	return rc;
 }
 
-/* The output must be a file we may write. */
-static int merge_target(struct merger *g, const char *output, int overwrite)
+/* The output, resolved, must not be a file the job needs: checked before anything else, as a
+ * usage error. */
+static int merge_resolve(struct merger *g, const char *output)
 {
-	int rc;
-	if ((rc = es_fs_resolve(output, &g->out)))
-		return rc;
+	return es_fs_check_output(output, g->m.job_dir, ES_MERGE_OUTPUT_NAME, &g->out);
+}
+
+/* The output must be a file we may write. */
+static int merge_target(struct merger *g, int overwrite)
+{
 	if (!strcmp(g->out.data, "/"))
 		return es_error(ES_EINVAL, "Output must be a file: %s", g->out.data);
 	struct stat st;
@@ -566,9 +570,11 @@ int es_merge_run(const char *job_dir, const char *output, int overwrite, double 
 	struct merger g;
 	int rc = merger_init(&g, job_dir, &r);
 	if (!rc)
+		rc = merge_resolve(&g, output);
+	if (!rc)
 		rc = merge_complete(&g, lock_timeout);
 	if (!rc)
-		rc = merge_target(&g, output, overwrite);
+		rc = merge_target(&g, overwrite);
 	if (!rc)
 		rc = merge_open(&g);
 	if (!rc)
@@ -668,7 +674,9 @@ int es_merge_follow_start(const char *job_dir, const char *output, double poll_s
 	if (!rc && (!(f->job_dir = strdup(job_dir)) || !(f->output = strdup(output))))
 		rc = es_error(ES_ENOMEM, "out of memory starting the merge");
 	if (!rc)
-		rc = merge_target(&f->g, output, 1);
+		rc = merge_resolve(&f->g, output);
+	if (!rc)
+		rc = merge_target(&f->g, 1);
 	if (!rc)
 		rc = merge_open(&f->g);
 	if (!rc && (errno = pthread_create(&f->th, NULL, follow_main, f)) != 0)

@@ -123,6 +123,15 @@ int es_fs_read_tail(const char *path, int max_lines, size_t max_bytes, struct es
  * resolved component by component and ".." is applied after resolution (Python's
  * os.path.realpath(strict=False)). A relative path is taken against the CWD. */
 int es_fs_resolve(const char *path, struct es_buf *out);
+/* A file a command writes where the user says (merge, verify and run --output, report
+ * --output) must not replace what the job needs: output and job_dir are resolved (es_fs_resolve:
+ * ".." and symbolic links, a missing tail allowed), and an output that is the job folder or lies
+ * below it is ES_EUSAGE, naming it and the job folder, unless it is <job_dir>/<own>, the file
+ * the command writes there itself (report.html, merged.jsonl). So the manifest, the recipe, a
+ * shard, a record, a lock, an attempt's output, merge.json and the other command's file are
+ * never overwritten, whichever name reaches them. resolved (may be NULL) gets the resolved
+ * output. */
+int es_fs_check_output(const char *output, const char *job_dir, const char *own, struct es_buf *resolved);
 /* Expand a leading "~" or "~/" to $HOME. */
 int es_fs_expand_user(const char *path, struct es_buf *out);
 /* Does a file that another node publishes exist? 1 yes, 0 no, negative on an I/O error.

@@ -90,6 +90,55 @@ static void test_not_regular(const char *t)
 	es_buf_free(&b);
 }
 
+/* An output a command writes where the user says may not replace what the job needs: inside
+ * the job folder, after ".." and links, only the command's own file at its root is allowed. */
+static void test_check_output(const char *t)
+{
+	char job[4096], p[4200], alias[4096];
+	struct es_buf r = ES_BUF_INIT;
+	snprintf(job, sizeof(job), "%s/co/job", t);
+	snprintf(p, sizeof(p), "%s/state/done", job);
+	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+	snprintf(alias, sizeof(alias), "%s/co/alias", t);
+	CHECK_INT_EQ(symlink("job", alias), 0);
+	snprintf(p, sizeof(p), "%s/co/job/report.html", t);
+	CHECK_INT_EQ(symlink("manifest.json", p), 0); /* a link in the own file's place */
+	static const char *const refused[] = {
+		"job/manifest.json", "job/state/done/part-00000-of-00002.json", "job/state/../recipe.yaml",
+		"alias/shards/new.jsonl", "job", "job/", "job/merge.json", "job/new/x.html", "alias/report.html",
+		"job/report.html", "out/../job/state",
+	};
+	es_log_quiet_begin();
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		snprintf(p, sizeof(p), "%s/co/%s", t, refused[i]);
+		if (!CHECK_INT_EQ(es_fs_check_output(p, alias, "merged.jsonl", &r), ES_EUSAGE))
+			fprintf(stderr, "  output: %s\n", refused[i]);
+		CHECK(strstr(es_last_error(), "is inside the job folder") != NULL);
+		CHECK(strstr(es_last_error(), refused[i]) != NULL);
+	}
+	es_log_quiet_end();
+	snprintf(p, sizeof(p), "%s/co/job/manifest.json", t);
+	es_log_quiet_begin();
+	es_fs_check_output(p, job, "report.html", NULL);
+	es_log_quiet_end();
+	char want[13000];
+	snprintf(want, sizeof(want), "Output %s is inside the job folder %s, where this command writes only %s/report.html: "
+		 "give a path outside the job folder", p, job, job);
+	CHECK_STR_EQ(es_last_error(), want);
+	static const char *const allowed[] = { "job/merged.jsonl", "alias/./merged.jsonl", "job/state/../merged.jsonl",
+					       "merged.jsonl", "job2/manifest.json", "jobmerged.jsonl" };
+	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+		snprintf(p, sizeof(p), "%s/co/%s", t, allowed[i]);
+		if (!CHECK_INT_EQ(es_fs_check_output(p, job, "merged.jsonl", &r), 0))
+			fprintf(stderr, "  output: %s\n", allowed[i]);
+	}
+	snprintf(p, sizeof(p), "%s/co/alias/merged.jsonl", t);
+	CHECK_INT_EQ(es_fs_check_output(p, alias, "merged.jsonl", &r), 0);
+	snprintf(p, sizeof(p), "%s/merged.jsonl", job);
+	CHECK_STR_EQ(r.data, p); /* resolved */
+	es_buf_free(&r);
+}
+
 static void check_against_python(const char *root, const char *const *items, size_t n)
 {
 	/* One python3 call for every item: realpath(root/item) with strict=False. */
@@ -322,5 +371,6 @@ int main(void)
 
 	es_buf_free(&b);
 	test_not_regular(t);
+	test_check_output(t);
 	return test_done();
 }

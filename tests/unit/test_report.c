@@ -4,7 +4,8 @@
  * folder without events (the reference's) and from the event log when there is one, escaping
  * of errors and log tails (no markup of the job can reach the page), bounded log tails, the
  * stragglers and the skew, no script and nothing fetched, nothing written but the output, no
- * output on stdout, and the errors for a missing or foreign job folder and a bad output path.
+ * output on stdout, and the errors for a missing or foreign job folder and a bad output path;
+ * an output inside the job folder but its report.html is refused.
  */
 #include "testlib.h"
 #include "jobfix.h"
@@ -423,6 +424,40 @@ static void test_errors(void)
 	CHECK(!jf_exists(p));
 }
 
+/* The report never replaces a file of the job: every output inside the job folder (after ".."
+ * and links) but <job>/report.html is refused, and the job folder is left as it was. */
+static void test_output_in_job_folder(void)
+{
+	struct jf j;
+	int rows[] = { 1, 1 };
+	jf_make(&j, T, "inside", 2, rows, NULL);
+	jf_done(&j, 0, "node-a");
+	char p[2300], alias[2100];
+	snprintf(alias, sizeof(alias), "%s/inside-alias", T);
+	CHECK_INT_EQ(symlink("inside", alias), 0);
+	struct es_buf before = ES_BUF_INIT, after = ES_BUF_INIT;
+	snapshot(j.dir, &before);
+	static const char *const refused[] = { "manifest.json", "state/done/part-00000-of-00002.json", "shards/../recipe.yaml",
+					       "merged.jsonl", "state/new.html", "" };
+	es_log_quiet_begin();
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", i % 2 ? alias : j.dir, refused[i]);
+		if (!CHECK_INT_EQ(es_report_write(j.dir, p, NULL, NULL), ES_EUSAGE))
+			fprintf(stderr, "  output: %s\n", p);
+		CHECK(strstr(es_last_error(), "is inside the job folder") != NULL);
+	}
+	es_log_quiet_end();
+	snapshot(j.dir, &after);
+	CHECK_STR_EQ(after.data, before.data);
+	snprintf(p, sizeof(p), "%s/report.html", alias);
+	CHECK_INT_EQ(es_report_write(j.dir, p, NULL, NULL), 0);
+	snprintf(p, sizeof(p), "%s/report.html", j.dir);
+	CHECK(jf_exists(p));
+	unlink(p);
+	es_buf_free(&before);
+	es_buf_free(&after);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
@@ -431,5 +466,6 @@ int main(void)
 	test_empty_job();
 	test_writes_only_the_output();
 	test_errors();
+	test_output_in_job_folder();
 	return test_done();
 }
