@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Where the commands write (issue 35, item 1): report, merge, verify and run --output never
-# replace what the job needs: an output inside the job folder (after ".." and links, also a link
-# outside pointing in) is refused with exit 2 and one line naming it, the job is left as it was
-# (status and merge still work), and run refuses before it prepares anything. Each command's own
-# file there works: <job>/report.html for report, <job>/merged.jsonl (the default) for merge,
-# verify and run.
+# Where the commands write (issue 35, items 1 and 6):
+# 1. report, merge, verify and run --output never replace what the job needs: an output inside
+#    the job folder (after ".." and links, also a link outside pointing in) is refused with
+#    exit 2 and one line naming it, the job is left as it was (status and merge still work),
+#    and run refuses before it prepares anything. Each command's own file there works:
+#    <job>/report.html for report, <job>/merged.jsonl (the default) for merge, verify and run.
+# 2. report --output /dev/stdout (a pipe or a file behind it), a character device and a FIFO are
+#    written directly; the summary line then goes to stderr, not into the page.
 . "$(dirname "$0")/lib.sh"
 
 write_recipe "$T/recipe.yaml"
@@ -75,3 +77,26 @@ cmp -s "$R/merged.jsonl" "$T/ref.jsonl" || fail "run --output <job>/merged.jsonl
 [ -s "$R/report.html" ] || fail "run wrote no report.html"
 pass "report --output <job>/report.html, merge, verify and run --output <job>/merged.jsonl (the defaults) work"
 
+# report --output /dev/stdout: into a pipe, into a file; a character device; a FIFO. Named as
+# /dev/fd/N (what /dev/stdout leads to, /proc/self/fd/N): code that wrongly writes a temporary
+# beside it fails in /proc, where beside /dev/stdout (as root) it would replace /dev/stdout.
+code=0
+"$BIN" report --job-dir "$J" --output /dev/fd/1 2>"$T/err" | cat >"$T/piped.html" || code=$?
+[ "$code" = 0 ] || { cat "$T/err"; fail "report --output /dev/fd/1 | cat: exit $code"; }
+head -c 15 "$T/piped.html" | grep -q '<!DOCTYPE html>' || fail "report to a pipe: no page on stdout"
+[ "$(tail -n 1 "$T/piped.html")" = "</html>" ] || fail "report to a pipe: the page does not end with </html> (summary line in it?)"
+expect_err "Wrote /dev/fd/1: 2 attempts of 2 shards"
+run_expect 0 "$BIN" report --job-dir "$J" --output /dev/fd/1
+[ "$(tail -n 1 "$T/out")" = "</html>" ] || fail "report --output /dev/fd/1 > file: the page does not end with </html>"
+exec 7>/dev/null
+run_expect 0 "$BIN" report --job-dir "$J" --output /dev/fd/7
+exec 7>&-
+expect_out "Wrote /dev/fd/7"
+mkfifo "$T/fifo"
+cat "$T/fifo" >"$T/from-fifo.html" & reader=$!
+run_expect 0 timeout 20 "$BIN" report --job-dir "$J" --output "$T/fifo"
+wait "$reader"
+head -c 15 "$T/from-fifo.html" | grep -q '<!DOCTYPE html>' && [ "$(tail -n 1 "$T/from-fifo.html")" = "</html>" ] ||
+  fail "report into a FIFO: not the whole page"
+[ -p "$T/fifo" ] || fail "report replaced the FIFO"
+pass "report --output /dev/fd/1 (a pipe, a file), a character device and a FIFO: written directly, the summary on stderr"

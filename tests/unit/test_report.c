@@ -5,7 +5,8 @@
  * of errors and log tails (no markup of the job can reach the page), bounded log tails, the
  * stragglers and the skew, no script and nothing fetched, nothing written but the output, no
  * output on stdout, and the errors for a missing or foreign job folder and a bad output path;
- * an output inside the job folder but its report.html is refused.
+ * an output inside the job folder but its report.html is refused; a pipe and a character
+ * device are written directly.
  */
 #include "testlib.h"
 #include "jobfix.h"
@@ -15,6 +16,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <sys/wait.h>
 
 static const char *T;
 
@@ -458,6 +460,40 @@ static void test_output_in_job_folder(void)
 	es_buf_free(&after);
 }
 
+/* A stream has no folder for a temporary: a pipe (as /dev/stdout is when piped) and a character
+ * device are written directly, the page whole. They are named through /proc/self/fd, as
+ * /dev/stdout leads there: a temporary cannot be made in /proc, so code that wrongly writes
+ * atomically fails there, where in /dev (as root) it would replace the device. */
+static void test_streams(void)
+{
+	struct jf j;
+	int rows[] = { 1 };
+	jf_make(&j, T, "stream", 1, rows, NULL);
+	char p[64];
+	int nfd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	CHECK(nfd >= 0);
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", nfd);
+	CHECK_INT_EQ(es_report_write(j.dir, p, NULL, NULL), 0);
+	close(nfd);
+	int pfd[2];
+	if (!CHECK(pipe(pfd) == 0))
+		return;
+	pid_t child = fork();
+	if (child == 0) { /* the reader: exit 0 when it got the whole page */
+		close(pfd[1]);
+		struct es_buf got = ES_BUF_INIT;
+		int rc = es_fs_read_fd(pfd[0], &got, (size_t)64 << 20, "pipe");
+		_exit(!rc && strstr(got.data, "<!DOCTYPE html>") == got.data && strstr(got.data, "</html>\n") ? 0 : 1);
+	}
+	close(pfd[0]);
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", pfd[1]);
+	CHECK_INT_EQ(es_report_write(j.dir, p, NULL, NULL), 0);
+	close(pfd[1]);
+	int status = -1;
+	waitpid(child, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
@@ -467,5 +503,6 @@ int main(void)
 	test_writes_only_the_output();
 	test_errors();
 	test_output_in_job_folder();
+	test_streams();
 	return test_done();
 }
