@@ -319,7 +319,9 @@ static int merge_resolve(struct merger *g, const char *output)
 	return es_fs_check_output(output, g->m.job_dir, ES_MERGE_OUTPUT_NAME, &g->out);
 }
 
-/* The output must be a file we may write. */
+/* The output must be a file we may write. Not a FIFO or device (/dev/null, a pipe): the
+ * output is replaced by renaming a temporary made beside it, which would put a file in the
+ * place of the device (in /dev, for root). */
 static int merge_target(struct merger *g, int overwrite)
 {
 	if (!strcmp(g->out.data, "/"))
@@ -330,6 +332,9 @@ static int merge_target(struct merger *g, int overwrite)
 			return es_error(ES_EEXIST, "Output already exists: %s; pass --overwrite to replace it", g->out.data);
 		if (S_ISDIR(st.st_mode))
 			return es_error(ES_EINVAL, "Output is a folder, not a file: %s", g->out.data);
+		if (!S_ISREG(st.st_mode))
+			return es_error(ES_EUSAGE, "Output is not a regular file: %s; the merged output is written to a "
+				       "temporary beside it and renamed into place, so give a file's path", g->out.data);
 	}
 	return 0;
 }

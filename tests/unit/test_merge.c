@@ -462,6 +462,16 @@ static void test_output_in_job_folder(void)
 	snprintf(p, sizeof(p), "%s/merge.json", j.dir);
 	CHECK(!jf_exists(p));
 	CHECK_INT_EQ(count_temps(j.dir), 0);
+	/* Nor does it replace a FIFO (or a device such as /dev/null) by renaming a file over it. */
+	snprintf(p, sizeof(p), "%s/a-fifo", T);
+	CHECK_INT_EQ(mkfifo(p, 0644), 0);
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_merge_run(j.dir, p, 1, 0, &r, 1), ES_EUSAGE);
+	es_log_quiet_end();
+	CHECK(strstr(es_last_error(), "Output is not a regular file") != NULL);
+	struct stat st;
+	CHECK(lstat(p, &st) == 0 && S_ISFIFO(st.st_mode));
+	CHECK_INT_EQ(count_temps(T), 0);
 	/* The default output, by any name, is the job's own. */
 	snprintf(p, sizeof(p), "%s/merged.jsonl", alias);
 	CHECK_INT_EQ(es_merge_run(j.dir, p, 0, 0, &r, 1), 0);
