@@ -14,7 +14,7 @@ int cmd_merge(int argc, char **argv)
 	int overwrite = 0;
 	struct es_opt opts[] = {
 		{ "job-dir", ES_OPT_STR, &job_dir, NULL, "DIR", "the job folder (required)" },
-		{ "output", ES_OPT_STR, &output, NULL, "PATH", "the merged JSONL file (required)" },
+		{ "output", ES_OPT_STR, &output, NULL, "PATH", "the merged JSONL file (required; in the job folder only <job-dir>/merged.jsonl)" },
 		{ "lock-timeout-secs", ES_OPT_POS_INT, &lock_timeout, NULL, NULL, "only used for the counts of an incomplete job" },
 		{ "overwrite", ES_OPT_FLAG, &overwrite, NULL, NULL, "replace an existing output" },
 	};

@@ -15,6 +15,7 @@
 
 #include "eshard/buf.h"
 #include "eshard/cpus.h"
+#include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/merge.h"
 #include "eshard/prepare.h"
@@ -92,7 +93,7 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 		if (!strcmp(opts[i].name, "dj-root")) opts[i].help = "run tools/process_data.py of this Data-Juicer checkout; overrides a prepared job's for this run";
 		if (!strcmp(opts[i].name, "ray-address")) opts[i].help = "Ray address given to every shard (default local); overrides a prepared job's for this run";
 	}
-	opts[n++] = (struct es_opt){ "output", ES_OPT_STR, &c->output, NULL, "PATH", "merged output (default <job-dir>/merged.jsonl)" };
+	opts[n++] = (struct es_opt){ "output", ES_OPT_STR, &c->output, NULL, "PATH", "merged output (default <job-dir>/merged.jsonl, the one path in the job folder allowed)" };
 	opts[n++] = (struct es_opt){ "nodes", ES_OPT_POS_INT, &c->nodes, NULL, NULL, "nodes of the job (default: distinct hosts of the ranks; at most 2147483647)" };
 	opts[n++] = (struct es_opt){ "require-all-nodes", ES_OPT_FLAG, &c->require_all, NULL, NULL, "strict mode: every node must complete shards; claim cap ceil(shards/nodes)" };
 	opts[n++] = (struct es_opt){ "run-id", ES_OPT_STR, &c->run_id, NULL, "ID", "submission id (default PAI_JOB_ID, DLC_JOB_ID, JOB_ID, SLURM_JOB_ID, or made up)" };
@@ -125,6 +126,9 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 		return rc > 0 ? 0 : 2;
 	if (prepare_cli_finish(&c->pc, "run") ||
 	    es_opt_at_most("run", "nodes", c->nodes, ES_MAX_NODES, "MPI counts ranks in an int"))
+		return 2;
+	/* An output the job needs is refused now, not after the whole job ran. */
+	if (c->output && es_fs_check_output(c->output, c->pc.o.job_dir, ES_MERGE_OUTPUT_NAME, NULL))
 		return 2;
 	struct es_worker_opts check;
 	es_worker_opts_init(&check);
@@ -385,7 +389,7 @@ static void write_report(const char *job_dir)
 {
 	struct es_buf path = ES_BUF_INIT;
 	struct es_report_info info;
-	es_buf_printf(&path, "%s/report.html", job_dir);
+	es_buf_printf(&path, "%s/%s", job_dir, ES_REPORT_NAME);
 	if (!es_report_write(job_dir, path.data, NULL, &info))
 		printf("Report: %s (%zu attempts on %zu host(s))\n", path.data, info.attempts, info.hosts);
 	else
@@ -422,7 +426,7 @@ static void output_path(const struct run *r, struct es_buf *out)
 	if (r->cli->output)
 		es_buf_adds(out, r->cli->output);
 	else
-		es_buf_printf(out, "%s/merged.jsonl", r->cli->pc.o.job_dir);
+		es_buf_printf(out, "%s/%s", r->cli->pc.o.job_dir, ES_MERGE_OUTPUT_NAME);
 }
 
 /* Rank 0 merges while the ranks work (merge.h); without it the whole merge runs at the end. */

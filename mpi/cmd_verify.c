@@ -13,7 +13,7 @@ int cmd_verify(int argc, char **argv)
 	int64_t expect_nodes = 1;
 	struct es_opt opts[] = {
 		{ "job-dir", ES_OPT_STR, &job_dir, NULL, "DIR", "the job folder (required)" },
-		{ "output", ES_OPT_STR, &output, NULL, "PATH", "the merged JSONL file (default <job-dir>/merged.jsonl)" },
+		{ "output", ES_OPT_STR, &output, NULL, "PATH", "the merged JSONL file (default <job-dir>/merged.jsonl, the one path in the job folder allowed)" },
 		{ "expect-nodes", ES_OPT_POS_INT, &expect_nodes, NULL, NULL, "fewest distinct hostnames among the done records (default 1)" },
 	};
 	static const struct es_cmd_help help = {

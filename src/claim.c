@@ -111,13 +111,13 @@ static int read_fd(int fd, struct es_buf *b, off_t size, const char *what)
 	return es_fs_read_fd_sized(fd, b, (size_t)1 << 20, size, what);
 }
 
-/* A lock that cannot be opened; a symbolic link (planted: eshard-mpi never makes one) is
- * refused, so that nothing is written through it out of the job folder. */
-static int lock_open_error(const char *path)
+/* Open a lock (O_RDONLY or O_RDWR): 0 with *fd, 1 when there is none, negative after
+ * es_error(). A symbolic link (planted: eshard-mpi never makes one) is refused, so that nothing
+ * is written through it out of the job folder, and so is anything but a regular file: a FIFO
+ * would block the open or the read for ever. */
+static int open_lock(const char *path, int flags, int *fd)
 {
-	if (errno == ELOOP)
-		return es_error(ES_EINVAL, "lock '%s' is a symbolic link; eshard-mpi does not follow links in a job folder", path);
-	return es_error_errno(ES_EIO, "cannot open lock '%s'", path);
+	return es_fs_open_read(path, flags | O_NOFOLLOW, fd);
 }
 
 static void unlock_close(int fd);
@@ -199,13 +199,10 @@ int es_claim_lock_read(const char *path, struct es_lock_info *li)
 {
 	memset(li, 0, sizeof(*li));
 	li->claimed_at_epoch = li->terminal_at_epoch = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			return 0;
-		return lock_open_error(path);
-	}
-	int rc = lock_info_fd(fd, path, li, NULL);
+	int fd, rc = open_lock(path, O_RDONLY, &fd);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	rc = lock_info_fd(fd, path, li, NULL);
 	close(fd);
 	return rc;
 }
@@ -216,16 +213,13 @@ int es_claim_lock_hold(const char *path, int *fd_out, struct es_lock_info *li)
 	memset(li, 0, sizeof(*li));
 	li->claimed_at_epoch = li->terminal_at_epoch = -1;
 	/* O_RDWR: an exclusive flock() emulated with fcntl() locks on NFS needs it (try_takeover). */
-	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			return 1;
-		return lock_open_error(path);
-	}
+	int fd, rc = open_lock(path, O_RDWR, &fd);
+	if (rc)
+		return rc;
 	while (flock(fd, LOCK_EX) != 0) {
 		if (errno == EINTR)
 			continue;
-		int rc = es_error_errno(ES_EIO, "cannot lock '%s'", path);
+		rc = es_error_errno(ES_EIO, "cannot lock '%s'", path);
 		close(fd);
 		return rc;
 	}
@@ -235,7 +229,7 @@ int es_claim_lock_hold(const char *path, int *fd_out, struct es_lock_info *li)
 		unlock_close(fd);
 		return es_claim_lock_hold(path, fd_out, li);
 	}
-	int rc = lock_info_fd(fd, path, li, NULL);
+	rc = lock_info_fd(fd, path, li, NULL);
 	if (rc) {
 		unlock_close(fd);
 		return rc;
@@ -454,9 +448,12 @@ static int backup_alive(const struct es_claimer *c, const char *id, const char *
 {
 	struct es_buf path = ES_BUF_INIT;
 	backup_marker_path(c->m, id, token, &path);
-	int fd = open(path.data, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd;
+	es_log_quiet_begin(); /* anything but a regular file is no live backup's marker */
+	int rc = es_fs_open_read(path.data, O_RDONLY | O_NOFOLLOW, &fd);
+	es_log_quiet_end();
 	es_buf_free(&path);
-	if (fd < 0)
+	if (rc)
 		return 0;
 	struct stat st;
 	int alive = fstat(fd, &st) == 0 && es_time_epoch() - ((double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9) < c->policy.lease_secs;
@@ -533,14 +530,11 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 	struct es_lease_obs *o = &c->obs[i];
 	/* O_RDWR: NFS emulates flock() with fcntl() locks, and an exclusive one needs a file
 	 * open for writing (flock(2), "NFS details"); read-only, every takeover fails EBADF. */
-	int fd = open(lock_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		if (errno == ENOENT) {
-			o->valid = 0;
-			return 1;
-		}
-		return lock_open_error(lock_path);
-	}
+	int fd, rc = open_lock(lock_path, O_RDWR, &fd);
+	if (rc == 1)
+		o->valid = 0;
+	if (rc)
+		return rc;
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
 		int busy = errno == EWOULDBLOCK || errno == EINTR;
 		if (!busy)
@@ -548,7 +542,6 @@ static int try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 		close(fd);
 		return busy ? 0 : ES_EIO; /* busy: someone is releasing, publishing, refreshing or taking it over */
 	}
-	int rc = 0;
 	struct stat st;
 	struct es_lock_info li;
 	cJSON *doc = NULL;
@@ -684,12 +677,9 @@ static cJSON *lock_doc(const struct es_claimer *c, const char *shard_id)
 static int lock_owned(const char *lock_path, const char *token, int nonblock, int *fd_out, cJSON **doc)
 {
 	*fd_out = -1;
-	int fd = open(lock_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return 1;
-		return lock_open_error(lock_path);
-	}
+	int fd, rc = open_lock(lock_path, O_RDWR, &fd);
+	if (rc)
+		return rc;
 	while (flock(fd, LOCK_EX | (nonblock ? LOCK_NB : 0)) != 0) {
 		if (errno == EINTR)
 			continue;
@@ -700,7 +690,7 @@ static int lock_owned(const char *lock_path, const char *token, int nonblock, in
 	struct stat st;
 	struct es_lock_info li;
 	cJSON *l = NULL;
-	int rc = 1;
+	rc = 1;
 	/* Not the one at the path (moved or replaced): not ours. A read error (ESTALE, EIO) is an
 	 * error, not a lost lease: a heartbeat must not abort a live shard over a hiccup. */
 	if (same_file_at(fd, lock_path, &st) && (rc = lock_info_fd(fd, lock_path, &li, &l)) == 0)

@@ -717,32 +717,90 @@ int es_fs_read_fd(int fd, struct es_buf *out, size_t max, const char *what)
 	return es_fs_read_fd_sized(fd, out, max, -1, what);
 }
 
+/* What a file that is not a regular one is, for a message. */
+static const char *file_kind(mode_t mode)
+{
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISDIR(mode))
+		return "a folder";
+	return "not a regular file";
+}
+
+/* es_fs_open_read() relative to dfd (AT_FDCWD: name is the whole path). The open is
+ * O_NONBLOCK because opening a FIFO to read blocks until a writer comes, which may be never;
+ * once fstat() says regular file the flag goes again (it means nothing for regular files, but
+ * the descriptor is handed on). */
+static int open_regular_at(int dfd, const char *name, int flags, const char *path, int *fd)
+{
+	*fd = openat(dfd, name, flags | O_NONBLOCK | O_CLOEXEC);
+	if (*fd < 0) {
+		if (errno == ENOENT)
+			return 1;
+		if (errno == ELOOP && (flags & O_NOFOLLOW))
+			return es_error(ES_EINVAL, "%s is a symbolic link; eshard-mpi does not follow links out of a job folder",
+					path);
+		if (errno == ENXIO) /* a socket, or a device without its driver */
+			return es_error(ES_EINVAL, "%s is not a regular file; eshard-mpi reads only regular files", path);
+		return es_error_errno(ES_EIO, "cannot open '%s'", path);
+	}
+	struct stat st;
+	int rc = 0;
+	if (fstat(*fd, &st) != 0)
+		rc = es_error_errno(ES_EIO, "cannot stat '%s'", path);
+	else if (!S_ISREG(st.st_mode))
+		rc = es_error(ES_EINVAL, "%s is %s, not a regular file; eshard-mpi reads only regular files", path,
+			      file_kind(st.st_mode));
+	int fl = rc ? 0 : fcntl(*fd, F_GETFL);
+	if (!rc && (fl < 0 || fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK) != 0))
+		rc = es_error_errno(ES_EIO, "cannot open '%s'", path);
+	if (rc) {
+		close(*fd);
+		*fd = -1;
+	}
+	return rc;
+}
+
+int es_fs_open_read(const char *path, int flags, int *fd)
+{
+	return open_regular_at(AT_FDCWD, path, flags, path, fd);
+}
+
 int es_fs_read_file(const char *path, struct es_buf *out, size_t max)
 {
-	int dfd;
+	int dfd, fd;
 	const char *name;
-	int rc0 = beneath(path, &dfd, &name);
-	if (rc0)
-		return rc0;
+	int rc = beneath(path, &dfd, &name);
+	if (rc)
+		return rc;
 	/* Below the boundary the file itself is not read through a link either. */
-	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | (dfd == AT_FDCWD ? 0 : O_NOFOLLOW)), err = errno;
+	rc = open_regular_at(dfd, name, O_RDONLY | (dfd == AT_FDCWD ? 0 : O_NOFOLLOW), path, &fd);
+	int err = errno;
 	close_dir(dfd);
 	errno = err;
-	if (fd < 0 && err == ELOOP)
-		return es_error(ES_EINVAL, "%s is a symbolic link; eshard-mpi does not follow links out of a job folder", path);
-	if (fd < 0)
-		return es_error_errno(errno == ENOENT ? ES_ENOENT : ES_EIO, "cannot open '%s'", path);
-	int rc = es_fs_read_fd(fd, out, max ? max : (size_t)64 << 20, path);
+	if (rc == 1)
+		return es_error_errno(ES_ENOENT, "cannot open '%s'", path);
+	if (rc)
+		return rc;
+	rc = es_fs_read_fd(fd, out, max ? max : (size_t)64 << 20, path);
 	close(fd);
 	return rc;
 }
 
 int es_fs_read_tail(const char *path, int max_lines, size_t max_bytes, struct es_buf *out)
 {
-	int cut = 0;
+	int cut = 0, fd;
 	es_buf_reset(out);
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	es_log_quiet_begin();
+	int rc = es_fs_open_read(path, O_RDONLY | O_NOFOLLOW, &fd);
+	es_log_quiet_end();
+	if (rc)
 		return -1;
 	struct stat st;
 	if (fstat(fd, &st) == 0 && (size_t)st.st_size > max_bytes) {
@@ -750,7 +808,7 @@ int es_fs_read_tail(const char *path, int max_lines, size_t max_bytes, struct es
 		cut = 1;
 	}
 	es_log_quiet_begin();
-	int rc = es_fs_read_fd(fd, out, max_bytes, path);
+	rc = es_fs_read_fd(fd, out, max_bytes, path);
 	es_log_quiet_end();
 	close(fd);
 	if (rc) {
@@ -777,14 +835,15 @@ int es_fs_read_tail(const char *path, int max_lines, size_t max_bytes, struct es
 
 int es_fs_exists_fresh(const char *path)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO in its place exists, and must not block the open until a writer comes. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd >= 0) {
 		close(fd);
 		return 1;
 	}
 	if (errno == ENOENT || errno == ENOTDIR)
 		return 0;
-	return errno == EACCES || errno == EISDIR ? 1 : es_error_errno(ES_EIO, "cannot open '%s'", path);
+	return errno == EACCES || errno == EISDIR || errno == ENXIO ? 1 : es_error_errno(ES_EIO, "cannot open '%s'", path);
 }
 
 int es_fs_exists(const char *path)
@@ -903,6 +962,41 @@ int es_fs_resolve(const char *path, struct es_buf *out)
 	}
 	es_buf_free(&todo);
 	es_buf_free(&link);
+	return rc;
+}
+
+int es_fs_check_output(const char *output, const char *job_dir, const char *own, struct es_buf *resolved)
+{
+	struct es_buf jd = ES_BUF_INIT, out = ES_BUF_INIT;
+	int rc = es_fs_resolve(job_dir, &jd);
+	if (!rc)
+		rc = es_fs_resolve(output, &out);
+	/* The output relative to the job folder, when it is the folder or lies below it. */
+	const char *rest = NULL;
+	size_t lj = jd.len;
+	if (!rc && !strncmp(out.data, jd.data, lj)) {
+		if (out.data[lj] == '\0')
+			rest = "";
+		else if (out.data[lj] == '/')
+			rest = out.data + lj + 1;
+		else if (lj == 1)
+			rest = out.data + 1; /* the job folder is "/" */
+	}
+	if (rest && strcmp(rest, own)) {
+		struct es_buf shown = ES_BUF_INIT; /* the name given, and where it leads when that differs */
+		es_buf_adds(&shown, output);
+		if (strcmp(output, out.data))
+			es_buf_printf(&shown, " (%s)", out.data);
+		rc = es_error(ES_EUSAGE, "Output %s is inside the job folder %s, where this command writes only %s/%s: "
+			      "give a path outside the job folder", shown.len ? shown.data : output, jd.data, jd.data, own);
+		es_buf_free(&shown);
+	}
+	if (!rc && resolved) {
+		es_buf_reset(resolved);
+		rc = es_buf_add(resolved, out.data, out.len);
+	}
+	es_buf_free(&jd);
+	es_buf_free(&out);
 	return rc;
 }
 

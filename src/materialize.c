@@ -324,12 +324,14 @@ static int cmp_row(const void *a, const void *b)
 int es_materialize_number_rows(const char *shard_path, const char *out_path, int64_t *rows)
 {
 	*rows = 0;
-	int in = open(shard_path, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
+	int in, rc = es_fs_open_read(shard_path, O_RDONLY, &in);
+	if (rc == 1)
 		return es_error_errno(ES_EIO, "cannot open '%s'", shard_path);
+	if (rc)
+		return rc;
 	struct es_buf tmp = ES_BUF_INIT, buf = ES_BUF_INIT;
 	int fd = -1;
-	int rc = es_fs_open_temp(out_path, &tmp, &fd);
+	rc = es_fs_open_temp(out_path, &tmp, &fd);
 	struct es_line_reader *r = rc ? NULL : es_line_reader_new(in, ES_MAX_LINE_BYTES, shard_path);
 	if (!rc && !r)
 		rc = es_error(ES_ENOMEM, "out of memory");
@@ -387,11 +389,13 @@ int es_materialize_number_rows(const char *shard_path, const char *out_path, int
 static int copy_source(struct es_jsonl *jl, const char *path, size_t max_line, struct sink *k,
 		       struct es_output_file *f, struct order *ord, int64_t max_rows)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	int fd, rc = es_fs_open_read(path, O_RDONLY, &fd);
+	if (rc == 1)
 		return es_error_errno(ES_EIO, "cannot open '%s'", path);
+	if (rc)
+		return rc;
 	struct es_sha sha;
-	int rc = es_sha_init(&sha);
+	rc = es_sha_init(&sha);
 	if (rc) {
 		close(fd);
 		return rc;

@@ -178,12 +178,13 @@ static int out_write(struct reader *rd, const char *p, size_t n, struct mbuf *b)
 static int merge_file(struct reader *rd, const char *path, int64_t *rows)
 {
 	struct hasher *h = rd->h;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	int fd, rc = es_fs_open_read(path, O_RDONLY, &fd);
+	if (rc == 1)
 		return es_error_errno(ES_EIO, "cannot open result '%s'", path);
+	if (rc)
+		return rc;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	hasher_post(h, JOB_BEGIN_FILE, NULL, 0, NULL, -1);
-	int rc = 0;
 	uint64_t lineno = 0;
 	size_t k = 0, carry = 0;
 	struct mbuf *cur = NULL;
@@ -311,12 +312,18 @@ static int merge_complete(struct merger *g, double lock_timeout)
 	return rc;
 }
 
-/* The output must be a file we may write. */
-static int merge_target(struct merger *g, const char *output, int overwrite)
+/* The output, resolved, must not be a file the job needs: checked before anything else, as a
+ * usage error. */
+static int merge_resolve(struct merger *g, const char *output)
 {
-	int rc;
-	if ((rc = es_fs_resolve(output, &g->out)))
-		return rc;
+	return es_fs_check_output(output, g->m.job_dir, ES_MERGE_OUTPUT_NAME, &g->out);
+}
+
+/* The output must be a file we may write. Not a FIFO or device (/dev/null, a pipe): the
+ * output is replaced by renaming a temporary made beside it, which would put a file in the
+ * place of the device (in /dev, for root). */
+static int merge_target(struct merger *g, int overwrite)
+{
 	if (!strcmp(g->out.data, "/"))
 		return es_error(ES_EINVAL, "Output must be a file: %s", g->out.data);
 	struct stat st;
@@ -325,6 +332,9 @@ static int merge_target(struct merger *g, const char *output, int overwrite)
 			return es_error(ES_EEXIST, "Output already exists: %s; pass --overwrite to replace it", g->out.data);
 		if (S_ISDIR(st.st_mode))
 			return es_error(ES_EINVAL, "Output is a folder, not a file: %s", g->out.data);
+		if (!S_ISREG(st.st_mode))
+			return es_error(ES_EUSAGE, "Output is not a regular file: %s; the merged output is written to a "
+				       "temporary beside it and renamed into place, so give a file's path", g->out.data);
 	}
 	return 0;
 }
@@ -479,9 +489,11 @@ static void merge_free(struct merger *g)
 
 int es_merge_reread(const char *path, uint64_t from, int64_t from_rows, int64_t *rows)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	int fd, rc = es_fs_open_read(path, O_RDONLY, &fd);
+	if (rc == 1)
 		return es_error_errno(ES_EIO, "cannot open merged output '%s'", path);
+	if (rc)
+		return rc;
 	if (from && lseek(fd, (off_t)from, SEEK_SET) < 0) {
 		close(fd);
 		return es_error_errno(ES_EIO, "cannot seek in merged output '%s'", path);
@@ -489,7 +501,7 @@ int es_merge_reread(const char *path, uint64_t from, int64_t from_rows, int64_t 
 	posix_fadvise(fd, (off_t)from, 0, POSIX_FADV_SEQUENTIAL);
 	struct es_jsonl *jl = es_jsonl_new(NULL);
 	struct es_line_reader *r = es_line_reader_new(fd, ES_MAX_LINE_BYTES, path);
-	int rc = 0, got;
+	int got;
 	*rows = 0;
 	if (!jl || !r) {
 		rc = es_error(ES_ENOMEM, "out of memory reading '%s'", path);
@@ -563,9 +575,11 @@ int es_merge_run(const char *job_dir, const char *output, int overwrite, double 
 	struct merger g;
 	int rc = merger_init(&g, job_dir, &r);
 	if (!rc)
+		rc = merge_resolve(&g, output);
+	if (!rc)
 		rc = merge_complete(&g, lock_timeout);
 	if (!rc)
-		rc = merge_target(&g, output, overwrite);
+		rc = merge_target(&g, overwrite);
 	if (!rc)
 		rc = merge_open(&g);
 	if (!rc)
@@ -665,7 +679,9 @@ int es_merge_follow_start(const char *job_dir, const char *output, double poll_s
 	if (!rc && (!(f->job_dir = strdup(job_dir)) || !(f->output = strdup(output))))
 		rc = es_error(ES_ENOMEM, "out of memory starting the merge");
 	if (!rc)
-		rc = merge_target(&f->g, output, 1);
+		rc = merge_resolve(&f->g, output);
+	if (!rc)
+		rc = merge_target(&f->g, 1);
 	if (!rc)
 		rc = merge_open(&f->g);
 	if (!rc && (errno = pthread_create(&f->th, NULL, follow_main, f)) != 0)

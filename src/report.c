@@ -762,35 +762,58 @@ int es_report_render(const char *job_dir, const struct es_report_opts *opts, str
 	return rc;
 }
 
-/* The output must name a file in a folder that exists. */
-static int check_output(const char *output)
+/* The output must not be a file the job needs (es_fs_check_output; resolved gets its path),
+ * and must name a FIFO or character device (*stream: a pipe such as /dev/stdout, a terminal,
+ * /dev/null), or a file in a folder that exists. */
+static int check_output(const char *job_dir, const char *output, struct es_buf *resolved, int *stream)
 {
 	struct stat st;
+	*stream = 0;
 	if (!output || !*output)
 		return es_error(ES_EUSAGE, "the report needs an output file name");
-	size_t n = strlen(output);
-	if (output[n - 1] == '/' || (stat(output, &st) == 0 && S_ISDIR(st.st_mode)))
+	int rc = es_fs_check_output(output, job_dir, ES_REPORT_NAME, resolved);
+	if (rc)
+		return rc;
+	/* The name as given, links followed: /dev/stdout is a link to /proc/self/fd/1, whose
+	 * target, for a pipe, is no path at all ("pipe:[123]"). */
+	if (stat(output, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
+		*stream = 1;
+		return 0;
+	}
+	if (output[strlen(output) - 1] == '/' || (stat(resolved->data, &st) == 0 && S_ISDIR(st.st_mode)))
 		return es_error(ES_EUSAGE, "Report output is a folder: %s (give the name of an .html file)", output);
-	const char *slash = strrchr(output, '/');
+	const char *slash = strrchr(resolved->data, '/');
 	struct es_buf dir = ES_BUF_INIT;
-	int rc = slash ? es_buf_add(&dir, output, slash == output ? 1 : (size_t)(slash - output)) : es_buf_adds(&dir, ".");
-	struct stat st2;
-	if (!rc && !(stat(dir.data, &st2) == 0 && S_ISDIR(st2.st_mode)))
+	rc = es_buf_add(&dir, resolved->data, slash == resolved->data ? 1 : (size_t)(slash - resolved->data));
+	if (!rc && !(stat(dir.data, &st) == 0 && S_ISDIR(st.st_mode)))
 		rc = es_error(ES_EUSAGE, "Report output folder does not exist: %s", dir.data);
 	es_buf_free(&dir);
+	return rc;
+}
+
+/* A stream has no folder to hold a temporary that a rename would publish: write it as it is. */
+static int write_stream(const char *path, const char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return es_error_errno(ES_EIO, "cannot open '%s'", path);
+	int rc = es_fs_write_all(fd, data, len, path);
+	if (close(fd) != 0 && !rc)
+		rc = es_error_errno(ES_EIO, "cannot close '%s'", path);
 	return rc;
 }
 
 int es_report_write(const char *job_dir, const char *output, const struct es_report_opts *opts,
 		    struct es_report_info *info)
 {
-	int rc = check_output(output);
-	if (rc)
-		return rc;
-	struct es_buf html = ES_BUF_INIT;
-	rc = es_report_render(job_dir, opts, &html, info);
+	struct es_buf html = ES_BUF_INIT, path = ES_BUF_INIT;
+	int stream;
+	int rc = check_output(job_dir, output, &path, &stream);
 	if (!rc)
-		rc = es_fs_write_atomic(output, html.data, html.len);
+		rc = es_report_render(job_dir, opts, &html, info);
+	if (!rc)
+		rc = stream ? write_stream(output, html.data, html.len) : es_fs_write_atomic(path.data, html.data, html.len);
 	es_buf_free(&html);
+	es_buf_free(&path);
 	return rc;
 }

@@ -1,4 +1,5 @@
 #include "eshard/sha.h"
+#include "eshard/fs.h"
 #include "eshard/log.h"
 
 #include <errno.h>
@@ -51,11 +52,13 @@ void es_sha_abort(struct es_sha *s)
 
 int es_sha_file(const char *path, char hex[65], uint64_t *size)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	int fd, rc = es_fs_open_read(path, O_RDONLY, &fd);
+	if (rc == 1)
 		return es_error_errno(ES_EIO, "cannot open '%s'", path);
+	if (rc)
+		return rc;
 	struct es_sha s;
-	int rc = es_sha_init(&s);
+	rc = es_sha_init(&s);
 	uint64_t total = 0;
 	size_t cap = 1 << 20;
 	char *buf = rc ? NULL : malloc(cap);

@@ -84,8 +84,16 @@ int es_verify_run_follow(const char *job_dir, const char *output, int expect_nod
 	size_t n_owners = 0;
 	struct es_merge_result mr;
 	memset(&mr, 0, sizeof(mr));
+	memset(&st, 0, sizeof(st));
 	r->num_shards = (int64_t)m.n_shards;
 
+	/* An output the job needs is refused first, before the status is printed. */
+	if (output)
+		rc = es_fs_check_output(output, m.job_dir, ES_MERGE_OUTPUT_NAME, &outp);
+	else
+		rc = es_path_join(&outp, m.job_dir, ES_MERGE_OUTPUT_NAME);
+	if (rc)
+		goto out;
 	/* The reference ran `status --all` here; its report is the same. */
 	rc = es_status_collect(&m, 0, &st);
 	if (!rc)
@@ -117,12 +125,6 @@ int es_verify_run_follow(const char *job_dir, const char *output, int expect_nod
 			      expect_nodes, n_owners);
 		goto out;
 	}
-	if (output)
-		rc = es_fs_resolve(output, &outp);
-	else
-		rc = es_path_join(&outp, m.job_dir, "merged.jsonl");
-	if (rc)
-		goto out;
 	uint64_t from = 0;
 	int64_t from_rows = 0;
 	rc = follow ? es_merge_follow_finish(follow, 0, &mr, 0, &from, &from_rows) : es_merge_run(m.job_dir, outp.data, 1, 0, &mr, 0);

@@ -113,23 +113,44 @@ int es_fs_read_fd(int fd, struct es_buf *out, size_t max, const char *what);
  * offset 0: a read that brings the content to exactly that size and returns less than asked
  * for ends it, so a small file costs one read() and not two. */
 int es_fs_read_fd_sized(int fd, struct es_buf *out, size_t max, off_t size, const char *what);
-/* Read a whole file into out (replacing its content); fails past max bytes (0: 64 MiB). */
+/* Open a regular file to read it (flags: O_RDONLY or O_RDWR, with O_NOFOLLOW to refuse a
+ * symbolic link), as it is (no walk from the boundary). Whatever else may lie in a job folder,
+ * a reader never blocks nor reads it: the open is O_NONBLOCK (opening a FIFO waits for a
+ * writer, perhaps for ever; the flag is cleared once fstat says regular file), and a FIFO,
+ * socket, device or folder is ES_EINVAL "<path> is a FIFO, not a regular file; ...". Returns 0
+ * with *fd, 1 when path does not exist (ENOENT; no message: what that means is the caller's
+ * to say), negative after es_error(). */
+int es_fs_open_read(const char *path, int flags, int *fd);
+/* Read a whole regular file into out (replacing its content), opened as es_fs_open_read does
+ * (below the boundary walked from it and O_NOFOLLOW); fails past max bytes (0: 64 MiB). A
+ * missing file is ES_ENOENT. */
 int es_fs_read_file(const char *path, struct es_buf *out, size_t max);
 /* The last max_lines lines of a file, from at most its last max_bytes bytes, into out (replacing
  * its content; a line cut by the byte bound is dropped, the trailing newline too). Returns 1 when
  * something before them was left out, 0 when out is the whole file, and -1 when the file cannot
- * be read (out empty; no message: a missing log is normal for an attempt that never started). */
+ * be read (out empty; no message: a missing log is normal for an attempt that never started),
+ * which includes a link or anything but a regular file (es_fs_open_read). */
 int es_fs_read_tail(const char *path, int max_lines, size_t max_bytes, struct es_buf *out);
 /* Like realpath(3), but a missing tail is allowed and normalized lexically: symlinks are
  * resolved component by component and ".." is applied after resolution (Python's
  * os.path.realpath(strict=False)). A relative path is taken against the CWD. */
 int es_fs_resolve(const char *path, struct es_buf *out);
+/* A file a command writes where the user says (merge, verify and run --output, report
+ * --output) must not replace what the job needs: output and job_dir are resolved (es_fs_resolve:
+ * ".." and symbolic links, a missing tail allowed), and an output that is the job folder or lies
+ * below it is ES_EUSAGE, naming it and the job folder, unless it is <job_dir>/<own>, the file
+ * the command writes there itself (report.html, merged.jsonl). So the manifest, the recipe, a
+ * shard, a record, a lock, an attempt's output, merge.json and the other command's file are
+ * never overwritten, whichever name reaches them. resolved (may be NULL) gets the resolved
+ * output. */
+int es_fs_check_output(const char *output, const char *job_dir, const char *own, struct es_buf *resolved);
 /* Expand a leading "~" or "~/" to $HOME. */
 int es_fs_expand_user(const char *path, struct es_buf *out);
 /* Does a file that another node publishes exist? 1 yes, 0 no, negative on an I/O error.
  * open(), not stat(): on NFS an open revalidates the entry (close-to-open consistency), where
  * a cached negative lookup could hide a fresh marker (DESIGN.md "NFS caches metadata"). A path
- * that is there but cannot be opened (permissions, a folder in the way) exists. */
+ * that is there but cannot be opened (permissions, a folder, socket or FIFO in the way) exists;
+ * the open is O_NONBLOCK, so a FIFO does not block it. */
 int es_fs_exists_fresh(const char *path);
 /* 1 if path exists (lstat), 0 if not, negative on another error. */
 int es_fs_exists(const char *path);

@@ -21,6 +21,10 @@
 
 #include <stdint.h>
 
+/* The merged output's name in the job folder: the default of run and verify, and the one file
+ * of the job folder that merge, verify and run --output may name (es_fs_check_output). */
+#define ES_MERGE_OUTPUT_NAME "merged.jsonl"
+
 struct es_merge_result {
 	int64_t num_shards;
 	int64_t rows;
@@ -31,7 +35,8 @@ struct es_merge_result {
 
 /*
  * The job must be complete (lock_timeout <= 0: the manifest's, only used for the counts in the
- * error message). output is resolved; an existing output needs overwrite. Prints
+ * error message). output is resolved; inside the job folder only <job_dir>/merged.jsonl may be
+ * named (es_fs_check_output: ES_EUSAGE); an existing output needs overwrite. Prints
  * "Merged {num_shards} shards and {rows} rows into {output}" unless quiet. res may be NULL.
  * Returns 0 or a negative ES_E* code after one es_error().
  */

@@ -2,10 +2,10 @@
  * report: one self-contained HTML file that shows how a job ran (DESIGN.md "Observability").
  *
  * Contract: the job folder is only read (manifest, attempt folders, done and failed records,
- * locks, the event logs of state/events); the one file written is the output, through
- * es_fs_write_atomic(), so after a crash at any point the output holds its old content or the
- * whole new report (a ".<name>.<32hex>.tmp" beside it may be left by a crash, never a partial
- * report). Safe to run at any time, from any node, while workers run: each file is judged as
+ * locks, the event logs of state/events); the one file written is the output (in the job folder
+ * only its report.html), through es_fs_write_atomic(), so after a crash at any point the output
+ * holds its old content or the whole new report (a ".<name>.<32hex>.tmp" beside it may be left
+ * by a crash, never a partial report); a stream (a pipe, a terminal) is written directly. Safe to run at any time, from any node, while workers run: each file is judged as
  * it is seen, so a report of a live job is a snapshot that is not atomic. Nothing is printed
  * on stdout; a failure is reported once through es_error().
  *
@@ -55,10 +55,16 @@ struct es_report_info {
 int es_report_render(const char *job_dir, const struct es_report_opts *opts, struct es_buf *out,
 		     struct es_report_info *info);
 
+/* The report's name in the job folder: run writes it there, and it is the one file of the job
+ * folder that report --output may name (es_fs_check_output). */
+#define ES_REPORT_NAME "report.html"
+
 /*
- * Render job_dir's report and write it to output atomically. ES_EUSAGE when output is empty,
- * a folder, or in a folder that does not exist; the errors of es_manifest_load() for a missing
- * or foreign job folder. Nothing is written unless the whole report was made.
+ * Render job_dir's report and write it to output (resolved: links followed) atomically, or
+ * directly when output is a FIFO or a character device (a pipe such as /dev/stdout, a
+ * terminal, /dev/null). ES_EUSAGE when output is empty, a folder, in a folder that does not
+ * exist, or inside the job folder but not its report.html; the errors of es_manifest_load()
+ * for a missing or foreign job folder. Nothing is written unless the whole report was made.
  */
 int es_report_write(const char *job_dir, const char *output, const struct es_report_opts *opts,
 		    struct es_report_info *info);

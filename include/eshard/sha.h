@@ -17,7 +17,8 @@ void es_sha_update(struct es_sha *s, const void *p, size_t n);
 int es_sha_final(struct es_sha *s, char hex[65]);
 /* Release without a digest (error paths). */
 void es_sha_abort(struct es_sha *s);
-/* Hash a whole file; *size gets its byte count when size is not NULL. */
+/* Hash a whole regular file (es_fs_open_read: a FIFO or device is refused, never read);
+ * *size gets its byte count when size is not NULL. */
 int es_sha_file(const char *path, char hex[65], uint64_t *size);
 
 #endif

@@ -23,7 +23,8 @@ struct es_verify_result {
 /*
  * Prints the status (as `status --all`), "Shard owners:" and "  <host>: <n> shard(s)" sorted
  * by host, merge's line and "PASS: <S> shards were completed by <k> node(s); merged <rows> rows
- * into <O>" on stdout. output NULL means <job_dir>/merged.jsonl; expect_nodes < 1 means 1.
+ * into <O>" on stdout. output NULL means <job_dir>/merged.jsonl; any other output inside the job
+ * folder is refused before anything is printed (es_fs_check_output); expect_nodes < 1 means 1.
  * Returns 0 on PASS, or a negative ES_E* code after one es_error() ("Verification stopped: not
  * all shards are complete.", "Verification failed: expected at least E distinct hostnames,
  * found F.", or the failure of merge or of the re-read).

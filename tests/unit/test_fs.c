@@ -6,13 +6,139 @@
 #include "eshard/log.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+static void hung(int sig)
+{
+	(void)sig;
+	static const char msg[] = "FAIL: a read of a FIFO blocked (10 s)\n";
+	if (write(2, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+/* A FIFO, a socket or a folder where a regular file is expected is refused at once, never read
+ * and never waited on (a reader of a FIFO blocks until a writer comes): by es_fs_open_read, so
+ * by every reader built on it; a missing file is 1, a regular one opens. An alarm turns a
+ * blocked open or read into a failure. */
+static void test_not_regular(const char *t)
+{
+	char fifo[4096], sock[4096], dir[4096], file[4096], link[4096], miss[4096];
+	snprintf(fifo, sizeof(fifo), "%s/nr/fifo.json", t);
+	snprintf(sock, sizeof(sock), "%s/nr/sock.json", t);
+	snprintf(dir, sizeof(dir), "%s/nr/dir.json", t);
+	snprintf(file, sizeof(file), "%s/nr/file.json", t);
+	snprintf(link, sizeof(link), "%s/nr/link.json", t);
+	snprintf(miss, sizeof(miss), "%s/nr/missing.json", t);
+	CHECK_INT_EQ(es_fs_mkdirs(dir, 0755), 0);
+	CHECK_INT_EQ(mkfifo(fifo, 0644), 0);
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	CHECK(strlen(sock) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, sock, strlen(sock) < sizeof(sa.sun_path) ? strlen(sock) : 0);
+	CHECK(s >= 0 && bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	CHECK_INT_EQ(es_fs_write_atomic(file, "{}\n", 3), 0);
+	CHECK_INT_EQ(symlink(file, link), 0);
+	signal(SIGALRM, hung);
+	alarm(10);
+	struct es_buf b = ES_BUF_INIT;
+	int fd = -1;
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_fs_read_file(fifo, &b, 0), ES_EINVAL);
+	CHECK(strstr(es_last_error(), "fifo.json is a FIFO, not a regular file") != NULL);
+	CHECK_INT_EQ(es_fs_open_read(fifo, O_RDWR, &fd), ES_EINVAL);
+	CHECK_INT_EQ(fd, -1);
+	CHECK_INT_EQ(es_fs_read_file(sock, &b, 0), ES_EINVAL);
+	CHECK(strstr(es_last_error(), "sock.json is not a regular file") != NULL);
+	CHECK_INT_EQ(es_fs_read_file(dir, &b, 0), ES_EINVAL);
+	CHECK(strstr(es_last_error(), "dir.json is a folder, not a regular file") != NULL);
+	CHECK_INT_EQ(es_fs_open_read(link, O_RDONLY | O_NOFOLLOW, &fd), ES_EINVAL);
+	CHECK(strstr(es_last_error(), "link.json is a symbolic link") != NULL);
+	CHECK_INT_EQ(es_fs_read_file(miss, &b, 0), ES_ENOENT);
+	es_log_quiet_end();
+	CHECK_INT_EQ(es_fs_open_read(miss, O_RDONLY, &fd), 1);
+	/* Below the boundary too, where the folders are walked one at a time. */
+	char root[4096];
+	snprintf(root, sizeof(root), "%s/nr", t);
+	es_fs_set_boundary(root);
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_fs_read_file(fifo, &b, 0), ES_EINVAL);
+	es_log_quiet_end();
+	es_fs_set_boundary(NULL);
+	/* A log tail and an existence check neither block. */
+	CHECK_INT_EQ(es_fs_read_tail(fifo, 5, 2048, &b), -1);
+	CHECK_INT_EQ(es_fs_exists_fresh(fifo), 1);
+	CHECK_INT_EQ(es_fs_exists_fresh(sock), 1);
+	alarm(0);
+	/* A regular file opens, blocking again (no O_NONBLOCK left on it), through a link when asked. */
+	CHECK_INT_EQ(es_fs_open_read(link, O_RDONLY, &fd), 0);
+	CHECK(fd >= 0 && !(fcntl(fd, F_GETFL) & O_NONBLOCK));
+	if (fd >= 0)
+		close(fd);
+	CHECK_INT_EQ(es_fs_read_file(file, &b, 0), 0);
+	CHECK_STR_EQ(b.data, "{}\n");
+	if (s >= 0)
+		close(s);
+	es_buf_free(&b);
+}
+
+/* An output a command writes where the user says may not replace what the job needs: inside
+ * the job folder, after ".." and links, only the command's own file at its root is allowed. */
+static void test_check_output(const char *t)
+{
+	char job[4096], p[4200], alias[4096];
+	struct es_buf r = ES_BUF_INIT;
+	snprintf(job, sizeof(job), "%s/co/job", t);
+	snprintf(p, sizeof(p), "%s/state/done", job);
+	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+	snprintf(alias, sizeof(alias), "%s/co/alias", t);
+	CHECK_INT_EQ(symlink("job", alias), 0);
+	snprintf(p, sizeof(p), "%s/co/job/report.html", t);
+	CHECK_INT_EQ(symlink("manifest.json", p), 0); /* a link in the own file's place */
+	static const char *const refused[] = {
+		"job/manifest.json", "job/state/done/part-00000-of-00002.json", "job/state/../recipe.yaml",
+		"alias/shards/new.jsonl", "job", "job/", "job/merge.json", "job/new/x.html", "alias/report.html",
+		"job/report.html", "out/../job/state",
+	};
+	es_log_quiet_begin();
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		snprintf(p, sizeof(p), "%s/co/%s", t, refused[i]);
+		if (!CHECK_INT_EQ(es_fs_check_output(p, alias, "merged.jsonl", &r), ES_EUSAGE))
+			fprintf(stderr, "  output: %s\n", refused[i]);
+		CHECK(strstr(es_last_error(), "is inside the job folder") != NULL);
+		CHECK(strstr(es_last_error(), refused[i]) != NULL);
+	}
+	es_log_quiet_end();
+	snprintf(p, sizeof(p), "%s/co/job/manifest.json", t);
+	es_log_quiet_begin();
+	es_fs_check_output(p, job, "report.html", NULL);
+	es_log_quiet_end();
+	char want[13000];
+	snprintf(want, sizeof(want), "Output %s is inside the job folder %s, where this command writes only %s/report.html: "
+		 "give a path outside the job folder", p, job, job);
+	CHECK_STR_EQ(es_last_error(), want);
+	static const char *const allowed[] = { "job/merged.jsonl", "alias/./merged.jsonl", "job/state/../merged.jsonl",
+					       "merged.jsonl", "job2/manifest.json", "jobmerged.jsonl" };
+	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+		snprintf(p, sizeof(p), "%s/co/%s", t, allowed[i]);
+		if (!CHECK_INT_EQ(es_fs_check_output(p, job, "merged.jsonl", &r), 0))
+			fprintf(stderr, "  output: %s\n", allowed[i]);
+	}
+	snprintf(p, sizeof(p), "%s/co/alias/merged.jsonl", t);
+	CHECK_INT_EQ(es_fs_check_output(p, alias, "merged.jsonl", &r), 0);
+	snprintf(p, sizeof(p), "%s/merged.jsonl", job);
+	CHECK_STR_EQ(r.data, p); /* resolved */
+	es_buf_free(&r);
+}
 
 static void check_against_python(const char *root, const char *const *items, size_t n)
 {
@@ -288,5 +414,7 @@ int main(void)
 	check_move_entry(t);
 	check_mount_point(t);
 	es_buf_free(&b);
+	test_not_regular(t);
+	test_check_output(t);
 	return test_done();
 }

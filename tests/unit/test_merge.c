@@ -4,7 +4,7 @@
  * final newline is added to the output only; tampered records and results are caught; a result
  * outside the job folder is refused; an existing output needs overwrite; invalid lines; long
  * lines and many blocks (the pipelined reader); a failure leaves the old output and no temporary;
- * merge while working (the follower).
+ * merge while working (the follower); an output inside the job folder other than merged.jsonl.
  */
 #include "testlib.h"
 
@@ -429,6 +429,59 @@ static void test_follow(void)
 	free(want);
 }
 
+/* An output inside the job folder is refused before anything is written (the job's files are
+ * left as they were, even with --overwrite, whatever name leads there), except merged.jsonl. */
+static void test_output_in_job_folder(void)
+{
+	int rows[] = { 2, 1 };
+	struct jf j;
+	jf_make(&j, T, "inside", 2, rows, NULL);
+	jf_done(&j, 0, "a");
+	jf_done(&j, 1, "b");
+	char p[2300], man[2100], alias[2100];
+	snprintf(man, sizeof(man), "%s/manifest.json", j.dir);
+	char *before = jf_read(man, NULL);
+	snprintf(alias, sizeof(alias), "%s/alias", T);
+	CHECK_INT_EQ(symlink(j.dir, alias), 0);
+	static const char *const refused[] = { "manifest.json", "state/done/part-00000-of-00002.json", "shards/../recipe.yaml",
+					       "report.html", "merge.json", "attempts/x.jsonl", "state/../state" };
+	struct es_merge_result r;
+	struct es_merge_follow *f = NULL;
+	es_log_quiet_begin();
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", i % 2 ? alias : j.dir, refused[i]);
+		if (!CHECK_INT_EQ(es_merge_run(j.dir, p, 1, 0, &r, 1), ES_EUSAGE))
+			fprintf(stderr, "  output: %s\n", p);
+		CHECK(strstr(es_last_error(), "is inside the job folder") != NULL);
+		CHECK_INT_EQ(es_merge_follow_start(j.dir, p, 0.05, &f), ES_EUSAGE);
+		CHECK(f == NULL);
+	}
+	es_log_quiet_end();
+	char *after = jf_read(man, NULL);
+	CHECK_STR_EQ(after, before);
+	snprintf(p, sizeof(p), "%s/merge.json", j.dir);
+	CHECK(!jf_exists(p));
+	CHECK_INT_EQ(count_temps(j.dir), 0);
+	/* Nor does it replace a FIFO (or a device such as /dev/null) by renaming a file over it. */
+	snprintf(p, sizeof(p), "%s/a-fifo", T);
+	CHECK_INT_EQ(mkfifo(p, 0644), 0);
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_merge_run(j.dir, p, 1, 0, &r, 1), ES_EUSAGE);
+	es_log_quiet_end();
+	CHECK(strstr(es_last_error(), "Output is not a regular file") != NULL);
+	struct stat st;
+	CHECK(lstat(p, &st) == 0 && S_ISFIFO(st.st_mode));
+	CHECK_INT_EQ(count_temps(T), 0);
+	/* The default output, by any name, is the job's own. */
+	snprintf(p, sizeof(p), "%s/merged.jsonl", alias);
+	CHECK_INT_EQ(es_merge_run(j.dir, p, 0, 0, &r, 1), 0);
+	snprintf(p, sizeof(p), "%s/merged.jsonl", j.dir);
+	CHECK_STR_EQ(r.output, p);
+	free(r.output);
+	free(before);
+	free(after);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
@@ -438,5 +491,6 @@ int main(void)
 	test_outside_job_folder();
 	test_big_results();
 	test_follow();
+	test_output_in_job_folder();
 	return test_done();
 }

@@ -4,7 +4,9 @@
  * folder without events (the reference's) and from the event log when there is one, escaping
  * of errors and log tails (no markup of the job can reach the page), bounded log tails, the
  * stragglers and the skew, no script and nothing fetched, nothing written but the output, no
- * output on stdout, and the errors for a missing or foreign job folder and a bad output path.
+ * output on stdout, and the errors for a missing or foreign job folder and a bad output path;
+ * an output inside the job folder but its report.html is refused; a pipe and a character
+ * device are written directly.
  */
 #include "testlib.h"
 #include "jobfix.h"
@@ -14,6 +16,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <sys/wait.h>
 
 static const char *T;
 
@@ -454,6 +457,74 @@ static void test_errors(void)
 	CHECK(!jf_exists(p));
 }
 
+/* The report never replaces a file of the job: every output inside the job folder (after ".."
+ * and links) but <job>/report.html is refused, and the job folder is left as it was. */
+static void test_output_in_job_folder(void)
+{
+	struct jf j;
+	int rows[] = { 1, 1 };
+	jf_make(&j, T, "inside", 2, rows, NULL);
+	jf_done(&j, 0, "node-a");
+	char p[2300], alias[2100];
+	snprintf(alias, sizeof(alias), "%s/inside-alias", T);
+	CHECK_INT_EQ(symlink("inside", alias), 0);
+	struct es_buf before = ES_BUF_INIT, after = ES_BUF_INIT;
+	snapshot(j.dir, &before);
+	static const char *const refused[] = { "manifest.json", "state/done/part-00000-of-00002.json", "shards/../recipe.yaml",
+					       "merged.jsonl", "state/new.html", "" };
+	es_log_quiet_begin();
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", i % 2 ? alias : j.dir, refused[i]);
+		if (!CHECK_INT_EQ(es_report_write(j.dir, p, NULL, NULL), ES_EUSAGE))
+			fprintf(stderr, "  output: %s\n", p);
+		CHECK(strstr(es_last_error(), "is inside the job folder") != NULL);
+	}
+	es_log_quiet_end();
+	snapshot(j.dir, &after);
+	CHECK_STR_EQ(after.data, before.data);
+	snprintf(p, sizeof(p), "%s/report.html", alias);
+	CHECK_INT_EQ(es_report_write(j.dir, p, NULL, NULL), 0);
+	snprintf(p, sizeof(p), "%s/report.html", j.dir);
+	CHECK(jf_exists(p));
+	unlink(p);
+	es_buf_free(&before);
+	es_buf_free(&after);
+}
+
+/* A stream has no folder for a temporary: a pipe (as /dev/stdout is when piped) and a character
+ * device are written directly, the page whole. They are named through /proc/self/fd, as
+ * /dev/stdout leads there: a temporary cannot be made in /proc, so code that wrongly writes
+ * atomically fails there, where in /dev (as root) it would replace the device. */
+static void test_streams(void)
+{
+	struct jf j;
+	int rows[] = { 1 };
+	jf_make(&j, T, "stream", 1, rows, NULL);
+	char p[64];
+	int nfd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	CHECK(nfd >= 0);
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", nfd);
+	CHECK_INT_EQ(es_report_write(j.dir, p, NULL, NULL), 0);
+	close(nfd);
+	int pfd[2];
+	if (!CHECK(pipe(pfd) == 0))
+		return;
+	pid_t child = fork();
+	if (child == 0) { /* the reader: exit 0 when it got the whole page */
+		close(pfd[1]);
+		struct es_buf got = ES_BUF_INIT;
+		int rc = es_fs_read_fd(pfd[0], &got, (size_t)64 << 20, "pipe");
+		_exit(!rc && strstr(got.data, "<!DOCTYPE html>") == got.data && strstr(got.data, "</html>\n") ? 0 : 1);
+	}
+	close(pfd[0]);
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", pfd[1]);
+	CHECK_INT_EQ(es_report_write(j.dir, p, NULL, NULL), 0);
+	close(pfd[1]);
+	int status = -1;
+	waitpid(child, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
@@ -463,5 +534,7 @@ int main(void)
 	test_empty_job();
 	test_writes_only_the_output();
 	test_errors();
+	test_output_in_job_folder();
+	test_streams();
 	return test_done();
 }

@@ -220,15 +220,15 @@ static void test_file_errors(void)
 	CHECK(strstr(es_last_error(), "No such file") != NULL);
 	CHECK_INT_EQ(size, 777); /* no size for a failure */
 
-	/* A folder opens but cannot be read. */
+	/* A folder is not a regular file: refused, never read. */
 	snprintf(p, sizeof(p), "%s/folder", T);
 	CHECK_INT_EQ(mkdir(p, 0755), 0);
 	es_clear_error();
 	es_log_quiet_begin();
 	rc = es_sha_file(p, hex, &size);
 	es_log_quiet_end();
-	CHECK_INT_EQ(rc, ES_EIO);
-	CHECK(strstr(es_last_error(), "cannot read") != NULL);
+	CHECK_INT_EQ(rc, ES_EINVAL);
+	CHECK(strstr(es_last_error(), "is a folder, not a regular file") != NULL);
 	CHECK(strstr(es_last_error(), p) != NULL);
 	CHECK_INT_EQ(size, 777);
 }

@@ -2,7 +2,8 @@
  * Unit tests of verify (REFERENCE.md §8 step 9, §9 test 12): two owners pass with
  * --expect-nodes 2 and J/merged.jsonl equals the concatenated shards; too few owners fail with
  * exit code 2; an incomplete job stops with status's exit code; a done record without a
- * hostname is an error. stdout is captured to check the printed lines.
+ * hostname is an error; an output inside the job folder (but merged.jsonl) is refused before
+ * anything is printed. stdout is captured to check the printed lines.
  */
 #include "testlib.h"
 #include "jobfix.h"
@@ -127,10 +128,46 @@ static void test_incomplete_and_bad_records(void)
 	CHECK_INT_EQ(r.exit_code, 2);
 }
 
+static void test_output_in_job_folder(void)
+{
+	int rows[] = { 1, 2 };
+	struct jf j;
+	struct es_verify_result r;
+	jf_make(&j, T, "inside", 2, rows, NULL);
+	jf_done(&j, 0, "node-a");
+	jf_done(&j, 1, "node-a");
+	char p[2100], rec[2100];
+	jf_path(&j, rec, sizeof(rec), "state/done/%s.json", j.id[1]);
+	char *before = jf_read(rec, NULL);
+	capture_begin();
+	es_log_quiet_begin();
+	int rc = es_verify_run(j.dir, rec, 1, &r);
+	es_log_quiet_end();
+	char *out = capture_end();
+	CHECK_INT_EQ(rc, ES_EUSAGE);
+	CHECK_INT_EQ(r.exit_code, 2);
+	CHECK(strstr(es_last_error(), "is inside the job folder") != NULL);
+	CHECK_STR_EQ(out, ""); /* refused before the status is printed */
+	char *after = jf_read(rec, NULL);
+	CHECK_STR_EQ(after, before);
+	free(out);
+	free(after);
+	free(before);
+	snprintf(p, sizeof(p), "%s/shards/../merged.jsonl", j.dir);
+	capture_begin();
+	rc = es_verify_run(j.dir, p, 1, &r);
+	free(capture_end());
+	CHECK_INT_EQ(rc, 0);
+	snprintf(p, sizeof(p), "%s/merged.jsonl", j.dir);
+	CHECK_STR_EQ(r.output, p);
+	free(r.output);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
 	test_two_owners();
 	test_incomplete_and_bad_records();
+	test_output_in_job_folder();
 	return test_done();
 }
