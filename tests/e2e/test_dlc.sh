@@ -143,7 +143,9 @@ for order in first last; do
   start ip node3 python3 "$SRC/tests/e2e/ref_dlc_peer.py" "$BIN" "$job" "i-$order" 30 0.2 -- \
     --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards 6 --process-cmd "$T/proc.sh {input} {output}" \
     --lease-secs 3 --heartbeat-secs 0.5 -- --poll-interval-secs 1
-  [ $order = last ] || { sleep 0.5; start i1 node1 "$BIN" dlc "${COMMON[@]}" --num-shards 6 --job-dir "$job" --run-id i-$order; }
+  # First: ours start once the reference instance holds the prepare election.
+  for _ in $(seq 100); do [ $order = last ] || grep -q 'elected as DLC prepare' "$T/ip.out" && break; sleep 0.1; done
+  [ $order = last ] || { start i1 node1 "$BIN" dlc "${COMMON[@]}" --num-shards 6 --job-dir "$job" --run-id i-$order; }
   start i2 node2 "$BIN" dlc "${COMMON[@]}" --num-shards 6 --job-dir "$job" --run-id i-$order
   wait_all; all_codes 0
   [ "$(count Prepared i1 i2 ip)" = 1 ] || fail "$order: expected one 'Prepared' line"
