@@ -1,7 +1,7 @@
 /*
  * eshard-mpi dlc: the worker-broadcast job, where the platform runs the same command on every
- * worker and no MPI launcher connects them (README "Worker-broadcast jobs"). Each instance is a
- * world of one; the instances of one submission agree through the coordination files of
+ * worker and no MPI launcher connects them (README "PAI-DLC worker-broadcast jobs"). Each
+ * instance is a world of one; the instances of one submission agree through the coordination files of
  * coord.h: one prepares while the others wait for its result, all claim shards, the first
  * failure aborts them all, one verifies and merges, and every instance exits with the same
  * code (the prepare result, the abort record or the finalize result).
@@ -99,13 +99,17 @@ static int choose_run_id(struct dlc *d)
 	size_t len = strlen(s);
 	while (len && isspace((unsigned char)s[len - 1]))
 		len--;
-	if (!len && !d->cli.run_id && (s = job_env_run_id(0)) != NULL)
+	if (!len && (s = job_env_run_id(0)) != NULL)
 		len = strlen(s);
-	if (!len)
-		return es_error(ES_EUSAGE, "eshard-mpi dlc: no submission id: give --run-id (the same on every worker, new for "
-				"each submission) or set PAI_JOB_ID, DLC_JOB_ID or JOB_ID") ? 2 : 2;
-	if (len >= sizeof(d->rid))
-		return es_error(ES_EUSAGE, "eshard-mpi dlc: --run-id is longer than %zu bytes", sizeof(d->rid) - 1) ? 2 : 2;
+	if (!len) {
+		es_error(ES_EUSAGE, "eshard-mpi dlc: no submission id: give --run-id (the same on every worker, new for each "
+			 "submission) or set PAI_JOB_ID, DLC_JOB_ID or JOB_ID");
+		return 2;
+	}
+	if (len >= sizeof(d->rid)) {
+		es_error(ES_EUSAGE, "eshard-mpi dlc: --run-id is longer than %zu bytes", sizeof(d->rid) - 1);
+		return 2;
+	}
 	snprintf(d->rid, sizeof(d->rid), "%.*s", (int)len, s);
 	return 0;
 }
@@ -115,8 +119,10 @@ static int check_strict(struct dlc *d)
 {
 	if (!d->cli.require_all)
 		return 0;
-	if (!d->cli.nodes)
-		return es_error(ES_EUSAGE, "eshard-mpi dlc: strict mode (--require-all-nodes) needs --nodes N, the number of workers") ? 2 : 2;
+	if (!d->cli.nodes) {
+		es_error(ES_EUSAGE, "eshard-mpi dlc: strict mode (--require-all-nodes) needs --nodes N, the number of workers");
+		return 2;
+	}
 	return d->cli.pc.o.num_shards ? job_strict_cap(d->cli.pc.o.num_shards, d->cli.nodes, &d->cap, 1) : 0;
 }
 

@@ -2,7 +2,7 @@
  * coord: the coordination of a worker-broadcast job (eshard-mpi dlc), where every worker runs
  * the same command and no launcher connects them. The instances of one submission meet in
  * files beside the job folder, with the names and JSON of the reference's dlc_job.py (README
- * "Worker-broadcast jobs"), so that reference instances and ours can share a submission:
+ * "PAI-DLC worker-broadcast jobs"), so that reference instances and ours can share a submission:
  *
  *   <parent of job>/.<job name>.dlc-coordination/<run_key>/
  *     prepare.lock  finalize.lock  abort.lock          elections (O_EXCL create; one line)
