@@ -12,6 +12,7 @@
  */
 #include "commands.h"
 #include "agree.h"
+#include "jobcli.h"
 
 #include "eshard/buf.h"
 #include "eshard/cpus.h"
@@ -38,20 +39,9 @@
 
 #define HOST_LEN 256
 
-/* What the command line asked for, checked identically on every rank before MPI starts. */
-struct run_cli {
-	struct prepare_cli pc;
-	const char *output, *run_id, *ray_mode;
-	int64_t nodes;
-	int require_all, retry_failed, allow_mismatch, no_runner, no_backup, merge_at_end, verbose;
-	int64_t progress_secs;
-	int seen_lease, seen_hb, seen_lt, seen_mr;
-	double attempt_timeout, preempt_grace, num_cpus;
-};
-
 /* The job as this rank sees it once MPI runs. */
 struct run {
-	struct run_cli *cli;
+	struct job_cli *cli;
 	struct agree ag;
 	int distinct;                /* distinct hosts of the ranks */
 	int slot, slots;             /* this rank among the ranks of its host */
@@ -62,52 +52,12 @@ struct run {
 	struct es_merge_follow *follow; /* rank 0: the merge while working */
 };
 
-static const char *env_run_id(void)
-{
-	static const char *const names[] = { "PAI_JOB_ID", "DLC_JOB_ID", "JOB_ID", "SLURM_JOB_ID" };
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		const char *v = getenv(names[i]);
-		if (v && *v)
-			return v;
-	}
-	return NULL;
-}
-
 /* Parse and check the options; returns -1 to go on, else the exit code. */
-static int parse_cli(int argc, char **argv, struct run_cli *c)
+static int parse_cli(int argc, char **argv, struct job_cli *c)
 {
-	memset(c, 0, sizeof(*c));
-	c->progress_secs = 10;
-	prepare_cli_init(&c->pc);
-	struct es_opt opts[ES_PREPARE_MAX_OPTS + 24];
-	size_t n = prepare_cli_options(&c->pc, opts);
-	/* Policy options given explicitly also override a job prepared earlier (a resubmission),
-	 * and so do the node-local ones (worker_options). */
-	for (size_t i = 0; i < n; i++) {
-		if (!strcmp(opts[i].name, "lease-secs")) opts[i].seen = &c->seen_lease;
-		if (!strcmp(opts[i].name, "heartbeat-secs")) opts[i].seen = &c->seen_hb;
-		if (!strcmp(opts[i].name, "lock-timeout-secs")) opts[i].seen = &c->seen_lt;
-		if (!strcmp(opts[i].name, "max-retries")) opts[i].seen = &c->seen_mr;
-		if (!strcmp(opts[i].name, "python")) opts[i].help = "Python that can import Data-Juicer, with Ray's 'ray' beside it (default python3); overrides a prepared job's for this run";
-		if (!strcmp(opts[i].name, "dj-process")) opts[i].help = "Data-Juicer process command (default dj-process on PATH); overrides a prepared job's for this run";
-		if (!strcmp(opts[i].name, "dj-root")) opts[i].help = "run tools/process_data.py of this Data-Juicer checkout; overrides a prepared job's for this run";
-		if (!strcmp(opts[i].name, "ray-address")) opts[i].help = "Ray address given to every shard (default local); overrides a prepared job's for this run";
-	}
-	opts[n++] = (struct es_opt){ "output", ES_OPT_STR, &c->output, NULL, "PATH", "merged output (default <job-dir>/merged.jsonl, the one path in the job folder allowed)" };
-	opts[n++] = (struct es_opt){ "nodes", ES_OPT_POS_INT, &c->nodes, NULL, NULL, "nodes of the job (default: distinct hosts of the ranks; at most 2147483647)" };
-	opts[n++] = (struct es_opt){ "require-all-nodes", ES_OPT_FLAG, &c->require_all, NULL, NULL, "strict mode: every node must complete shards; claim cap ceil(shards/nodes)" };
-	opts[n++] = (struct es_opt){ "run-id", ES_OPT_STR, &c->run_id, NULL, "ID", "submission id (default PAI_JOB_ID, DLC_JOB_ID, JOB_ID, SLURM_JOB_ID, or made up)" };
-	opts[n++] = (struct es_opt){ "no-backup", ES_OPT_FLAG, &c->no_backup, NULL, NULL, "never run a backup attempt of an overdue shard on an idle rank (default: backups on)" };
-	opts[n++] = (struct es_opt){ "merge-at-end", ES_OPT_FLAG, &c->merge_at_end, NULL, NULL, "merge only after the last shard (default: rank 0 appends each shard to the output's temporary as soon as it and every earlier shard are done)" };
-	opts[n++] = (struct es_opt){ "retry-failed", ES_OPT_FLAG, &c->retry_failed, NULL, NULL, "requeue failed shards before work starts" };
-	opts[n++] = (struct es_opt){ "attempt-timeout-secs", ES_OPT_POS_NUM, &c->attempt_timeout, NULL, NULL, "kill an attempt that runs longer (counted as failed)" };
-	opts[n++] = (struct es_opt){ "preempt-grace-secs", ES_OPT_POS_NUM, &c->preempt_grace, NULL, NULL, "a processor killed by a stop signal from outside: wait this long (default 5) for the rank's own stop before counting a failure" };
-	opts[n++] = (struct es_opt){ "ray-mode", ES_OPT_STR, &c->ray_mode, NULL, "MODE", "per-rank (default for Data-Juicer with the local Ray address: one node-local Ray head and Data-Juicer runner per rank, reused by every shard) or per-attempt (Ray starts inside every shard's run, as in the reference)" };
-	opts[n++] = (struct es_opt){ "no-dj-runner", ES_OPT_FLAG, &c->no_runner, NULL, NULL, "per-rank mode: plain dj-process per shard instead of the persistent Data-Juicer runner" };
-	opts[n++] = (struct es_opt){ "num-cpus", ES_OPT_POS_NUM, &c->num_cpus, NULL, "N", "per-rank mode: the CPUs each rank's Ray head offers (default: the rank's share of its node's CPUs)" };
-	opts[n++] = (struct es_opt){ "allow-version-mismatch", ES_OPT_FLAG, &c->allow_mismatch, NULL, NULL, "only warn when Data-Juicer differs from the job's" };
-	opts[n++] = (struct es_opt){ "progress-secs", ES_OPT_NONNEG_INT, &c->progress_secs, NULL, "N", "rank 0 prints a progress line every N seconds (default 10; on a terminal one line redrawn once a second; 0: none)" };
-	opts[n++] = (struct es_opt){ "verbose", ES_OPT_FLAG, &c->verbose, NULL, NULL, "also print a line per claim (Claimed <shard> (attempt N))" };
+	struct es_opt opts[JOB_CLI_MAX_OPTS];
+	size_t n = job_cli_options(c, opts, "nodes of the job (default: distinct hosts of the ranks; at most 2147483647)",
+				   "submission id (default PAI_JOB_ID, DLC_JOB_ID, JOB_ID, SLURM_JOB_ID, or made up)");
 	static const struct es_cmd_help help = {
 		"run",
 		"Run the whole job under MPI: rank 0 prepares, every rank claims and processes shards, rank 0 verifies and merges.",
@@ -124,18 +74,7 @@ static int parse_cli(int argc, char **argv, struct run_cli *c)
 	int rc = es_args_parse(argc, argv, opts, n, &help);
 	if (rc)
 		return rc > 0 ? 0 : 2;
-	if (prepare_cli_finish(&c->pc, "run") ||
-	    es_opt_at_most("run", "nodes", c->nodes, ES_MAX_NODES, "MPI counts ranks in an int"))
-		return 2;
-	/* An output the job needs is refused now, not after the whole job ran. */
-	if (c->output && es_fs_check_output(c->output, c->pc.o.job_dir, ES_MERGE_OUTPUT_NAME, NULL))
-		return 2;
-	struct es_worker_opts check;
-	es_worker_opts_init(&check);
-	check.ray_mode_name = c->ray_mode;
-	check.ray_address = c->pc.o.ray_address;
-	check.ray_num_cpus = c->num_cpus;
-	return worker_cli_finish(&check, "run") ? 2 : -1;
+	return job_cli_finish(c, "run") ? 2 : -1;
 }
 
 /* Who is in the job: the distinct hosts, and this rank's slot on its host. */
@@ -195,7 +134,7 @@ static void take_cpus(struct run *r)
 /* The run id: explicit, from the launcher, or made by rank 0; the same on every rank. */
 static void choose_run_id(struct run *r)
 {
-	const char *given = r->cli->run_id && *r->cli->run_id ? r->cli->run_id : env_run_id();
+	const char *given = r->cli->run_id && *r->cli->run_id ? r->cli->run_id : job_env_run_id(1);
 	if (given)
 		snprintf(r->rid, sizeof(r->rid), "%s", given);
 	else if (r->ag.rank == 0)
@@ -206,17 +145,7 @@ static void choose_run_id(struct run *r)
 /* Strict mode's cap and its refusal for too few shards (the same decision on every rank); 0 or 2. */
 static int check_strict_shards(struct run *r)
 {
-	int64_t shards = r->cli->pc.o.num_shards, nodes = r->nodes;
-	/* ceil(shards / nodes), and "the first nodes - 1 nodes take every shard", in forms that
-	 * cannot overflow for any --num-shards. */
-	r->cap = shards / nodes + (shards % nodes != 0);
-	if (shards < nodes || nodes - 1 >= shards / r->cap + (shards % r->cap != 0)) {
-		if (r->ag.rank == 0)
-			es_error(ES_EUSAGE, "strict mode cannot give every one of %lld nodes a shard with %lld shards (cap %lld per node); "
-				 "use more shards or elastic mode", (long long)nodes, (long long)shards, (long long)r->cap);
-		return 2;
-	}
-	return 0;
+	return job_strict_cap(r->cli->pc.o.num_shards, r->nodes, &r->cap, r->ag.rank == 0);
 }
 
 /* Strict mode's refusals (the same decision on every rank); 0 or 2. An automatic shard count
@@ -278,55 +207,16 @@ static int prepare_phase(struct run *r)
 	return code;
 }
 
-static void worker_options(struct run *r, struct es_worker_opts *wo)
-{
-	const struct run_cli *c = r->cli;
-	int64_t shards = c->pc.o.num_shards;
-	es_worker_opts_init(wo);
-	wo->job_dir = c->pc.o.job_dir;
-	wo->max_shards = r->cap;
-	wo->cap_counts_done = 1;
-	wo->wait_for_terminal = 1;
-	wo->quiet_idle = 1;
-	wo->quiet_claims = !c->verbose;
-	wo->quiet_end = r->ag.rank != 0; /* rank 0 says how the job ended, once */
-	/* Idle ranks poll every second for a quick end; a huge job polls less often, since each
-	 * poll opens every shard's markers on the shared file system. */
-	wo->poll_interval_override = shards / 2000.0 > 1.0 ? (shards / 2000.0 < 20.0 ? shards / 2000.0 : 20.0) : 1.0;
-	wo->tail_poll_secs = 0.25;
-	wo->run_id = r->rid;
-	wo->stop_flag = stop_flag();
-	wo->should_stop = agree_peer_stopped;
-	wo->should_stop_arg = &r->ag;
-	wo->supervisor_exe = self_exe();
-	wo->attempt_timeout_secs = c->attempt_timeout;
-	wo->preempt_grace_secs = c->preempt_grace;
-	wo->no_backup = c->no_backup;
-	wo->backup_keep_hosts = c->require_all;
-	wo->allow_version_mismatch = c->allow_mismatch;
-	wo->ray_mode_name = c->ray_mode;
-	wo->ray_no_runner = c->no_runner;
-	/* Where things are on this node, given on the command line, override a prepared job's
-	 * (a resubmission that corrects them); the manifest keeps its own. */
-	wo->ray_address = c->pc.o.ray_address;
-	wo->python = c->pc.python;
-	wo->dj_process = c->pc.dj_process;
-	wo->dj_root = c->pc.dj_root;
-	wo->ray_rank_on_host = r->slot;
-	wo->ray_ranks_on_host = r->slots;
-	wo->ray_num_cpus = c->num_cpus;
-	worker_cli_finish(wo, "run"); /* checked before MPI started */
-	if (c->seen_lease) wo->lease_secs = c->pc.o.policy.lease_secs;
-	if (c->seen_hb) wo->heartbeat_secs = c->pc.o.policy.heartbeat_secs;
-	if (c->seen_lt) wo->lock_timeout_secs = c->pc.o.policy.lock_timeout_secs;
-	if (c->seen_mr) wo->max_retries = c->pc.o.policy.max_retries;
-}
-
 /* Phase 2: every rank works until the job is terminal; returns this rank's exit code. */
 static int work_phase(struct run *r)
 {
 	struct es_worker_opts wo;
-	worker_options(r, &wo);
+	job_worker_options(r->cli, r->rid, r->cap, "run", &wo);
+	wo.quiet_end = r->ag.rank != 0; /* rank 0 says how the job ended, once */
+	wo.should_stop = agree_peer_stopped;
+	wo.should_stop_arg = &r->ag;
+	wo.ray_rank_on_host = r->slot;
+	wo.ray_ranks_on_host = r->slots;
 	struct es_progress *prog = NULL;
 	/* Under a launcher the rank's stdout is the launcher's pseudo-terminal (Open MPI) or pipe,
 	 * whatever the launcher's own stdout is: a redrawn line would end up in a log file. So
@@ -383,59 +273,13 @@ static void release_waiters(void)
 		es_sleep(0.005);
 }
 
-/* The job's HTML report beside its manifest, whatever the outcome (it shows the failures too).
- * A report that cannot be written costs a warning, never the job's exit code. */
-static void write_report(const char *job_dir)
-{
-	struct es_buf path = ES_BUF_INIT;
-	struct es_report_info info;
-	es_buf_printf(&path, "%s/%s", job_dir, ES_REPORT_NAME);
-	if (!es_report_write(job_dir, path.data, NULL, &info))
-		printf("Report: %s (%zu attempts on %zu host(s))\n", path.data, info.attempts, info.hosts);
-	else
-		es_warning("no report was written to %s (see the error above); 'eshard-mpi report --job-dir %s --output FILE' retries it",
-			path.data, job_dir);
-	fflush(stdout);
-	es_buf_free(&path);
-}
-
-/* Rank 0 at the end: the summary (shards, rows, wall time, hosts, slowest shards, why shards
- * failed or were retried), and for an incomplete job what to do next, into advice. */
-static void print_summary(const char *job_dir, struct es_buf *advice)
-{
-	struct es_jobview v;
-	struct es_buf out = ES_BUF_INIT;
-	es_log_quiet_begin();
-	int rc = es_jobview_load(job_dir, 0, 0, &v);
-	if (!rc)
-		rc = es_progress_summary(&v, &out);
-	es_log_quiet_end();
-	if (!rc) {
-		es_say("%.*s", (int)(out.len && out.data[out.len - 1] == '\n' ? out.len - 1 : out.len), out.data);
-		if (advice)
-			es_status_advice(&v.st.counts, job_dir, advice);
-	} else {
-		es_warning("no summary of the job: %s", es_last_error());
-	}
-	es_buf_free(&out);
-	es_jobview_free(&v);
-}
-
-static void output_path(const struct run *r, struct es_buf *out)
-{
-	if (r->cli->output)
-		es_buf_adds(out, r->cli->output);
-	else
-		es_buf_printf(out, "%s/%s", r->cli->pc.o.job_dir, ES_MERGE_OUTPUT_NAME);
-}
-
 /* Rank 0 merges while the ranks work (merge.h); without it the whole merge runs at the end. */
 static void start_follow(struct run *r)
 {
 	if (r->ag.rank != 0 || r->cli->merge_at_end)
 		return;
 	struct es_buf out = ES_BUF_INIT;
-	output_path(r, &out);
+	job_output_path(r->cli, &out);
 	if (es_merge_follow_start(r->cli->pc.o.job_dir, out.data, 1.0, &r->follow))
 		es_warning("the output cannot be merged while the job runs (see above); it is merged at the end");
 	es_buf_free(&out);
@@ -459,7 +303,7 @@ static int finalize_phase(struct run *r, int code, int wcode)
 	const char *job_dir = r->cli->pc.o.job_dir;
 	if (r->ag.rank == 0 && !agreed) {
 		struct es_buf out = ES_BUF_INIT;
-		output_path(r, &out);
+		job_output_path(r->cli, &out);
 		struct es_verify_result vr;
 		final = es_exit_code(es_verify_run_follow(job_dir, out.data, r->cli->require_all ? (int)r->nodes : 1,
 							  r->follow, 1, &vr));
@@ -468,7 +312,7 @@ static int finalize_phase(struct run *r, int code, int wcode)
 		es_buf_free(&out);
 	} else if (r->ag.rank == 0 && agreed && !code) {
 		struct es_buf advice = ES_BUF_INIT;
-		print_summary(job_dir, *stop_flag() ? NULL : &advice);
+		job_print_summary(job_dir, *stop_flag() ? NULL : &advice);
 		es_error(ES_EINVAL, "the job did not complete (exit code %d on at least one rank); see the rank messages above and 'eshard-mpi status --job-dir %s'%s%s",
 			 agreed, job_dir, advice.len ? "; " : "", advice.data);
 		es_buf_free(&advice);
@@ -478,15 +322,15 @@ static int finalize_phase(struct run *r, int code, int wcode)
 		r->follow = NULL;
 	}
 	if (r->ag.rank == 0 && !agreed && !code)
-		print_summary(job_dir, NULL);
+		job_print_summary(job_dir, NULL);
 	if (r->ag.rank == 0 && !code && !*stop_flag())
-		write_report(job_dir);
+		job_write_report(job_dir);
 	return agree_bcast_int(final);
 }
 
 int cmd_run(int argc, char **argv)
 {
-	struct run_cli cli;
+	struct job_cli cli;
 	int rc = parse_cli(argc, argv, &cli);
 	if (rc >= 0)
 		return rc;

@@ -10,6 +10,7 @@
 int cmd_prepare(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_dlc(int argc, char **argv);
 
 #include <signal.h>
 #include "eshard/worker.h"

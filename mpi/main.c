@@ -22,6 +22,7 @@ struct command {
 
 static const struct command commands[] = {
 	{ "run", cmd_run, "the whole job under MPI: prepare, work on every rank, verify and merge" },
+	{ "dlc", cmd_dlc, "the whole job as one instance of a worker-broadcast job (no mpirun)" },
 	{ "prepare", cmd_prepare, "validate recipe and input, cut shards, publish the job folder" },
 	{ "worker", cmd_worker, "claim and process shards until the job is terminal" },
 	{ "status", cmd_status, "show the state of every shard (read-only)" },
