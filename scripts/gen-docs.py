@@ -14,10 +14,39 @@ An option line it cannot read is an error (exit 1), not a silent omission.
 
 import argparse
 import re
+import shlex
 import subprocess
 import sys
 
 OPT_RE = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
+
+# The man page's EXAMPLES: (what it does, the command). check_examples() refuses an example whose
+# command or options the binary's --help does not have, so that they cannot drift from it.
+EXAMPLES = [
+    ("Run a job on 4 nodes, one rank a node, with the Data\\-Juicer of a virtual environment on the "
+     "nodes; the same command again resumes it:",
+     "mpirun -np 4 -npernode 1 --bind-to none eshard-mpi run --config recipe.yaml \\\n"
+     "  --dataset-path /shared/in --job-dir /shared/jobs/j1 \\\n"
+     "  --python /opt/venv-dj/bin/python --dj-process /opt/venv-dj/bin/dj-process"),
+    ("The same on one machine (a singleton MPI start, one rank):",
+     "eshard-mpi run --config recipe.yaml --dataset-path data/ --job-dir /tmp/jobs/j1"),
+    ("Any JSONL-to-JSONL program instead of Data\\-Juicer:",
+     "eshard-mpi run --config recipe.yaml --dataset-path in.jsonl --job-dir /tmp/jobs/j2 \\\n"
+     "  --process-cmd 'prog --in {input} --out {output}'"),
+    ("Watch a job from any node:",
+     "eshard-mpi status --job-dir /shared/jobs/j1 --watch"),
+    ("Requeue its failed shards, then run the same mpirun command again:",
+     "eshard-mpi retry --job-dir /shared/jobs/j1 --all-failed"),
+    ("Write the HTML report of a job:",
+     "eshard-mpi report --job-dir /shared/jobs/j1 --output j1.html"),
+]
+
+# Options whose value is one of a few words, for the completion: each word must appear in the
+# option's --help text (check_choices), so a renamed mode cannot be offered.
+CHOICES = {"--ray-mode": ["per-rank", "per-attempt"]}
+
+# The launchers after which the completion finds "eshard-mpi" and completes from there.
+LAUNCHERS = ["mpirun", "mpiexec", "mpirun.openmpi", "mpiexec.openmpi", "mpiexec.mpich", "mpiexec.hydra", "srun"]
 METAVAR_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
@@ -153,6 +182,17 @@ def man_page(version, desc, cmds, helps):
             w(".PP")
             for line in h["details"]:
                 w(roff(line.strip()))
+    w(".SH EXAMPLES")
+    for text, cmd in EXAMPLES:
+        w(".PP")
+        w(text)
+        w(".PP")
+        w(".RS 4")
+        w(".nf")
+        for line in cmd.split("\n"):
+            w(roff(line))
+        w(".fi")
+        w(".RE")
     w(".SH EXIT STATUS")
     w("Each command lists its exit codes above. In short: 0 success; 2 bad input, a usage error,")
     w("failed shards, a failed verification or any other error;")
@@ -201,6 +241,30 @@ def man_page(version, desc, cmds, helps):
     return "\n".join(out) + "\n"
 
 
+def check_examples(cmds, helps):
+    """Every example names a command of the binary and only options that command has."""
+    names = {n for n, _ in cmds}
+    for _, cmd in EXAMPLES:
+        words = shlex.split(cmd.replace("\\\n", " "))
+        at = words.index("eshard-mpi")
+        sub = words[at + 1]
+        if sub not in names:
+            sys.exit("gen-docs: the example %r names no command of eshard-mpi" % cmd)
+        have = {o for o, _, _ in helps[sub]["options"]}
+        for word in words[at + 2:]:
+            if OPT_RE.match(word) and word not in have:
+                sys.exit("gen-docs: the example %r uses %s, which 'eshard-mpi %s --help' lacks" % (cmd, word, sub))
+
+
+def check_choices(helps):
+    """Every word of CHOICES is in the option's help text, in every command that has it."""
+    for h in helps.values():
+        for opt, _, text in h["options"]:
+            for word in CHOICES.get(opt, []):
+                if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(word), text):
+                    sys.exit("gen-docs: %s's help does not name its value %s" % (opt, word))
+
+
 def value_kind(metavar):
     if metavar == "DIR":
         return "dir"
@@ -241,10 +305,55 @@ def completion(version, cmds, helps):
     w("    compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- \"$cur\")); return 0 ;; esac")
     w("  case \" $files \" in *\" $prev \"*)")
     w("    compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- \"$cur\")); return 0 ;; esac")
+    w("  case $prev in")
+    for opt, words in sorted(CHOICES.items()):
+        w("    %s) COMPREPLY=($(compgen -W '%s' -- \"$cur\")); return 0 ;;" % (opt, " ".join(words)))
+    w("  esac")
     w("  case \" $values \" in *\" $prev \"*) return 0 ;; esac")
     w("  COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))")
     w("}")
     w("complete -F _eshard_mpi eshard-mpi")
+    w("")
+    w("# After a launcher (mpirun -np 2 eshard-mpi run --<TAB>): complete from the eshard-mpi word on")
+    w("# as above; before it, as the launcher's own completion did (the one loaded when this file was,")
+    w("# such as Slurm's for srun), else file names. bash-completion loads this file for eshard-mpi,")
+    w("# mpirun and mpiexec (installed under each name); srun keeps Slurm's completion until this file")
+    w("# is loaded (by completing eshard-mpi once, or by sourcing it).")
+    w("declare -gA _eshard_mpi_launcher_prev")
+    w("_eshard_mpi_launcher() {")
+    w("  local i")
+    w("  for ((i = 1; i < COMP_CWORD; i++)); do")
+    w("    case ${COMP_WORDS[i]} in")
+    w("      eshard-mpi | */eshard-mpi)")
+    w("        local -a COMP_WORDS=(\"${COMP_WORDS[@]:i}\")")
+    w("        local COMP_CWORD=$((COMP_CWORD - i))")
+    w("        _eshard_mpi eshard-mpi \"$2\" \"${COMP_WORDS[COMP_CWORD-1]}\"")
+    w("        return 0 ;;")
+    w("    esac")
+    w("  done")
+    w("  local prev=${_eshard_mpi_launcher_prev[$1]:-}")
+    w("  if [ -n \"$prev\" ] && declare -F \"$prev\" >/dev/null; then")
+    w("    \"$prev\" \"$@\"")
+    w("    return")
+    w("  fi")
+    w("  compopt -o default 2>/dev/null")
+    w("  COMPREPLY=()")
+    w("}")
+    w("for _eshard_mpi_c in %s; do" % " ".join(LAUNCHERS))
+    w("  if ! complete -p \"$_eshard_mpi_c\" >/dev/null 2>&1 && declare -F __load_completion >/dev/null &&")
+    w("     [ \"$_eshard_mpi_c\" = srun ]; then")
+    w("    __load_completion srun 2>/dev/null")
+    w("  fi")
+    w("  _eshard_mpi_spec=$(complete -p \"$_eshard_mpi_c\" 2>/dev/null)")
+    w("  case $_eshard_mpi_spec in")
+    w("    *' -F _eshard_mpi_launcher '*) ;;")
+    w("    *' -F '*)")
+    w("      _eshard_mpi_spec=${_eshard_mpi_spec#* -F }")
+    w("      _eshard_mpi_launcher_prev[$_eshard_mpi_c]=${_eshard_mpi_spec%% *} ;;")
+    w("  esac")
+    w("  complete -F _eshard_mpi_launcher \"$_eshard_mpi_c\"")
+    w("done")
+    w("unset _eshard_mpi_c _eshard_mpi_spec")
     return "\n".join(out) + "\n"
 
 
@@ -257,6 +366,8 @@ def main():
     version = run_help(a.bin, "--version").strip()
     desc, cmds = parse_top(run_help(a.bin, "--help"))
     helps = {name: parse_command(name, run_help(a.bin, name, "--help")) for name, _ in cmds}
+    check_examples(cmds, helps)
+    check_choices(helps)
     for path, text in ((a.man, man_page(version, desc, cmds, helps) if a.man else None),
                        (a.completion, completion(version, cmds, helps) if a.completion else None)):
         if path:

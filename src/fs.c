@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -577,6 +578,75 @@ int es_fs_is_mount_point(const char *path)
 		rc = st.st_dev != makedev(sx.stx_dev_major, sx.stx_dev_minor);
 	es_buf_free(&parent);
 	return rc;
+}
+
+/* The first operation of es_fs_probe() that did not work, and its errno. */
+struct probe {
+	int dfd;
+	const char *lacks;
+	int err;
+	char name[3][80];
+};
+
+static int probe_check(struct probe *p, int ok, const char *what)
+{
+	if (!ok && !p->lacks) {
+		p->lacks = what;
+		p->err = errno;
+	}
+	return ok;
+}
+
+/* The steps after the first exclusive create of name[0] (open as fd), each only while the ones
+ * before worked: what the claim protocol (exclusive create, flock), the publish of a done record
+ * (hard link) and every atomic write (rename over a file) rely on. */
+static void probe_steps(struct probe *p, int fd)
+{
+	errno = 0;
+	int again = openat(p->dfd, p->name[0], O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (again >= 0)
+		close(again);
+	if (!probe_check(p, again < 0 && errno == EEXIST, "exclusive create (O_EXCL)"))
+		return;
+	if (!probe_check(p, flock(fd, LOCK_EX | LOCK_NB) == 0, "file locks (flock)"))
+		return;
+	flock(fd, LOCK_UN);
+	if (!probe_check(p, linkat(p->dfd, p->name[0], p->dfd, p->name[1], 0) == 0, "hard links"))
+		return;
+	int third = openat(p->dfd, p->name[2], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (!probe_check(p, third >= 0, "exclusive create (O_EXCL)"))
+		return;
+	close(third);
+	probe_check(p, renameat(p->dfd, p->name[2], p->dfd, p->name[1]) == 0, "rename over a file");
+}
+
+int es_fs_probe(const char *dir, const char *shown)
+{
+	struct probe p = { .dfd = -1 };
+	char tok[33];
+	int rc = es_fs_temp_token(tok);
+	if (rc)
+		return rc;
+	for (int i = 0; i < 3; i++)
+		snprintf(p.name[i], sizeof(p.name[i]), ".eshard-probe-%c.%s.tmp", 'a' + i, tok);
+	if ((p.dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return es_error_errno(ES_EIO, "cannot open folder '%s'", dir);
+	int fd = openat(p.dfd, p.name[0], O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = es_error_errno(ES_EIO, "cannot create '%s/%s'", dir, p.name[0]);
+		close(p.dfd);
+		return rc;
+	}
+	probe_steps(&p, fd);
+	close(fd);
+	for (int i = 0; i < 3; i++)
+		unlinkat(p.dfd, p.name[i], 0);
+	close(p.dfd);
+	if (!p.lacks)
+		return 0;
+	return es_error(ES_EINVAL, "The file system of %s lacks %s (%s), which a job folder needs: choose a --job-dir "
+			"on a shared POSIX file system such as NAS, CPFS or NFS (README \"The job folder\")",
+			shown ? shown : dir, p.lacks, p.err ? strerror(p.err) : "it did not refuse a second create");
 }
 
 int es_fs_mkdir_nofollow(const char *path, mode_t mode)

@@ -1322,7 +1322,9 @@ static int prep_existing(struct prep *P)
 }
 
 /* The stage folder: beside the job folder, or inside a taken one (P->inside, or when its parent
- * cannot be written: a rename could not publish there either). */
+ * cannot be written: a rename could not publish there either). Its file system is probed for
+ * what the job needs before any input is read (es_fs_probe, in the stage, which a failure
+ * removes): a mount without hard links would otherwise be found only by the first done record. */
 static int prep_stage(struct prep *P)
 {
 	char tok[33];
@@ -1331,7 +1333,7 @@ static int prep_stage(struct prep *P)
 	    !(rc = es_buf_printf(&P->stage, "%s/.%s.preparing.%s", P->parent.data, P->job_name, tok))) {
 		if (mkdir(P->stage.data, 0755) == 0) {
 			P->have_stage = 1;
-			return 0;
+			return es_fs_probe(P->stage.data, P->parent.data);
 		}
 		if (!P->take || (errno != EACCES && errno != EPERM && errno != EROFS))
 			return es_error_errno(ES_EIO, "cannot create stage folder '%s'", P->stage.data);
@@ -1352,7 +1354,7 @@ static int prep_stage(struct prep *P)
 	if (st.st_dev != P->take_st.st_dev || st.st_ino != P->take_st.st_ino)
 		return es_error(ES_EINVAL, "Job directory %s was replaced while this prepare began (by another prepare of it?); "
 				"run this one again", P->job_dir.data);
-	return 0;
+	return es_fs_probe(P->stage.data, P->job_dir.data);
 }
 
 /* The stage folder, then step 8: pass 1. */

@@ -94,6 +94,16 @@ int es_fs_move_entry(const char *from, const char *to);
  * negative when it cannot be stat'ed. statx's STATX_ATTR_MOUNT_ROOT (Linux 5.8) decides;
  * before that, a device other than its parent's. */
 int es_fs_is_mount_point(const char *path);
+/* Does the file system of folder dir do what a job folder needs (README "The job folder")?
+ * In dir it creates a file with O_CREAT|O_EXCL (a second such create must fail with EEXIST),
+ * flocks it, hard-links it, renames a third file over the link, and removes its files again
+ * (".eshard-probe-<x>.<temp token>.tmp", which a sweep of dir removes after a crash). 0 when
+ * all of that works; ES_EINVAL with a message naming what is missing ("exclusive create",
+ * "file locks", "hard links", "rename over a file") and dir when one fails, as on object-storage
+ * FUSE mounts; ES_EIO when dir cannot be written at all. The messages name shown (NULL: dir):
+ * a caller probes in a fresh folder of its own (prepare's stage), so that a probe killed midway
+ * leaves nothing where a reader looks, and names the folder the user chose. */
+int es_fs_probe(const char *dir, const char *shown);
 /* fsync a folder so that a rename or create in it is durable. */
 int es_fs_fsync_dir(const char *dir);
 /* fsync the folder that holds path. */

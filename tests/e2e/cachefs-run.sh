@@ -5,11 +5,12 @@
 # mounted at MOUNTPOINT through cachefs.py (attribute, entry and negative-entry caches of SECS,
 # locks local to this mount), CMD runs (its pid goes to PIDFILE unless that is "-"), and the
 # mount goes when CMD ends. Exits with CMD's code (70 when the mount did not come up).
+# CACHEFS_OPTS: more options of cachefs.py (--no-link).
 here=$(cd "$(dirname "$0")" && pwd)
 exec unshare --mount --propagation private /bin/sh -c '
 here=$1 back=$2 mp=$3 secs=$4 pidfile=$5; shift 5
 ready=$(mktemp -u /tmp/cachefs-ready.XXXXXX)
-/usr/bin/python3 "$here/cachefs.py" "$back" "$mp" --cache "$secs" --ready "$ready" 2>>"${CACHEFS_LOG:-/dev/null}" &
+/usr/bin/python3 "$here/cachefs.py" "$back" "$mp" --cache "$secs" --ready "$ready" ${CACHEFS_OPTS:-} 2>>"${CACHEFS_LOG:-/dev/null}" &
 fs=$!
 i=0
 while [ ! -e "$ready" ]; do

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A caching passthrough file system for the tests: one shared folder as an NFS client sees it.
 
-    cachefs.py BACKING MOUNTPOINT --cache SECS [--ready FILE]
+    cachefs.py BACKING MOUNTPOINT --cache SECS [--ready FILE] [--no-link]
 
 Mounts BACKING at MOUNTPOINT through FUSE (Debian's python3-fusepy, libfuse 2) with the
 kernel's attribute, entry and negative-entry caches all set to SECS, like an NFS client's
@@ -12,6 +12,9 @@ time with the server's and drops cached data when it changed (auto_cache). The o
 that NFS servers decide (O_CREAT|O_EXCL, link, rename, unlink) go to the backing folder, so
 they keep their atomic meaning. flock() is not passed on: the kernel keeps it within this one
 mount, as on file systems where locks are local to one client.
+
+--no-link refuses every link() with EPERM, as object-storage FUSE mounts do (ossfs, s3fs): a
+file system that prepare's check must refuse.
 
 Run one per client (fake host, worker) in its own mount namespace. It runs in the foreground,
 writes FILE (when given) once the mount answers, and exits when unmounted (umount -l).
@@ -27,8 +30,9 @@ from fusepy import FUSE, FuseOSError, Operations
 
 
 class Passthrough(Operations):
-    def __init__(self, root):
+    def __init__(self, root, no_link=False):
         self.root = os.path.realpath(root)
+        self.no_link = no_link
 
     def _p(self, path):
         return os.path.join(self.root, path.lstrip("/"))
@@ -91,6 +95,8 @@ class Passthrough(Operations):
         return os.rename(self._p(old), self._p(new))
 
     def link(self, target, source):
+        if self.no_link:
+            raise FuseOSError(errno.EPERM)
         return os.link(self._p(source), self._p(target))
 
     # -- data (raw_fi: the caller's own open flags reach us, O_EXCL included) --------------
@@ -136,6 +142,8 @@ class Passthrough(Operations):
 
 def main():
     args = sys.argv[1:]
+    no_link = "--no-link" in args
+    args = [a for a in args if a != "--no-link"]
     if len(args) < 4 or args[2] != "--cache":
         sys.stderr.write(__doc__)
         return 2
@@ -153,7 +161,7 @@ def main():
     # ac_attr_timeout=0: every open() compares the file's time with the backing file's and drops
     # cached data that changed, as NFS's close-to-open consistency does. use_ino: the backing
     # inode numbers, so that a client can tell two files apart as it can on NFS.
-    FUSE(Passthrough(backing), mountpoint, raw_fi=True, foreground=True, nothreads=False, allow_other=True,
+    FUSE(Passthrough(backing, no_link), mountpoint, raw_fi=True, foreground=True, nothreads=False, allow_other=True,
          attr_timeout=secs, entry_timeout=secs, negative_timeout=secs, ac_attr_timeout=0, auto_cache=True,
          use_ino=True, fsname="cachefs")
     return 0

@@ -166,7 +166,8 @@ done
 dpkg -x "$DEB" "$T/droot"
 R=$T/droot/usr
 for f in bin/eshard-mpi share/eshard-mpi/dj_op_kinds.py share/eshard-mpi/dj_runner.py \
-         share/man/man1/eshard-mpi.1 share/bash-completion/completions/eshard-mpi; do
+         share/man/man1/eshard-mpi.1 share/bash-completion/completions/eshard-mpi \
+         share/bash-completion/completions/mpirun share/bash-completion/completions/mpiexec; do
   [ -f "$R/$f" ] || fail "the .deb lacks /usr/$f"
 done
 (cd "$T" && job "$R/bin/eshard-mpi" "$T/job-deb") || exit 1
@@ -177,6 +178,13 @@ groff -man -Tutf8 -ww -z "$R/share/man/man1/eshard-mpi.1" 2>"$T/groff.err" || fa
 [ ! -s "$T/groff.err" ] || { cat "$T/groff.err"; fail "groff warnings"; }
 MANWIDTH=200 man -l "$R/share/man/man1/eshard-mpi.1" >"$T/man.txt" 2>"$T/man.err" || { cat "$T/man.err"; fail "man -l"; }
 grep -q "^NAME" "$T/man.txt" && grep -q "^COMMANDS" "$T/man.txt" || fail "man page lacks sections"
+# EXAMPLES: a run under mpirun, status, retry and report, each with options its command has
+# (gen-docs.py refuses others).
+sed -n '/^EXAMPLES/,/^EXIT STATUS/p' "$T/man.txt" >"$T/examples.txt"
+for e in "mpirun -np 4 -npernode 1 --bind-to none eshard-mpi run --config" "eshard-mpi status --job-dir" \
+         "eshard-mpi retry --job-dir" "eshard-mpi report --job-dir" "--python /opt/venv-dj/bin/python"; do
+  grep -qF -- "$e" "$T/examples.txt" || { cat "$T/examples.txt"; fail "the man page's EXAMPLES lack '$e'"; }
+done
 grep -qF "$line" "$T/man.txt" || fail "man page lacks the version"
 n_opts=0
 for c in $commands; do
@@ -214,7 +222,37 @@ mkdir -p "$T/cdir/jobs-a" && touch "$T/cdir/recipe-a.yaml"
 [ "$(comp eshard-mpi status --job-dir "$T/cdir/" 2>/dev/null)" = "$T/cdir/jobs-a " ] || fail "--job-dir completes folders"
 [ "$(comp eshard-mpi run --config "$T/cdir/r" 2>/dev/null)" = "$T/cdir/recipe-a.yaml " ] || fail "--config completes files"
 [ "$(comp eshard-mpi run --num-shards "" 2>/dev/null)" = " " ] || fail "--num-shards completes nothing"
-pass "bash completion: loaded by bash-completion, every command and option of every command"
+[ "$(comp eshard-mpi run --ray-mode "" 2>/dev/null)" = "per-attempt per-rank " ] || fail "--ray-mode completes its modes: $(comp eshard-mpi run --ray-mode "" 2>/dev/null)"
+[ "$(comp eshard-mpi worker --ray-mode per-a 2>/dev/null)" = "per-attempt " ] || fail "--ray-mode per-a completes per-attempt"
+pass "bash completion: loaded by bash-completion, every command and option of every command, --ray-mode's modes"
+
+# After a launcher: bash-completion loads the launcher's completion by its name (the same file,
+# installed as mpirun and mpiexec), which completes from the eshard-mpi word on; srun's (Slurm's)
+# is wrapped once the file is loaded, and still answers for srun's own words.
+lcomp() { # LAUNCHER WORDS...: as comp, through the completion registered for LAUNCHER
+  PATH="$R/bin:/usr/bin:/bin" XDG_DATA_DIRS="$R/share" bash --norc --noprofile -c '
+    . '"$BASH_COMPLETION"'
+    l=$1; shift
+    if [ "$l" = srun ]; then __load_completion eshard-mpi; fi
+    complete -p "$l" >/dev/null 2>&1 || __load_completion "$l" || { echo "no completion loaded for $l"; exit 1; }
+    spec=$(complete -p "$l"); fn=${spec#* -F }; fn=${fn%% *}
+    echo "$spec${_eshard_mpi_launcher_prev[$l]:+ (before: ${_eshard_mpi_launcher_prev[$l]})}" >&2
+    COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=()
+    "$fn" "$l" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+    printf "%s\n" "${COMPREPLY[@]}" | sort | tr "\n" " "' lcomp "$@"
+}
+got=$(lcomp mpirun mpirun -np 2 eshard-mpi run --ray-mode "" 2>"$T/comp.err") || { cat "$T/comp.err"; fail "no completion for mpirun"; }
+grep -qx "complete -F _eshard_mpi_launcher mpirun" "$T/comp.err" || fail "complete -p mpirun: $(cat "$T/comp.err")"
+[ "$got" = "per-attempt per-rank " ] || fail "mpirun -np 2 eshard-mpi run --ray-mode <TAB>: '$got'"
+[ "$(lcomp mpiexec mpiexec -n 2 -ppn 1 "$R/bin/eshard-mpi" st 2>/dev/null)" = "status " ] ||
+  fail "mpiexec -n 2 -ppn 1 <path>/eshard-mpi st<TAB>: $(lcomp mpiexec mpiexec -n 2 -ppn 1 "$R/bin/eshard-mpi" st 2>&1)"
+[ "$(lcomp mpirun mpirun --host a,b eshard-mpi status --job-dir "$T/cdir/" 2>/dev/null)" = "$T/cdir/jobs-a " ] ||
+  fail "mpirun ... eshard-mpi status --job-dir completes folders"
+[ "$(lcomp mpirun mpirun -np 2 eshard-mpi worker --job-d 2>/dev/null)" = "--job-dir " ] || fail "mpirun ... eshard-mpi worker --job-d<TAB>"
+got=$(lcomp srun srun --nodes=2 eshard-mpi worker --job-d 2>"$T/comp.err")
+grep -qx "complete -F _eshard_mpi_launcher srun (before: _srun)" "$T/comp.err" || fail "complete -p srun: $(cat "$T/comp.err")"
+[ "$got" = "--job-dir " ] || fail "srun --nodes=2 eshard-mpi worker --job-d<TAB>: '$got'"
+pass "completion after mpirun, mpiexec and srun (Slurm's srun completion kept for srun's own words)"
 
 # ---- exit codes the other tests leave out: a job with a failed shard
 cat >"$T/fail.sh" <<'EOF'

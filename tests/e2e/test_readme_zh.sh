@@ -5,6 +5,10 @@
 #     sets; the differences are printed), and both name every command and every option of the
 #     binary's --help;
 #   - both have the same Commands table rows with the same exit codes;
+#   - both name the same CMake options (-D...), the same paths of the repository (scripts/...,
+#     tests/..., src/..., ...) and the same Source layout table rows (the modules of each row);
+#   - no prose line of README_ZH.md is over 180 columns (a CJK character counts two): a
+#     paragraph left on one line;
 #   - their fenced code blocks are identical, in the same order (commands stay commands), and
 #     their headings have the same levels in the same order (the same sections);
 #   - every in-page link (#anchor) of each file leads to one of its headings.
@@ -21,7 +25,7 @@ for c in $commands; do
 done
 
 python3 - "$EN" "$ZH" "$T/help-options" $commands <<'PY' || fail "README.md and README_ZH.md differ (see above)"
-import re, sys
+import re, sys, unicodedata
 
 en_path, zh_path, help_path = sys.argv[1:4]
 commands = sys.argv[4:]
@@ -80,6 +84,43 @@ for c in commands:
     a, b = tables["README.md"].get(c), tables["README_ZH.md"].get(c)
     if a is not None and b is not None and a != b:
         problems.append("exit codes of %s: README.md says '%s', README_ZH.md says '%s'" % (c, a, b))
+
+# CMake options and the repository's paths, as sets: an option or a file that one README
+# explains and the other does not.
+def cmake_options(t):
+    return set(re.findall(r"(?<![\w-])-D[A-Z][A-Z0-9_]*(?:=[A-Za-z0-9_.]+)?", t))
+
+def repo_paths(t):
+    return set(re.findall(r"(?<![\w/.-])(?:\.ci|scripts|tests|src|include|mpi|configs|docs|cmake)/"
+                          r"[A-Za-z0-9_./*<>-]*[A-Za-z0-9_*>/]", t))
+
+report("CMake options (-D...)", cmake_options(texts["README.md"]), cmake_options(texts["README_ZH.md"]))
+report("repository paths", repo_paths(texts["README.md"]), repo_paths(texts["README_ZH.md"]))
+
+# The Source layout table: the modules of each row (the code spans of its first cell), in order.
+def module_rows(t):
+    start = t.find("\n| `buf`")
+    rows = []
+    for line in t[start + 1:].split("\n") if start >= 0 else []:
+        if not line.startswith("|"):
+            break
+        rows.append(" ".join(re.findall(r"`([^`]+)`", line.split("|")[1])))
+    return rows
+
+en_rows, zh_rows = module_rows(texts["README.md"]), module_rows(texts["README_ZH.md"])
+if not en_rows or en_rows != zh_rows:
+    problems.append("the Source layout tables differ:\n--- README.md\n%s\n--- README_ZH.md\n%s"
+                    % ("\n".join(en_rows), "\n".join(zh_rows)))
+
+# README_ZH.md wrapped like README.md: no prose line (outside code blocks and tables) left as a
+# whole paragraph.
+def width(line):
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+body = re.sub(r"^```.*?^```", "", texts["README_ZH.md"], flags=re.M | re.S)
+for line in body.split("\n"):
+    if not line.startswith("|") and width(line) > 180:
+        problems.append("README_ZH.md has a prose line of %d columns (wrap it): %s..." % (width(line), line[:40]))
 
 # Fenced code blocks: the same, in the same order.
 def blocks(t):

@@ -207,6 +207,23 @@ static void check_mount_point(const char *t)
 	es_log_quiet_end();
 }
 
+/* The file-system probe: a local folder has everything a job folder needs and is left as it
+ * was; a folder that cannot be written is an I/O error naming it. (A file system that lacks one
+ * of them, a FUSE mount without hard links, is tests/e2e/test_prepare_fs_probe.sh.) */
+static void check_probe(const char *t)
+{
+	char dir[4096], cmd[4200];
+	snprintf(dir, sizeof(dir), "%s/probe", t);
+	CHECK_INT_EQ(es_fs_mkdirs(dir, 0755), 0);
+	CHECK_INT_EQ(es_fs_probe(dir, NULL), 0);
+	CHECK_INT_EQ(es_fs_probe(dir, "/shown/elsewhere"), 0);
+	snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A %s)\"", dir);
+	CHECK_INT_EQ(system(cmd), 0);
+	snprintf(dir, sizeof(dir), "%s/probe/missing", t);
+	CHECK_INT_EQ(es_fs_probe(dir, "/shown"), ES_EIO);
+	CHECK(strstr(es_last_error(), dir) != NULL);
+}
+
 int main(void)
 {
 	char *t = test_tmpdir();
@@ -412,6 +429,7 @@ int main(void)
 	close(bfd);
 
 	check_move_entry(t);
+	check_probe(t);
 	check_mount_point(t);
 	es_buf_free(&b);
 	test_not_regular(t);
