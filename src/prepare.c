@@ -1460,8 +1460,8 @@ static int prep_publish(struct prep *P)
 	P->res->rows = (int64_t)P->p1.rows;
 	P->res->bytes = (int64_t)P->p1.bytes;
 	if (!P->o->quiet) {
-		printf("Prepared %llu shards from %llu records (%llu normalized bytes) in %s\n", (unsigned long long)P->n,
-		       (unsigned long long)P->p1.rows, (unsigned long long)P->p1.bytes, P->job_dir.data);
+		printf("Prepared %llu shard%s from %llu records (%llu normalized bytes) in %s\n", (unsigned long long)P->n,
+		       P->n == 1 ? "" : "s", (unsigned long long)P->p1.rows, (unsigned long long)P->p1.bytes, P->job_dir.data);
 		fflush(stdout);
 	}
 	for (size_t i = 0; i < P->n_warnings; i++)
