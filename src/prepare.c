@@ -15,6 +15,7 @@
 #include "eshard/jsonl.h"
 #include "eshard/linereader.h"
 #include "eshard/log.h"
+#include "eshard/attempt.h"
 #include "eshard/recipe.h"
 #include "eshard/scan.h"
 #include "eshard/sha.h"
@@ -1620,6 +1621,11 @@ int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *re
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		*bufs[i] = (struct es_buf)ES_BUF_INIT;
 	int rc = prep_options(&P);
+	/* A command that is not there would fail every attempt on every node: say so now. Where
+	 * Data-Juicer is may differ between nodes (a launcher node may lack it): every worker
+	 * checks that at its start. */
+	if (!rc && o->processor.kind == ES_PROC_COMMAND)
+		rc = es_attempt_check_processor(&o->processor);
 	if (!rc)
 		rc = prep_recipe(&P);
 	if (!rc)

@@ -976,6 +976,13 @@ static int worker_init(struct worker *w)
 	w->have_manifest = 1;
 	if ((rc = apply_location(w)))
 		return rc;
+	/* Where the processor is may differ between nodes: a program missing here would fail (or
+	 * give up) every shard this worker claims. */
+	es_log_quiet_begin();
+	rc = es_attempt_check_processor(&w->m.processor);
+	es_log_quiet_end();
+	if (rc)
+		return es_error(rc, "%s on %s; give this node's with --python, --dj-process or --dj-root, or install it", es_last_error(), es_hostname());
 	struct es_policy *p = &w->policy;
 	*p = w->m.policy;
 	if (o->lock_timeout_secs > 0) p->lock_timeout_secs = o->lock_timeout_secs;

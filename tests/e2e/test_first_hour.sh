@@ -60,3 +60,21 @@ for cmd in prepare run; do
   expect_out "this very job's folder is resumed"
 done
 pass "--job-dir help"
+
+# ---- a processor program that does not exist: refused at prepare, and at a worker's start.
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$T/nope" \
+  --process-cmd "$T/no-such-prog {input} {output}"
+expect_err "--process-cmd: program '$T/no-such-prog' does not exist"
+no_job_left "$T/nope"
+run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$T/nope" \
+  --process-cmd "no-such-prog-xyz {input} {output}"
+expect_err "--process-cmd: program 'no-such-prog-xyz' was not found on PATH"
+no_job_left "$T/nope"
+cp "$T/fail.sh" "$T/vanishing.sh"
+run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$T/gone" \
+  --num-shards 1 --process-cmd "$T/vanishing.sh {input} {output}"
+rm "$T/vanishing.sh"
+run_expect 2 "$BIN" worker --job-dir "$T/gone"
+expect_err "--process-cmd: program '$T/vanishing.sh' does not exist on $(hostname)"
+[ -z "$(ls -A "$T/gone/attempts" 2>/dev/null)" ] || fail "a worker without the program claimed a shard"
+pass "missing processor program"
