@@ -2,6 +2,8 @@
 #include "commands.h"
 #include "commands_jobs.h"
 
+#include "eshard/buf.h"
+#include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/merge.h"
 
@@ -14,7 +16,7 @@ int cmd_merge(int argc, char **argv)
 	int overwrite = 0;
 	struct es_opt opts[] = {
 		{ "job-dir", ES_OPT_STR, &job_dir, NULL, "DIR", "the job folder (required)" },
-		{ "output", ES_OPT_STR, &output, NULL, "PATH", "the merged JSONL file (required; in the job folder only <job-dir>/merged.jsonl)" },
+		{ "output", ES_OPT_STR, &output, NULL, "PATH", "the merged JSONL file (default <job-dir>/merged.jsonl, as run and verify; in the job folder only that one)" },
 		{ "lock-timeout-secs", ES_OPT_POS_INT, &lock_timeout, NULL, NULL, "only used for the counts of an incomplete job" },
 		{ "overwrite", ES_OPT_FLAG, &overwrite, NULL, NULL, "replace an existing output" },
 	};
@@ -30,12 +32,17 @@ int cmd_merge(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	if (!job_dir)
 		return es_exit_code(es_error(ES_EUSAGE, "eshard-mpi merge: --job-dir is required"));
-	if (!output)
-		return es_exit_code(es_error(ES_EUSAGE, "eshard-mpi merge: --output is required"));
+	struct es_buf def = ES_BUF_INIT;
+	if (!output) {
+		if (es_path_join(&def, job_dir, ES_MERGE_OUTPUT_NAME))
+			return es_exit_code(ES_ENOMEM);
+		output = def.data;
+	}
 	install_stop_handlers(); /* SIGTERM/SIGINT: stop at once, removing the temporary output */
 	struct es_merge_result res;
 	rc = es_merge_run(job_dir, output, overwrite, (double)lock_timeout, &res, 0);
 	if (!rc)
 		free(res.output);
+	es_buf_free(&def);
 	return es_exit_code(rc);
 }

@@ -21,7 +21,7 @@ size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts)
 	struct es_opt t[] = {
 		{ "config", ES_OPT_STR, &o->config, NULL, "PATH", "Data-Juicer YAML recipe (required)" },
 		{ "dataset-path", ES_OPT_STR, &o->dataset_path, NULL, "PATH", "JSONL file or folder; overrides the recipe's dataset_path" },
-		{ "job-dir", ES_OPT_STR, &o->job_dir, NULL, "DIR", "job folder on the shared file system: new, empty (a mount point too) or this very job (required)" },
+		{ "job-dir", ES_OPT_STR, &o->job_dir, NULL, "DIR", "job folder on the shared file system (required): a new or empty folder (a mount point too) is prepared; this very job's folder is resumed (checked to be the same request)" },
 		{ "num-shards", ES_OPT_STR, &c->num_shards, NULL, "N", "exact number of non-empty shards, or auto (the default): max(4 x ranks, input / --target-shard-mb), at most the rows" },
 		{ "target-shard-mb", ES_OPT_POS_INT, &c->target_shard_mb, NULL, NULL, "--num-shards auto: the largest shard wanted, in MiB (default 128, at most 8796093022207)" },
 		{ "lock-timeout-secs", ES_OPT_POS_INT, &o->policy.lock_timeout_secs, NULL, NULL, "a lock older than this is stale (default 126000)" },

@@ -297,7 +297,8 @@ static int finalize_phase(struct run *r, int code, int wcode)
 	double first_min = -all[1], first_max = all[2];
 	if (r->ag.rank == 0)
 		es_crash_point("run-before-finalize");
-	if (r->ag.rank == 0 && isfinite(first_min) && isfinite(first_max) && !code)
+	/* The spread says how evenly the ranks started: with one rank there is none. */
+	if (r->ag.rank == 0 && r->ag.size > 1 && isfinite(first_min) && isfinite(first_max) && !code)
 		printf("First claims of the ranks were %.3f s apart\n", first_max - first_min);
 	int final = agreed;
 	const char *job_dir = r->cli->pc.o.job_dir;

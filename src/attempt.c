@@ -104,6 +104,27 @@ static int split_blanks(const char *cmd, struct es_strv *argv)
 	return rc;
 }
 
+int es_attempt_check_processor(const struct es_processor *p)
+{
+	struct es_strv argv = { 0 };
+	const char *what = "--process-cmd";
+	int rc = 0;
+	if (p->kind == ES_PROC_COMMAND) {
+		struct es_template_vars tv = { "in.jsonl", "out.jsonl", "attempt", "shard", "job" };
+		rc = p->command ? es_template_expand(p->command, &tv, &argv) : 0;
+	} else if (p->dj_process && !p->dj_root) {
+		what = "--dj-process";
+		rc = split_blanks(p->dj_process, &argv);
+	} else if (p->python && *p->python) {
+		what = "--python";
+		rc = vec_pushdup(&argv, p->python);
+	}
+	if (!rc && argv.n)
+		rc = es_proc_check_program(argv.v[0], what);
+	es_strv_free(&argv);
+	return rc;
+}
+
 int es_attempt_argv(const struct es_attempt_spec *s, char ***argv_out, size_t *argc, char **cwd)
 {
 	int rc = check_spec(s);

@@ -15,6 +15,7 @@
 #include "eshard/jsonl.h"
 #include "eshard/linereader.h"
 #include "eshard/log.h"
+#include "eshard/attempt.h"
 #include "eshard/recipe.h"
 #include "eshard/scan.h"
 #include "eshard/sha.h"
@@ -1462,8 +1463,8 @@ static int prep_publish(struct prep *P)
 	P->res->rows = (int64_t)P->p1.rows;
 	P->res->bytes = (int64_t)P->p1.bytes;
 	if (!P->o->quiet) {
-		printf("Prepared %llu shards from %llu records (%llu normalized bytes) in %s\n", (unsigned long long)P->n,
-		       (unsigned long long)P->p1.rows, (unsigned long long)P->p1.bytes, P->job_dir.data);
+		printf("Prepared %llu shard%s from %llu records (%llu normalized bytes) in %s\n", (unsigned long long)P->n,
+		       P->n == 1 ? "" : "s", (unsigned long long)P->p1.rows, (unsigned long long)P->p1.bytes, P->job_dir.data);
 		fflush(stdout);
 	}
 	for (size_t i = 0; i < P->n_warnings; i++)
@@ -1622,6 +1623,11 @@ int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *re
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		*bufs[i] = (struct es_buf)ES_BUF_INIT;
 	int rc = prep_options(&P);
+	/* A command that is not there would fail every attempt on every node: say so now. Where
+	 * Data-Juicer is may differ between nodes (a launcher node may lack it): every worker
+	 * checks that at its start. */
+	if (!rc && o->processor.kind == ES_PROC_COMMAND)
+		rc = es_attempt_check_processor(&o->processor);
 	if (!rc)
 		rc = prep_recipe(&P);
 	if (!rc)

@@ -2,6 +2,7 @@
  * proc: starting, waiting for and killing processes; child environments (see proc.h).
  */
 #include "eshard/proc.h"
+#include "eshard/buf.h"
 #include "eshard/log.h"
 #include "eshard/util.h"
 
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,6 +36,40 @@ const char *es_proc_signal_name(int sig, char *out, size_t n)
 	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
 	snprintf(out, n, "SIG%s", abbrev ? abbrev : "?");
 	return out;
+}
+
+/* 1 when path is an executable regular file. */
+static int is_runnable(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+int es_proc_check_program(const char *prog, const char *what)
+{
+	if (strchr(prog, '/')) {
+		struct stat st;
+		if (stat(prog, &st) != 0)
+			return es_error(ES_EUSAGE, "%s: program '%s' does not exist", what, prog);
+		if (!is_runnable(prog))
+			return es_error(ES_EUSAGE, "%s: program '%s' is not an executable file", what, prog);
+		return 0;
+	}
+	const char *path = getenv("PATH");
+	struct es_buf cand = ES_BUF_INIT;
+	int found = 0;
+	for (const char *d = path ? path : "/usr/local/bin:/usr/bin:/bin"; !found;) {
+		const char *colon = strchr(d, ':');
+		size_t n = colon ? (size_t)(colon - d) : strlen(d);
+		es_buf_reset(&cand);
+		if (!es_buf_add(&cand, n ? d : ".", n ? n : 1) && !es_buf_addc(&cand, '/') && !es_buf_adds(&cand, prog))
+			found = is_runnable(cand.data);
+		if (!colon)
+			break;
+		d = colon + 1;
+	}
+	es_buf_free(&cand);
+	return found ? 0 : es_error(ES_EUSAGE, "%s: program '%s' was not found on PATH", what, prog);
 }
 
 int es_proc_is_stop_signal(int sig)

@@ -62,6 +62,17 @@ static int not_shard_safe(struct check *c, char *msg)
 	return rc;
 }
 
+/* not_shard_safe, and a refusal says what to do instead (hint, appended to the error only: the
+ * manifest's unsharded.reasons keep the plain words). */
+static int not_shard_safe_hint(struct check *c, char *msg, const char *hint)
+{
+	if (!msg || c->opts->allow_unsharded || !hint)
+		return not_shard_safe(c, msg);
+	int rc = es_error(ES_EINVAL, "%s%s", msg, hint);
+	free(msg);
+	return rc;
+}
+
 /* The one operator of process[i]: all keys of the constructed dict must be equal. */
 struct one_op {
 	const struct es_ynode *name, *args;
@@ -227,6 +238,18 @@ static int unknown_operator(const struct check *c, const struct one_op *o)
 
 /* Step 6 for process[i]: one operator, mapping arguments, a shard-safe kind, no stats export;
  * its index_key is collected and an explicit save_dir warned about. */
+/* What a user can do about a whole-dataset operator. A deduplicator is the usual one: Data-Juicer
+ * 1.6's Ray deduplicators are the ones that deduplicate across a whole dataset on a Ray cluster. */
+static const char *whole_op_hint(const struct one_op *o)
+{
+	const char *n = op_name(o);
+	if (n && strstr(n, "deduplicator"))
+		return ": pass --allow-unsharded to run the whole dataset as one shard on one rank, or deduplicate "
+		       "across the dataset with Data-Juicer itself on a Ray cluster (ray_document_deduplicator, "
+		       "ray_bts_minhash_deduplicator, ray_image_deduplicator, ray_video_deduplicator)";
+	return ": pass --allow-unsharded to run the whole dataset as one shard on one rank";
+}
+
 static int check_operator(struct check *c, size_t i)
 {
 	struct one_op o;
@@ -240,8 +263,8 @@ static int check_operator(struct check *c, size_t i)
 	if (v == ES_DJ_OP_UNKNOWN)
 		return unknown_operator(c, &o);
 	int rc = 0;
-	if (v == ES_DJ_OP_WHOLE && (rc = not_shard_safe(c, repr_msg("Operator %s requires or may require "
-				    "whole-dataset semantics and cannot run shard by shard", o.name))))
+	if (v == ES_DJ_OP_WHOLE && (rc = not_shard_safe_hint(c, repr_msg("Operator %s requires or may require "
+				    "whole-dataset semantics and cannot run shard by shard", o.name), whole_op_hint(&o))))
 		return rc;
 	if (!args)
 		return 0;

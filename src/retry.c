@@ -223,6 +223,10 @@ int es_retry_run(const char *job_dir, int all_failed, const char *const *ids, si
 			goto out;
 		if (rc == 1)
 			targets[nt++] = id;
+		/* A shard named on the command line that is done or still held is refused (the help
+		 * says so): exit 0 would read as "requeued". One that is merely pending is left. */
+		else if (!all_failed && (rc = check_target(&m, id, &p)) != 0)
+			goto out;
 	}
 	rc = 0;
 	if (!nt) {

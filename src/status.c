@@ -168,9 +168,11 @@ static void explain_failed(const char *job_dir, const char *id, const cJSON *rec
 	es_buf_free(&dir);
 }
 
+/* An attempt that ended without a result through no fault of the shard: preempted (a stop
+ * signal) is not a problem to show, as it does not count toward the retry limit either. */
 static int is_problem_status(const char *st)
 {
-	return st && strcmp(st, "done") && strcmp(st, "superseded") && strcmp(st, "running");
+	return st && strcmp(st, "done") && strcmp(st, "superseded") && strcmp(st, "running") && strcmp(st, "preempted");
 }
 
 /* A shard on a later attempt (done, running or stale with attempt_number > 1): the latest earlier

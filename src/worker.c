@@ -64,6 +64,9 @@ struct worker {
 	unsigned char *done_seen;    /* the idle loop's counts: shards found done (es_status_count_cached) */
 	double scan_mono;            /* when the last claim_next began */
 	unsigned char *running_now;  /* idle: shards whose lock that scan read, running and live */
+	/* Why the attempt in hand ended as it did and what happens next, for its Finished line
+	 * (set by the finish_* step; "" for a clean end). */
+	char end_why[512];
 };
 
 /* ---------------- attempt.json updates ---------------- */
@@ -240,6 +243,80 @@ static cJSON *result_json(const struct es_materialized *mat)
 	return r;
 }
 
+/* Does this log line read like an error? Python's last traceback line ("ValueError: ..."), a
+ * logger's "ERROR" and most tools' "error:" all contain one of these. */
+static int error_like(const char *l)
+{
+	return strstr(l, "rror") || strstr(l, "ERROR") || strstr(l, "xception") || strstr(l, "Killed");
+}
+
+/* src into out of n bytes, cut to fit. */
+static void copy_cut(char *out, size_t n, const char *src)
+{
+	size_t k = strlen(src);
+	if (k >= n)
+		k = n - 1;
+	memcpy(out, src, k);
+	out[k] = '\0';
+}
+
+/* The last line of the attempt's process.log that reads like an error, else its last line, into
+ * out ("" when the log is empty or missing): the line a user would look for first. Control
+ * bytes become '?' so that the line stays one line on a terminal. */
+static void log_error_line(const struct worker *w, char *out, size_t n)
+{
+	struct es_buf p = ES_BUF_INIT, t = ES_BUF_INIT;
+	char line[512], last[512] = "";
+	out[0] = '\0';
+	es_buf_printf(&p, "%s/%s/process.log", w->m.job_dir, w->c.attempt_rel);
+	if (es_fs_read_tail(p.data, 40, 16384, &t) >= 0 && t.len) {
+		for (const char *l = t.data; *l;) {
+			const char *nl = strchr(l, '\n');
+			size_t len = nl ? (size_t)(nl - l) : strlen(l), k = 0;
+			for (size_t j = 0; j < len && k + 1 < sizeof(line); j++) {
+				unsigned char ch = (unsigned char)l[j];
+				line[k++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+			}
+			line[k] = '\0';
+			l += len + (nl != NULL);
+			if (strspn(line, " ?") == k)
+				continue;
+			snprintf(last, sizeof(last), "%s", line);
+			if (error_like(line))
+				copy_cut(out, n, line);
+		}
+		if (!out[0])
+			copy_cut(out, n, last);
+	}
+	es_buf_free(&p);
+	es_buf_free(&t);
+}
+
+/* The reason of a failed attempt for its Finished line: the error, then the log's error line
+ * when it says more, then next (whether the shard is retried). */
+static void set_end_why(struct worker *w, const char *error, const char *next)
+{
+	char line[256];
+	log_error_line(w, line, sizeof(line));
+	if (line[0] && error && strstr(error, line))
+		line[0] = '\0';
+	snprintf(w->end_why, sizeof(w->end_why), "%s%s%s; %s", error ? error : "no error recorded",
+		 line[0] ? "; log: " : "", line, next);
+}
+
+/* A preempted attempt's reason: the stop this worker got. */
+static void set_stop_why(struct worker *w)
+{
+	int sig = w->o->stop_flag ? (int)*w->o->stop_flag : 0;
+	char name[32];
+	if (sig > 0)
+		snprintf(w->end_why, sizeof(w->end_why), "stopped by %s; not counted as a failure, the shard is "
+			 "released for the next run", es_proc_signal_name(sig, name, sizeof(name)));
+	else
+		snprintf(w->end_why, sizeof(w->end_why), "stopped; not counted as a failure, the shard is released "
+			 "for the next run");
+}
+
 /* Finish an attempt that failed: REFERENCE §5.6. Returns "failed" or "lost". */
 static const char *finish_failure(struct worker *w, size_t i, cJSON *a, const char *error)
 {
@@ -249,6 +326,7 @@ static const char *finish_failure(struct worker *w, size_t i, cJSON *a, const ch
 		es_json_set_str(a, "status", "backup_failed");
 		es_json_set_str(a, "error", error);
 		save_attempt(w, a);
+		set_end_why(w, error, "the primary attempt runs on");
 		event(w, "backup_failed", i, -1, -1, -1, error);
 		return "backup_failed";
 	}
@@ -258,6 +336,13 @@ static const char *finish_failure(struct worker *w, size_t i, cJSON *a, const ch
 	int failures = 0, folders = 0;
 	es_claim_count_failures(w->m.job_dir, id, &failures, &folders);
 	int rc;
+	char next[160];
+	if (failures > w->c.policy.max_retries)
+		snprintf(next, sizeof(next), "no retries left (%d failed attempt(s), --max-retries %lld): the shard is failed",
+			 failures, (long long)w->c.policy.max_retries);
+	else
+		snprintf(next, sizeof(next), "will be retried (retry %d of %lld)", failures, (long long)w->c.policy.max_retries);
+	set_end_why(w, error, next);
 	if (failures > w->c.policy.max_retries) {
 		char now[40];
 		es_time_now_iso(now);
@@ -299,6 +384,7 @@ static const char *finish_lost(struct worker *w, size_t i)
 	}
 	cJSON_Delete(a);
 	event(w, "lost", i, -1, -1, -1, NULL);
+	snprintf(w->end_why, sizeof(w->end_why), "another worker took the shard over (its lease ran out here)");
 	return "lost";
 }
 
@@ -398,6 +484,7 @@ static const char *head_unavailable(struct worker *w, size_t i)
 	if (!stopped(w->o)) {
 		r = finish_failure(w, i, a, es_last_error());
 	} else {
+		set_stop_why(w);
 		es_json_set_str(a, "status", "preempted");
 		save_attempt(w, a);
 		if (!w->backup)
@@ -582,6 +669,7 @@ static int run_child(struct shard_run *r)
 static const char *finish_preempted(struct shard_run *r)
 {
 	struct worker *w = r->w;
+	set_stop_why(w);
 	es_json_set_str(r->a, "status", "preempted");
 	save_attempt(w, r->a);
 	if (!r->ta.released && !w->backup)
@@ -603,6 +691,7 @@ static const char *finish_unrunnable(struct shard_run *r, int code, const char *
 	if (!w->backup)
 		es_claim_release(&w->c, r->i, w->c.token);
 	event(w, "not_started", r->i, -1, -1, -1, why);
+	snprintf(w->end_why, sizeof(w->end_why), "%s; not counted as a failure, the shard is released for other workers", why);
 	w->broken = es_error(code, "%s; this worker stops, and %s was released for other workers", why,
 			     w->m.shards[r->i].id);
 	return "not_started";
@@ -887,6 +976,13 @@ static int worker_init(struct worker *w)
 	w->have_manifest = 1;
 	if ((rc = apply_location(w)))
 		return rc;
+	/* Where the processor is may differ between nodes: a program missing here would fail (or
+	 * give up) every shard this worker claims. */
+	es_log_quiet_begin();
+	rc = es_attempt_check_processor(&w->m.processor);
+	es_log_quiet_end();
+	if (rc)
+		return es_error(rc, "%s on %s; give this node's with --python, --dj-process or --dj-root, or install it", es_last_error(), es_hostname());
 	struct es_policy *p = &w->policy;
 	*p = w->m.policy;
 	if (o->lock_timeout_secs > 0) p->lock_timeout_secs = o->lock_timeout_secs;
@@ -973,12 +1069,14 @@ static int handle_claim(struct worker *w, size_t i, struct es_worker_result *res
 		es_say("Claimed %s (attempt %d)", w->m.shards[i].id, w->c.attempt_number);
 	event(w, "claim", i, -1, -1, -1, NULL);
 	double t0 = es_time_mono();
+	w->end_why[0] = '\0';
 	const char *r = process_shard(w, i);
 	if (!strcmp(r, "done"))
 		es_say("Finished %s: %s (attempt %d, %.1f s, %lld rows)", w->m.shards[i].id, r, w->c.attempt_number,
 		       es_time_mono() - t0, (long long)w->m.shards[i].rows);
 	else
-		es_say("Finished %s: %s", w->m.shards[i].id, r);
+		es_say("Finished %s: %s (attempt %d, %.1f s)%s%s", w->m.shards[i].id, r, w->c.attempt_number,
+		       es_time_mono() - t0, w->end_why[0] ? ": " : "", w->end_why);
 	if (!strcmp(r, "preempted") || w->broken)
 		return 1;
 	res->processed++;
@@ -1029,9 +1127,10 @@ static int try_backup(struct worker *w, struct es_worker_result *res)
 	snprintf(detail, sizeof(detail), "of %s", primary);
 	event(w, "backup", i, -1, -1, -1, detail);
 	w->backup = 1;
+	w->end_why[0] = '\0';
 	const char *r = process_shard(w, i);
 	w->backup = 0;
-	es_say("Finished %s: %s (backup)", w->m.shards[i].id, r);
+	es_say("Finished %s: %s (backup)%s%s", w->m.shards[i].id, r, w->end_why[0] ? ": " : "", w->end_why);
 	if (!strcmp(r, "done")) {
 		/* A backup that wins is a shard this worker completed (it counts toward a cap). */
 		w->done_here++;
@@ -1186,8 +1285,9 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	if (!end && !rc && stopped(o)) {
 		res->stopped_by_signal = 1;
 		res->exit_code = 128 + (int)*o->stop_flag;
-		es_log_note("Worker %s:%d stopped by signal %d; its claims were released for other workers",
-			    es_hostname(), (int)getpid(), (int)*o->stop_flag);
+		char name[32];
+		es_log_note("Worker %s:%d stopped by %s; its claims were released for other workers",
+			    es_hostname(), (int)getpid(), es_proc_signal_name((int)*o->stop_flag, name, sizeof(name)));
 	}
 	es_djrunner_stop(&w.dj, res->stopped_by_signal);
 	es_events_close(&w.ev);

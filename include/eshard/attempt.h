@@ -87,6 +87,11 @@ struct es_attempt_outcome {
 int es_attempt_argv(const struct es_attempt_spec *s, char ***argv, size_t *argc, char **cwd);
 void es_argv_free(char **argv);
 
+/* The processor's program can be started on this node (es_proc_check_program): the first word
+ * of a command, of dj_process, or python with dj_root. Only what the job names is checked: the
+ * default dj-process is looked up when the child starts. 0 or ES_EUSAGE naming the option. */
+int es_attempt_check_processor(const struct es_processor *p);
+
 /*
  * The child's environment (NULL-terminated "K=V" strings, free with es_argv_free()): the
  * worker's environ minus the launcher identity, which would otherwise make Data-Juicer wrap

@@ -75,6 +75,11 @@ int es_proc_stop_signal_of(int status);
 /* "SIGTERM" for 15 (glibc's abbreviation with "SIG" in front; "SIG?" when unknown). */
 const char *es_proc_signal_name(int sig, char *out, size_t n);
 
+/* Can prog be started: a path (with a '/') that is an executable regular file, or a name found
+ * as one in $PATH, as execvp looks it up. 0, else ES_EUSAGE with "<what>: program '<prog>' ..."
+ * saying what is wrong (not found on PATH, missing, not executable). */
+int es_proc_check_program(const char *prog, const char *what);
+
 struct es_proc_result {
 	int started;             /* 0: could not be started (err, stage) */
 	int err;

@@ -102,7 +102,11 @@ run_expect 2 "$BIN" retry --job-dir "$J" --all-failed
 expect_err "ERROR: Cannot retry $S3: a lock still exists"
 [ -e "$J/state/failed/$S2.json" ] || fail "a refused retry moved something"
 rm "$J/state/failed/$S3.json"
-run_expect 0 "$BIN" retry --job-dir "$J" --shard-id $S2 --shard-id $S0
+# A done shard named is refused (the help says so), and nothing moves.
+run_expect 2 "$BIN" retry --job-dir "$J" --shard-id $S2 --shard-id $S0
+expect_err "ERROR: Cannot retry $S0: it is already complete"
+[ -e "$J/state/failed/$S2.json" ] || fail "a refused retry moved something"
+run_expect 0 "$BIN" retry --job-dir "$J" --shard-id $S2
 expect_out "Requeued $S2"
 [ "$(wc -l <"$T/out")" = 1 ] || fail "retry printed more than one line"
 [ ! -e "$J/state/failed/$S2.json" ] && [ ! -e "$J/attempts/$S2" ] || fail "retry left the failed shard in place"
@@ -127,8 +131,10 @@ cat "$J"/shards/*.jsonl | cmp - "$T/out dir/merged.jsonl" || fail "merged output
 run_expect 2 "$BIN" merge --job-dir "$J" --output "$T/out dir/merged.jsonl"
 expect_err "ERROR: Output already exists: $T/out dir/merged.jsonl; pass --overwrite to replace it"
 run_expect 0 "$BIN" merge --job-dir "$J" --output "$T/out dir/merged.jsonl" --overwrite
-run_expect 2 "$BIN" merge --job-dir "$J"
-expect_err "--output is required"
+# The default output, as run and verify have it.
+run_expect 0 "$BIN" merge --job-dir "$J"
+expect_out "Merged 4 shards and 40 rows into $J/merged.jsonl"
+cmp "$J/merged.jsonl" "$T/out dir/merged.jsonl" || fail "default merge output differs"
 # A tampered done record.
 cp "$J/state/done/$S1.json" "$T/keep.json"
 python3 - "$J/state/done/$S1.json" <<'PY'

@@ -130,7 +130,9 @@ run_expect 0 "$BIN" prepare "${IN[@]}" --job-dir "$J2" --num-shards 4 --dj-proce
 cp "$J2/manifest.json" "$T/manifest2.saved"
 # Without the override the recorded dj-process is missing here: the error names the options.
 run_expect 2 "$BIN" worker --job-dir "$J2" --ray-mode per-attempt --progress-secs 0
-expect_err "No such file or directory: '/nonexistent/bin/dj-process' (give 'eshard-mpi run' or 'worker' --dj-process, --dj-root or --python of this node's Data-Juicer)"
+# The worker checks it at its start, before it claims anything.
+expect_err "--dj-process: program '/nonexistent/bin/dj-process' does not exist on $(hostname); give this node's with --python, --dj-process or --dj-root, or install it"
+[ ! -e "$J2/attempts" ] || [ -z "$(ls -A "$J2/attempts")" ] || fail "a worker without the program claimed a shard"
 : >"$T/dj.log"
 : >"$T/ray.log"
 run_expect 0 "$BIN" worker --job-dir "$J2" --max-shards 2 --no-dj-runner --progress-secs 0 \

@@ -155,7 +155,7 @@ no_processor_left
 [ -z "$(running_locks "$J")" ] || fail "running locks left after SIGTERM: $(running_locks "$J")"
 [ "$(attempt_statuses "$J" '*' | grep -c '^preempted$')" = 3 ] ||
   fail "expected 3 preempted attempts: $(attempt_statuses "$J" '*' | tr '\n' ' ')"
-[ "$(grep -c 'stopped by signal 15' "$T_ERR")" = 3 ] || { cat "$T_ERR"; fail "every rank should report its stop"; }
+[ "$(grep -c 'Worker .* stopped by SIGTERM' "$T_ERR")" = 3 ] || { cat "$T_ERR"; fail "every rank should report its stop"; }
 rm -f "$F/slow.all"
 ranks_reset
 run_expect 0 timeout 100 "$MPIRUN" -np 3 "$T/rank.sh" "$BIN" run "${COMMON[@]}" --job-dir "$J"
@@ -208,7 +208,7 @@ want=1
 case "$MPI_FLAVOR/$got" in openmpi/1|mpich/143|mpich/0) ;;
   *) cat "$T/lt.out" "$T/lt.err"; fail "$MPI_FLAVOR's launcher exited $got after SIGTERM to it, expected $want" ;;
 esac
-[ "$(cat "$T/lt.out" "$T/lt.err" | grep -c 'stopped by signal 15')" = 2 ] || { cat "$T/lt.out" "$T/lt.err"; fail "both ranks should report their stop"; }
+[ "$(cat "$T/lt.out" "$T/lt.err" | grep -c 'Worker .* stopped by SIGTERM')" = 2 ] || { cat "$T/lt.out" "$T/lt.err"; fail "both ranks should report their stop"; }
 grep -qF "the job did not complete (exit code 143 on at least one rank)" "$T/lt.err" || { cat "$T/lt.err"; fail "rank 0 did not end with 143"; }
 no_processor_left
 [ -z "$(running_locks "$J")" ] || fail "running locks left after SIGTERM to the launcher: $(running_locks "$J")"

@@ -179,8 +179,8 @@ for i in $(seq 1 300); do
   case "$(job_state "$id")" in PENDING|RUNNING|COMPLETING|SUSPENDED) sleep 0.1 ;; *) break ;; esac
 done
 [ "$(job_state "$id")" = CANCELLED ] || fail "job $id is $(job_state "$id") after scancel"
-for i in $(seq 1 100); do grep -q 'stopped by signal 15' "$T/slurm-$id.out" && break; sleep 0.1; done
-grep -q 'stopped by signal 15; its claims were released' "$T/slurm-$id.out" || { cat "$T/slurm-$id.out"; fail "the rank did not stop on SIGTERM"; }
+for i in $(seq 1 100); do grep -q 'stopped by SIGTERM' "$T/slurm-$id.out" && break; sleep 0.1; done
+grep -q 'stopped by SIGTERM; its claims were released' "$T/slurm-$id.out" || { cat "$T/slurm-$id.out"; fail "the rank did not stop on SIGTERM"; }
 [ -z "$(running_locks "$T/cancel")" ] || fail "running locks left after scancel: $(running_locks "$T/cancel")"
 python3 - "$T/cancel" <<'PY' || fail "the cancelled attempt is not recorded as preempted"
 import glob, json, sys

@@ -28,6 +28,9 @@ CMD="python3 $T/dedup.py {input} {output}"
 
 run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$T/no" --process-cmd "$CMD"
 expect_err "Operator 'document_deduplicator' requires or may require whole-dataset semantics and cannot run shard by shard"
+# It says what to do instead: the option, and Data-Juicer's Ray deduplicators.
+expect_err "cannot run shard by shard: pass --allow-unsharded to run the whole dataset as one shard on one rank"
+expect_err "(ray_document_deduplicator, ray_bts_minhash_deduplicator, ray_image_deduplicator, ray_video_deduplicator)"
 no_job_left "$T/no"
 run_expect 2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$T/no" --process-cmd "$CMD" \
   --allow-unsharded --num-shards 2

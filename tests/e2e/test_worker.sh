@@ -102,7 +102,9 @@ pass "one worker completes a 6-shard job; ordered merge"
 J=$T/maxone
 prep maxone 2 'sh -c "exit 3" {input} {output}'
 run_expect 2 "$BIN" worker --job-dir "$J" --max-shards 1
-expect_out "Finished $(sid 0 2): failed"
+# The Finished line says why, and what comes next (--max-retries 3: a retry).
+expect_out "Finished $(sid 0 2): failed (attempt 1, "
+expect_out "): Processor returned exit code 3; will be retried (retry 1 of 3)"
 expect_out "Reached --max-shards=1"
 A=$(attempt_dir "$J" "$(sid 0 2)" 0001)
 [ "$(jget "$A/attempt.json" '["status"]')" = failed ] || fail "max-shards attempt status"
@@ -267,8 +269,9 @@ check "t1 - t0 < 2.0" "sigterm: the worker took more than 2 s to stop" t0="$t0" 
 [ ! -e "$J/state/locks/$S.lock" ] || fail "sigterm: lock not released"
 [ "$(jget "$A/attempt.json" '["status"]')" = preempted ] || fail "sigterm: attempt not preempted"
 gone "$C" && gone "$G" && group_gone "$C" || fail "sigterm: the child's process group survived"
-grep -q "Finished $S: preempted" "$T/w7.out" || fail "sigterm: no Finished line"
-grep -q "stopped by signal 15" "$T/w7.err" || fail "sigterm: no stop message"
+grep -q "Finished $S: preempted (attempt 1, [0-9.]* s): stopped by SIGTERM; not counted as a failure" "$T/w7.out" ||
+  { cat "$T/w7.out"; fail "sigterm: no Finished line with its reason"; }
+grep -q "stopped by SIGTERM; its claims were released" "$T/w7.err" || { cat "$T/w7.err"; fail "sigterm: no stop message"; }
 run_expect 1 "$BIN" status --job-dir "$J" --json
 [ "$(jget "$T/out" '["shards"][0]["status"]')" = pending ] || fail "sigterm: shard not pending"
 [ "$(jget "$T/out" '["counts"]["pending"]')" = 2 ] || fail "sigterm: pending count"

@@ -227,9 +227,9 @@ static void test_naming_convention(void)
 		char text[256], want[256];
 		snprintf(text, sizeof(text), "process:\n  - %s:\n", whole[i]);
 		snprintf(want, sizeof(want),
-			 "Operator '%s' requires or may require whole-dataset semantics and cannot run shard by shard",
-			 whole[i]);
-		EXPECT_ERR_EXACT(text, &NOREG, want);
+			 "Operator '%s' requires or may require whole-dataset semantics and cannot run shard by shard: "
+			 "pass --allow-unsharded", whole[i]);
+		EXPECT_ERR(text, &NOREG, want);
 	}
 	/* Names that are not strings are never in the registry. */
 	EXPECT_ERR_EXACT("process:\n  - 1: {}\n", &NOREG, "Unknown operator 1; cannot prove it is shard-safe");
@@ -646,11 +646,16 @@ static void test_registry(void)
 	/* The registry decides, not the name. */
 	EXPECT_ERR_EXACT("process:\n  - nothing_mapper:\n", &o, "Unknown operator 'nothing_mapper'; cannot prove it is shard-safe");
 	EXPECT_ERR_EXACT("process:\n  - plain_op:\n", &o,
-			 "Operator 'plain_op' requires or may require whole-dataset semantics and cannot run shard by shard");
+			 "Operator 'plain_op' requires or may require whole-dataset semantics and cannot run shard by shard"
+			 ": pass --allow-unsharded to run the whole dataset as one shard on one rank");
 	EXPECT_ERR_EXACT("process:\n  - flagged_mapper:\n", &o,
-			 "Operator 'flagged_mapper' requires or may require whole-dataset semantics and cannot run shard by shard");
+			 "Operator 'flagged_mapper' requires or may require whole-dataset semantics and cannot run shard by shard"
+			 ": pass --allow-unsharded to run the whole dataset as one shard on one rank");
 	EXPECT_ERR_EXACT("process:\n  - document_deduplicator:\n", &o,
-			 "Operator 'document_deduplicator' requires or may require whole-dataset semantics and cannot run shard by shard");
+			 "Operator 'document_deduplicator' requires or may require whole-dataset semantics and cannot run shard by shard"
+			 ": pass --allow-unsharded to run the whole dataset as one shard on one rank, or deduplicate "
+			 "across the dataset with Data-Juicer itself on a Ray cluster (ray_document_deduplicator, "
+			 "ray_bts_minhash_deduplicator, ray_image_deduplicator, ray_video_deduplicator)");
 	/* A name the helper was not asked about (not a string) is unknown. */
 	EXPECT_ERR_EXACT("process:\n  - clean_html_mapper:\n  - 7:\n", &o, "Unknown operator 7; cannot prove it is shard-safe");
 
@@ -882,7 +887,9 @@ static void test_allow_unsharded(void)
 	/* Without the flag, the first reason is the refusal. */
 	EXPECT_ERR_EXACT("export_shard_size: 10\nprocess:\n  - document_deduplicator:\n", &NOREG,
 			 "Operator 'document_deduplicator' requires or may require whole-dataset semantics and "
-			 "cannot run shard by shard");
+			 "cannot run shard by shard: pass --allow-unsharded to run the whole dataset as one shard on one rank, or deduplicate "
+			 "across the dataset with Data-Juicer itself on a Ray cluster (ray_document_deduplicator, "
+			 "ray_bts_minhash_deduplicator, ray_image_deduplicator, ray_video_deduplicator)");
 }
 
 int main(void)

@@ -112,6 +112,27 @@ static void test_unknown_and_unsafe_ids(void)
 	CHECK_INT_EQ(es_retry_run(p, 1, NULL, 0, 1), ES_ENOENT);
 }
 
+/* retry --shard-id of a done shard, or of one still held, is refused (its help says so), not
+ * "No failed shards selected" with exit 0; a pending one is passed over. */
+static void test_named_shard_not_failed(void)
+{
+	int rows[] = { 1, 1, 1 };
+	struct jf j;
+	char p[2048];
+	jf_make(&j, T, "named", 3, rows, NULL);
+	jf_failed(&j, 2, "h", "e2");
+	jf_done(&j, 0, "h");
+	const char *done_and_failed[] = { j.id[0], j.id[2] };
+	CHECK_INT_EQ(es_retry_run(j.dir, 0, done_and_failed, 2, 1), ES_EINVAL);
+	CHECK_STR_EQ(es_last_error(), "Cannot retry part-00000-of-00003: it is already complete");
+	jf_path(&j, p, sizeof(p), "state/failed/%s.json", j.id[2]);
+	CHECK(jf_exists(p));
+	jf_lock(&j, 1, "h", 1, 1);
+	const char *held[] = { j.id[1] };
+	CHECK_INT_EQ(es_retry_run(j.dir, 0, held, 1, 1), ES_EINVAL);
+	CHECK(!strncmp(es_last_error(), "Cannot retry part-00001-of-00003: a lock still exists (", 55));
+}
+
 static void test_refusals_move_nothing(void)
 {
 	int rows[] = { 1, 1, 1, 1 };
@@ -220,6 +241,7 @@ int main(void)
 	test_requeue_moves_history();
 	test_unknown_and_unsafe_ids();
 	test_refusals_move_nothing();
+	test_named_shard_not_failed();
 	test_fences();
 	return test_done();
 }

@@ -423,6 +423,47 @@ static void test_bad_clock(void)
 	es_jobview_free(&v);
 }
 
+/* A running lock of shard i at attempt number n (written as a worker writes it). */
+static void lock_at(struct jf *j, int i, int n)
+{
+	char p[2048], text[1024];
+	snprintf(text, sizeof(text), "{\"attempt_dir\": \"attempts/%s/%04d-x\", \"attempt_number\": %d, "
+		 "\"claimed_at\": \"2026-12-02T08:00:00+00:00\", \"claimed_at_epoch\": %.6f, \"heartbeat\": 1, "
+		 "\"lease_secs\": 120.0, \"hostname\": \"h\", \"pid\": 4242, \"shard_id\": \"%s\", \"token\": \"%032d\"}\n",
+		 j->id[i], n, n, es_time_epoch(), j->id[i], i);
+	jf_path(j, p, sizeof(p), "state/locks/%s.lock", j->id[i]);
+	jf_writes(p, text);
+}
+
+/* A preempted attempt (a stop signal, not counted toward the retries) is no problem to show:
+ * no "Retried ... (no error recorded)"; a failure before it still is. */
+static void test_preempted_not_a_problem(void)
+{
+	int rows[] = { 1, 1 };
+	struct jf j;
+	jf_make(&j, T, "stops", 2, rows, NULL);
+	jf_attempt(&j, 0, 1, "h", "preempted", es_time_epoch() - 9);
+	lock_at(&j, 0, 2);
+	jf_attempt(&j, 1, 1, "h", "failed", es_time_epoch() - 9);
+	jf_attempt(&j, 1, 2, "h", "preempted", es_time_epoch() - 5);
+	lock_at(&j, 1, 3);
+	struct es_manifest m;
+	struct es_status s;
+	CHECK_INT_EQ(es_manifest_load(j.dir, &m), 0);
+	CHECK_INT_EQ(es_status_collect(&m, 0, &s), 0);
+	CHECK_INT_EQ(s.shards[0].state, ES_SHARD_RUNNING);
+	CHECK(!s.shards[0].has_problem);
+	CHECK(s.shards[1].has_problem);
+	CHECK_INT_EQ(s.shards[1].problem.attempt, 1);
+	struct es_buf out = ES_BUF_INIT;
+	CHECK_INT_EQ(es_status_format_problems(&s, 0, &out), 0);
+	CHECK(out.data && !strstr(out.data, "preempted"));
+	CHECK(out.data && strstr(out.data, "Retried part-00001-of-00002 (now running at attempt 3; attempt 1 failed on h)"));
+	es_buf_free(&out);
+	es_status_free(&s);
+	es_manifest_free(&m);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
@@ -433,5 +474,6 @@ int main(void)
 	test_lease_and_timeout();
 	test_exit_codes();
 	test_missing_and_foreign();
+	test_preempted_not_a_problem();
 	return test_done();
 }
