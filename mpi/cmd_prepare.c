@@ -40,6 +40,7 @@ size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts)
 		{ "max-input-bytes", ES_OPT_POS_INT, &o->max_input_bytes, NULL, NULL, "stop once the input decodes to more than N bytes (default: no such cap, but a compressed file may decode to at most 1000 times its size: a decompression bomb)" },
 		{ "compressed", ES_OPT_FLAG, &o->compressed, NULL, NULL, "a dataset folder's .jsonl.gz and .jsonl.zst files are read too, beside its .jsonl files (default: .jsonl only, as the reference; a compressed file named by --dataset-path is always read)" },
 		{ "allow-unsharded", ES_OPT_FLAG, &o->allow_unsharded, NULL, NULL, "a recipe that is not shard-safe (a whole-dataset operator such as a deduplicator, export_shard_size, ...) runs once over the whole dataset as one shard, on rank 0 while the other ranks wait (default: refused)" },
+		{ "bad-lines", ES_OPT_STR, &c->bad_lines, NULL, "POLICY", "strict (the default, as the reference): a blank line or bad record stops prepare; skip: such lines are left out, counted per file and listed (the first 100) in the manifest's bad_lines" },
 	};
 	memcpy(opts, t, sizeof(t));
 	return sizeof(t) / sizeof(t[0]);
@@ -78,6 +79,9 @@ int prepare_cli_finish(struct prepare_cli *c, const char *cmd)
 	o->processor.python = (char *)c->python;
 	o->processor.keep_order = c->keep_order || (!c->no_keep_order && !c->process_cmd);
 	o->max_line_bytes = (size_t)c->max_line_bytes;
+	if (c->bad_lines && strcmp(c->bad_lines, "strict") && strcmp(c->bad_lines, "skip"))
+		return es_error(ES_EUSAGE, "eshard-mpi %s: --bad-lines must be strict or skip, got '%s'", cmd, c->bad_lines);
+	o->skip_bad_lines = c->bad_lines && !strcmp(c->bad_lines, "skip");
 	return 0;
 }
 
@@ -94,7 +98,8 @@ int cmd_prepare(int argc, char **argv)
 		"An existing job folder is accepted only when it was prepared from the same request (same\n"
 		"dataset, recipe bytes, shard count, processor command and order, input files re-hashed;\n"
 		"--num-shards auto accepts the count the job was made with); then nothing is written and\n"
-		"the exit code is 0. Otherwise the error names each difference. --python, --dj-process,\n"
+		"the exit code is 0. --bad-lines skip that left lines out is part of the request.\n"
+		"Otherwise the error names each difference. --python, --dj-process,\n"
 		"--dj-root and --ray-address say where things are on a node: an existing job keeps its own,\n"
 		"and run and worker take them per process. Exit codes: 0 prepared or unchanged, 2 error.",
 	};

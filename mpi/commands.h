@@ -33,6 +33,7 @@ struct prepare_cli {
 	struct es_prepare_opts o;
 	const char *python, *dj_process, *dj_root, *process_cmd;
 	const char *num_shards;      /* a count, or "auto" (the default) */
+	const char *bad_lines;       /* --bad-lines: "strict" (the default) or "skip" */
 	int64_t max_line_bytes, target_shard_mb;
 	int keep_order, no_keep_order;
 };

@@ -229,6 +229,10 @@ static int load_doc(const cJSON *doc, const char *jd, struct es_manifest *m, con
 	es_json_get_i64(doc, "num_shards", &m->num_shards);
 	es_json_get_i64(doc, "total_rows", &m->total_rows);
 	m->unsharded = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "unsharded"));
+	m->bad_lines = -1;
+	if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "bad_lines")) &&
+	    (es_json_get_i64(cJSON_GetObjectItemCaseSensitive(doc, "bad_lines"), "count", &m->bad_lines) || m->bad_lines < 0))
+		return es_error(ES_EINVAL, "Manifest field bad_lines.count is not a count: %s", path);
 	es_json_get_i64(doc, "total_size_bytes", &m->total_size_bytes);
 	if (es_time_parse_iso(es_json_get_str(doc, "created_at"), &m->created_at))
 		m->created_at = -1;

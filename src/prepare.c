@@ -85,7 +85,8 @@ int es_prepare_shard_id(uint64_t index, uint64_t n, char *out, size_t outsz)
 /* ---------------- input file facts ---------------- */
 
 struct in_file {
-	uint64_t rows;
+	uint64_t rows;       /* kept lines */
+	uint64_t bad;        /* lines left out (--bad-lines skip) */
 	uint64_t size;
 	int64_t mtime_ns;
 	char sha[65];
@@ -201,10 +202,84 @@ static int guard_line(struct size_guard *g, size_t len, int has_nl, const char *
 	return 0;
 }
 
+/* A line left out by --bad-lines skip: where, and why (the message without its place). */
+struct bad_line {
+	size_t file;
+	uint64_t lineno;
+	char reason[192];
+};
+
 struct pass1 {
 	uint64_t rows, bytes;
 	char norm_sha[65];
+	uint64_t bad;               /* lines left out, all files */
+	size_t files_bad;           /* files with a line left out */
+	struct bad_line *first;     /* the first ES_BAD_LINES_KEPT of them (malloc'd) */
+	size_t n_first;
 };
+
+/* The message of a bad line without its " at <path>:<lineno>", which the manifest keeps apart. */
+static void bad_reason(const char *msg, const char *path, uint64_t lineno, char *out, size_t n)
+{
+	char place[32];
+	snprintf(place, sizeof(place), ":%llu", (unsigned long long)lineno);
+	size_t plen = strlen(path);
+	for (const char *p = strstr(msg, " at "); p; p = strstr(p + 1, " at ")) {
+		if (strncmp(p + 4, path, plen) || strncmp(p + 4 + plen, place, strlen(place)))
+			continue;
+		snprintf(out, n, "%.*s%s", (int)(p - msg), msg, p + 4 + plen + strlen(place));
+		return;
+	}
+	snprintf(out, n, "%s", msg);
+}
+
+/* Note a line left out: counted, and its place kept while fewer than ES_BAD_LINES_KEPT are. */
+static int note_bad_line(struct pass1 *res, struct in_file *files, size_t file, const char *path, uint64_t lineno,
+			 const char *msg)
+{
+	if (!files[file].bad++)
+		res->files_bad++;
+	if (res->bad++ >= ES_BAD_LINES_KEPT)
+		return 0;
+	if (!res->first && !(res->first = calloc(ES_BAD_LINES_KEPT, sizeof(*res->first))))
+		return es_error(ES_ENOMEM, "out of memory noting bad lines");
+	struct bad_line *b = &res->first[res->n_first++];
+	b->file = file;
+	b->lineno = lineno;
+	bad_reason(msg, path, lineno, b->reason, sizeof(b->reason));
+	return 0;
+}
+
+/*
+ * One line through the normalizer, whose message is held back: a bad record (ES_EINVAL) is
+ * left out with --bad-lines skip (1), or stops prepare with the message and what the option
+ * does, since a stray blank line (most often the last) is the usual cause; other errors are
+ * said as they were.
+ */
+static int normalize_line(struct es_jsonl *jl, int skip, const char *line, size_t len, uint64_t global,
+			  const char *path, uint64_t lineno, struct es_buf *out, struct pass1 *res,
+			  struct in_file *files, size_t file)
+{
+	es_log_quiet_begin();
+	int rc = es_jsonl_normalize(jl, line, len, global, path, lineno, out);
+	es_log_quiet_end();
+	if (!rc)
+		return 0;
+	if (rc == ES_EINVAL && skip) {
+		rc = note_bad_line(res, files, file, path, lineno, es_last_error());
+		es_clear_error();
+		return rc ? rc : 1;
+	}
+	char *msg = strdup(es_last_error());
+	if (!msg)
+		return es_error(ES_ENOMEM, "out of memory");
+	if (rc == ES_EINVAL)
+		rc = es_error(rc, "%s (--bad-lines skip leaves out blank and bad lines, counted in the manifest)", msg);
+	else
+		rc = es_error(rc, "%s", msg);
+	free(msg);
+	return rc;
+}
 
 static int flush_norm(struct hasher *h, struct es_buf *out)
 {
@@ -219,11 +294,12 @@ static int flush_norm(struct hasher *h, struct es_buf *out)
 }
 
 static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max_line, int64_t max_input,
-		     const char *tmp_path, struct in_file *files, atomic_int *abandon, struct pass1 *res)
+		     int skip_bad, const char *tmp_path, struct in_file *files, atomic_int *abandon, struct pass1 *res)
 {
 	struct size_guard guard = { max_input, 0, 0, 0, 0 };
 	struct hasher h;
 	memset(&h, 0, sizeof(h));
+	free(res->first);
 	memset(res, 0, sizeof(*res));
 	h.tmp_path = tmp_path;
 	h.files = files;
@@ -266,19 +342,25 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 		const char *line;
 		size_t len;
 		int has_nl, got;
-		uint64_t rows = 0;
+		uint64_t rows = 0, seen = 0;
 		while ((got = es_line_reader_next(r, &line, &len, &has_nl)) == 1) {
-			if ((++rows & 4095) == 0 && (rc = es_check_stop("prepare")) != 0)
+			if ((++seen & 4095) == 0 && (rc = es_check_stop("prepare")) != 0)
 				break;
-			if ((rows & 4095) == 0 && atomic_load(abandon)) {
+			if ((seen & 4095) == 0 && atomic_load(abandon)) {
 				rc = es_error(ES_EINVAL, "prepare stopped: the recipe was refused");
 				break;
 			}
-			rc = guard_line(&guard, len, has_nl, path, es_line_reader_lineno(r));
+			uint64_t lineno = es_line_reader_lineno(r);
+			rc = guard_line(&guard, len, has_nl, path, lineno);
 			if (!rc)
-				rc = es_jsonl_normalize(jl, line, len, global, path, es_line_reader_lineno(r), &out);
+				rc = normalize_line(jl, skip_bad, line, len, global, path, lineno, &out, res, files, i);
+			if (rc == 1) {
+				rc = 0;
+				continue;
+			}
 			if (rc)
 				break;
+			rows++;
 			global++;
 			if (out.len >= CHUNK && (rc = flush_norm(&h, &out)) != 0)
 				break;
@@ -550,6 +632,34 @@ struct job_facts {
 	size_t n_warnings;
 };
 
+/* The extra field "bad_lines" of --bad-lines skip (the reference ignores it): input_files'
+ * rows and total_rows count the kept lines only, so they agree with the shards. */
+static cJSON *bad_lines_json(const struct job_facts *f)
+{
+	cJSON *b = cJSON_CreateObject(), *files = cJSON_CreateArray(), *first = cJSON_CreateArray();
+	es_json_set_str(b, "policy", "skip");
+	es_json_set_int(b, "count", (int64_t)f->p1->bad);
+	for (size_t i = 0; files && i < f->scan->n_files; i++) {
+		if (!f->files[i].bad)
+			continue;
+		cJSON *e = cJSON_CreateObject();
+		es_json_set_str(e, "relative_path", f->scan->files[i].relative_path);
+		es_json_set_int(e, "count", (int64_t)f->files[i].bad);
+		cJSON_AddItemToArray(files, e);
+	}
+	es_json_set(b, "files", files);
+	for (size_t i = 0; first && i < f->p1->n_first; i++) {
+		const struct bad_line *x = &f->p1->first[i];
+		cJSON *e = cJSON_CreateObject();
+		es_json_set_str(e, "relative_path", f->scan->files[x->file].relative_path);
+		es_json_set_int(e, "line", (int64_t)x->lineno);
+		es_json_set_str(e, "reason", x->reason);
+		cJSON_AddItemToArray(first, e);
+	}
+	es_json_set(b, "first", first);
+	return b;
+}
+
 static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_facts *f)
 {
 	char now[40], id[64];
@@ -635,6 +745,8 @@ static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_f
 		es_json_set_str(u, "runs_on", "rank 0 of 'eshard-mpi run' (any one worker of 'eshard-mpi worker')");
 		es_json_set(m, "unsharded", u);
 	}
+	if (o->skip_bad_lines)
+		es_json_set(m, "bad_lines", bad_lines_json(f));
 	es_json_set(m, "warnings", str_array(f->warnings, f->n_warnings));
 	return m;
 }
@@ -642,7 +754,8 @@ static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_f
 /* ---------------- idempotency ----------------
  *
  * A resubmission must repeat what decides the job's results: the dataset and its files, the
- * recipe's bytes, the shard count and the processor command with its output order. Where the
+ * recipe's bytes, the shard count, the processor command with its output order, and
+ * --bad-lines skip when it left lines out. Where the
  * processor and Ray are on a node (--python, --dj-process, --dj-root, --ray-address) is not
  * part of that: run and worker take those per process (worker.h), so that a resubmission can
  * correct them, and the manifest keeps what prepare recorded (other nodes and the reference
@@ -794,6 +907,9 @@ static int existing_job_matches(const char *job_dir, const struct es_prepare_opt
 	if (o->num_shards && m.num_shards != o->num_shards)
 		diff_add(&d->results, "%lld shards (now %lld)", (long long)m.num_shards, (long long)o->num_shards);
 	diff_processor(&m.processor, &o->processor, d);
+	/* Only a job that left lines out differs under the strict rule; a strict job had none. */
+	if (m.bad_lines > 0 && !o->skip_bad_lines)
+		diff_add(&d->results, "--bad-lines skip, which left out %lld line(s) (now strict)", (long long)m.bad_lines);
 	/* Every file is hashed again only when nothing cheaper tells the jobs apart. */
 	if (diff_inputs_stat(&m, scan, d) && !d->results.len)
 		rc = diff_inputs_content(&m, d);
@@ -1374,7 +1490,8 @@ static int prep_scan(struct prep *P)
 		return es_error(ES_ENOMEM, "out of memory");
 	es_path_join(&P->tmp, P->stage.data, ".normalized.jsonl.tmp");
 	size_t max_line = o->max_line_bytes ? o->max_line_bytes : ES_MAX_LINE_BYTES;
-	return run_pass1(&P->scan, P->jl, max_line, o->max_input_bytes, P->tmp.data, P->files, &P->bg.failed, &P->p1);
+	return run_pass1(&P->scan, P->jl, max_line, o->max_input_bytes, o->skip_bad_lines, P->tmp.data, P->files,
+			 &P->bg.failed, &P->p1);
 }
 
 /* After pass 1 and the recipe: the number of shards. */
@@ -1466,6 +1583,13 @@ static int prep_publish(struct prep *P)
 		printf("Prepared %llu shard%s from %llu records (%llu normalized bytes) in %s\n", (unsigned long long)P->n,
 		       P->n == 1 ? "" : "s", (unsigned long long)P->p1.rows, (unsigned long long)P->p1.bytes, P->job_dir.data);
 		fflush(stdout);
+	}
+	P->res->bad_lines = (int64_t)P->p1.bad;
+	if (P->p1.bad) {
+		const struct bad_line *b = &P->p1.first[0];
+		es_warning("Skipped %llu bad line(s) in %zu file(s); first: %s:%llu (%s); the manifest lists them (bad_lines)",
+			   (unsigned long long)P->p1.bad, P->p1.files_bad, P->scan.files[b->file].path,
+			   (unsigned long long)b->lineno, b->reason);
 	}
 	for (size_t i = 0; i < P->n_warnings; i++)
 		es_warning("%s", P->warnings[i]);
@@ -1605,6 +1729,7 @@ static void prep_free(struct prep *P)
 		free(P->warnings[i]);
 	free(P->warnings);
 	free(P->files);
+	free(P->p1.first);
 	free(P->shards);
 	free(P->ray_address);
 	struct es_buf *bufs[] = { &P->config, &P->tmp, &P->dataset, &P->job_dir, &P->stage, &P->path, &P->parent };

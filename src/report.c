@@ -239,6 +239,8 @@ static void put_summary(struct html *h, const struct es_jobview *r)
 		h_printf(h, " %zu event line(s) or file(s) could not be read.", r->bad_event_lines);
 	if (r->unreadable_attempts)
 		h_printf(h, " %zu attempt.json file(s) could not be read.", r->unreadable_attempts);
+	if (r->m.bad_lines > 0)
+		h_printf(h, " %lld bad input line(s) were left out at prepare (--bad-lines skip; manifest bad_lines).", (long long)r->m.bad_lines);
 	if (r->bad_times)
 		h_printf(h, " %zu recorded time(s) were ignored: not finite, or outside the job's span (a node's clock may "
 			    "be wrong).", r->bad_times);

@@ -654,6 +654,8 @@ int es_status_format_json(const struct es_manifest *m, const struct es_status *s
 	rc |= es_json_set(o, "execution", ex);
 	if (m->unsharded) /* only then: the reference's status object has no such key */
 		rc |= es_json_set_bool(o, "unsharded", 1);
+	if (m->bad_lines > 0) /* only when prepare --bad-lines skip left lines out, likewise */
+		rc |= es_json_set_int(o, "bad_lines_skipped", m->bad_lines);
 	rc |= es_json_set_str(o, "job_dir", m->job_dir);
 	rc |= es_json_set_str(o, "job_id", m->job_id);
 	for (size_t i = 0; i < s->n_shards; i++) {
@@ -727,6 +729,9 @@ int es_status_format_text(const struct es_manifest *m, const struct es_status *s
 	if (m->unsharded)
 		rc |= es_buf_adds(out, "Unsharded: the recipe is not shard-safe; one shard, the whole dataset, runs once "
 				  "(--allow-unsharded; manifest unsharded.reasons)\n");
+	if (m->bad_lines > 0)
+		rc |= es_buf_printf(out, "Bad lines: %lld input line(s) left out at prepare (--bad-lines skip; manifest "
+				    "bad_lines lists where)\n", (long long)m->bad_lines);
 	double pct = s->rows_total > 0 ? 100.0 * (double)s->rows_done / (double)s->rows_total : 0;
 	rc |= es_buf_printf(out, "Progress: %lld/%lld shards done, %lld/%lld rows (%.1f%%)",
 			    (long long)c->done, (long long)c->total, (long long)s->rows_done,

@@ -4,7 +4,7 @@
  * es_manifest_load() applies the reference's reader checks (schema_version 2, a non-empty
  * shards list, execution.executor_type "ray" and a non-empty ray_address) and fills the
  * fields every command needs. Read-only. Fields added by eshard-mpi (policy.heartbeat_secs,
- * policy.lease_secs, processor, unsharded) are optional, so a reference job folder loads too.
+ * policy.lease_secs, processor, unsharded, bad_lines) are optional, so a reference job folder loads too.
  */
 #ifndef ESHARD_MANIFEST_H
 #define ESHARD_MANIFEST_H
@@ -78,6 +78,9 @@ struct es_manifest {
 	size_t n_inputs;
 	int has_inputs;                /* input_files is a list (it may be empty) */
 	int unsharded;                 /* the extra field "unsharded" is there (--allow-unsharded) */
+	/* The extra field "bad_lines" (prepare --bad-lines skip): its count of the input lines
+	 * left out, or -1 when the field is absent (the strict rule, or a reference job). */
+	int64_t bad_lines;
 };
 
 int es_manifest_load(const char *job_dir, struct es_manifest *m);

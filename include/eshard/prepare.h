@@ -46,6 +46,8 @@
  * --max-input-bytes: JSONL compresses 3 to 20 times, rarely 100 (gzip can reach about 1030 at
  * most); a bomb goes far past that (README "Compressed input"). */
 #define ES_MAX_DECODE_RATIO 1000
+/* --bad-lines skip: how many skipped lines the manifest lists by place (all are counted). */
+#define ES_BAD_LINES_KEPT 100
 
 struct es_prepare_opts {
 	const char *config;         /* required: the Data-Juicer recipe */
@@ -78,12 +80,19 @@ struct es_prepare_opts {
 	 * the manifest's input_files are what was read, and a re-prepare is the same job only
 	 * when its scan finds the same files. */
 	int compressed;
+	/* --bad-lines skip: a line that fails validation (a blank line, bad JSON or UTF-8, not an
+	 * object, a bad media field) is left out instead of stopping prepare (the reference's rule,
+	 * the default). Each input file's rows, total_rows and the shards count only the kept
+	 * lines; the extra manifest field "bad_lines" records the policy, the count per file and
+	 * the first ES_BAD_LINES_KEPT places with their reason. */
+	int skip_bad_lines;
 };
 
 struct es_prepare_result {
 	int already_prepared;       /* 1: an unchanged job existed, nothing was written */
 	int unsharded;              /* 1: the job runs unsharded (manifest field "unsharded") */
 	int64_t num_shards, rows, bytes;
+	int64_t bad_lines;          /* lines left out by --bad-lines skip */
 	char *job_dir;              /* resolved; caller frees */
 };
 
