@@ -981,6 +981,8 @@ static int worker_init(struct worker *w)
 	es_log_quiet_begin();
 	rc = es_attempt_check_processor(&w->m.processor);
 	es_log_quiet_end();
+	if (rc && w->m.processor.kind == ES_PROC_COMMAND)
+		return es_error(rc, "%s on %s; install it there, or run this job's workers where it is", es_last_error(), es_hostname());
 	if (rc)
 		return es_error(rc, "%s on %s; give this node's with --python, --dj-process or --dj-root, or install it", es_last_error(), es_hostname());
 	struct es_policy *p = &w->policy;

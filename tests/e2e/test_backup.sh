@@ -85,11 +85,25 @@ grep -q '^.*Backup of part-' "$T/out" || { cat "$T/out"; fail "no backup was sta
 attempts "$J" >"$T/att"
 grep -q ' node1 done backup$' "$T/att" || { cat "$T/att"; fail "the backup on node1 did not win"; }
 grep -q ' node2 superseded primary$' "$T/att" || { cat "$T/att"; fail "node2's primary was not recorded as superseded"; }
-# The sanitizer build (SAN_ENV set, lib.sh) runs every process several times slower: its target
-# is 12 s, still under the 14.5 s the job takes without backups.
-limit=8
-if [ ${#SAN_ENV[@]} -gt 0 ]; then limit=12; fi
-python3 -c "import sys; sys.exit(0 if $wall < $limit else 1)" || fail "the straggler job took $wall s (target: under $limit s)"
+# The backup must end the job before the straggler's own attempt could (it sleeps 12 s): from
+# the job's first claim to the last shard's done event (state/events), which leaves out the
+# launcher, MPI start, merge and report, whose time grows with the machine's load (the whole
+# run took 12.5 s in the sanitizer build beside four other test runs). The wall time is printed
+# for a look; tests/bench/backup.sh measures it.
+span=$(python3 - "$J" <<'PY'
+import glob, json, sys
+ev = [json.loads(l) for f in glob.glob(sys.argv[1] + "/state/events/*.jsonl") for l in open(f) if l.strip()]
+claims = [e["time"] for e in ev if e.get("event") == "claim"]
+dones = {}
+for e in ev:
+    if e.get("event") == "done":
+        dones[e["shard"]] = min(e["time"], dones.get(e["shard"], e["time"]))
+print(round(max(dones.values()) - min(claims), 1) if claims and len(dones) == 4 else "none")
+PY
+)
+python3 -c "import sys; sys.exit(0 if '$span' != 'none' and float('$span') < 10 else 1)" ||
+  fail "the straggler job's shards took $span s from the first claim to the last done (target: under 10 s; the straggler alone sleeps 12 s; wall $wall s)"
+echo "straggler job: $span s from the first claim to the last done, $wall s in all"
 check "$J" "$J/merged.jsonl"
 grep -h '"event": *"backup"' "$J"/state/events/*.jsonl >/dev/null || fail "no backup event in state/events"
 grep -q '<g class="attempt" data-shard="part-[0-9-]*of-00004" data-host="node1" data-status="done" [^>]*data-backup="1"' "$J/report.html" ||

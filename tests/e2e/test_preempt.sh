@@ -106,8 +106,8 @@ for r in $(seq 0 $((rounds - 1))); do
   kill -TERM "$W"
   rc=0; wait "$W" || rc=$?
   [ "$rc" = 143 ] || { cat "$T/w.$r.out" "$T/w.$r.err"; fail "round $r (SIG$sig to a '$mode' processor, worker $delay s later): worker exit $rc, expected 143"; }
-  grep -q ': preempted$' "$T/w.$r.out" || { cat "$T/w.$r.out" "$T/w.$r.err"; fail "round $r (SIG$sig, $mode, $delay s): the attempt was not preempted"; }
-  ! grep -q '^Claimed' <(sed -n '/: preempted$/,$p' "$T/w.$r.out") || fail "round $r: the worker claimed again after a preemption"
+  grep -q ': preempted (attempt ' "$T/w.$r.out" || { cat "$T/w.$r.out" "$T/w.$r.err"; fail "round $r (SIG$sig, $mode, $delay s): the attempt was not preempted"; }
+  ! grep -q '^Claimed' <(sed -n '/: preempted (attempt /,$p' "$T/w.$r.out") || fail "round $r: the worker claimed again after a preemption"
   no_failure "$J" "round $r (SIG$sig to a '$mode' processor, worker $delay s later): a failure was recorded"
 done
 [ "$(count_status "$J" preempted)" = "$rounds" ] || fail "expected $rounds preempted attempts, found $(count_status "$J" preempted)"
