@@ -903,6 +903,50 @@ int es_fs_read_tail(const char *path, int max_lines, size_t max_bytes, struct es
 	return cut;
 }
 
+/* Does this log line read like an error? Python's last traceback line ("ValueError: ..."), a
+ * logger's "ERROR" and most tools' "error:" all contain one of these. */
+static int error_like(const char *l)
+{
+	return strstr(l, "rror") || strstr(l, "ERROR") || strstr(l, "xception") || strstr(l, "Killed");
+}
+
+/* src into out of n bytes, cut to fit. */
+static void copy_cut(char *out, size_t n, const char *src)
+{
+	size_t k = strlen(src);
+	if (k >= n)
+		k = n - 1;
+	memcpy(out, src, k);
+	out[k] = '\0';
+}
+
+void es_fs_log_error_line(const char *path, char *out, size_t n)
+{
+	struct es_buf t = ES_BUF_INIT;
+	char line[512], last[512] = "";
+	out[0] = '\0';
+	if (es_fs_read_tail(path, 40, 16384, &t) >= 0 && t.len) {
+		for (const char *l = t.data; *l;) {
+			const char *nl = strchr(l, '\n');
+			size_t len = nl ? (size_t)(nl - l) : strlen(l), k = 0;
+			for (size_t j = 0; j < len && k + 1 < sizeof(line); j++) {
+				unsigned char ch = (unsigned char)l[j];
+				line[k++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+			}
+			line[k] = '\0';
+			l += len + (nl != NULL);
+			if (strspn(line, " ?") == k)
+				continue;
+			snprintf(last, sizeof(last), "%s", line);
+			if (error_like(line))
+				copy_cut(out, n, line);
+		}
+		if (!out[0])
+			copy_cut(out, n, last);
+	}
+	es_buf_free(&t);
+}
+
 int es_fs_exists_fresh(const char *path)
 {
 	/* O_NONBLOCK: a FIFO in its place exists, and must not block the open until a writer comes. */

@@ -21,8 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const status_colors[ES_JV_N] =  { "#2e9e44", "#d62728", "#a0a0a0", "#f0a020", "#8c564b",
-						 "#9467bd", "#1f77b4", "#e377c2", "#7f7f7f" };
+/* By es_jv_status_names: failed red and preempted amber stand out from the rest. */
+static const char *const status_colors[ES_JV_N] =  { "#2e9e44", "#d62728", "#a0a0a0", "#9467bd", "#8c564b",
+						 "#f0a020", "#1f77b4", "#e377c2", "#7f7f7f" };
 
 /* ---------------- HTML output ---------------- */
 
@@ -30,6 +31,7 @@ struct html {
 	struct es_buf *b;
 	int rc;
 	const struct es_report_opts *o;
+	long *anchor;   /* per manifest shard: the index in a of its last failed attempt shown, or -1 */
 };
 
 static void h_adds(struct html *h, const char *s)
@@ -126,18 +128,37 @@ static void fmt_dur(double secs, char *out, size_t n)
 		snprintf(out, n, "%lldh%02lldm%02llds", t / 3600, t / 60 % 60, t % 60);
 }
 
-/* An axis label for v seconds on an axis whose ticks are step apart. */
-static void fmt_tick(double v, double step, char *out, size_t n)
+/* 1, 2, 5 or 10 times the power of ten at or below raw: the "nice number" at or above raw. */
+static double nice_125(double raw)
 {
-	long long t = (long long)es_i64_of_double(round(v));
-	if (step < 1)
-		snprintf(out, n, "%.1f s", v);
-	else if (t < 60)
-		snprintf(out, n, "%lld s", t);
-	else if (t < 3600)
-		snprintf(out, n, t % 60 ? "%lldm%02llds" : "%lldm", t / 60, t % 60);
-	else
-		snprintf(out, n, "%lldh%02lldm", t / 3600, t / 60 % 60);
+	double mag = pow(10, floor(log10(raw))), norm = raw / mag;
+	return (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 5 ? 5 : 10) * mag;
+}
+
+void es_report_ticks(double span, int want, struct es_report_ticks *t)
+{
+	if (!(span > 0) || !isfinite(span))
+		span = 1e-3;
+	t->unit = span < 1 ? 1e-3 : span < 120 ? 1 : span < 7200 ? 60 : 3600;
+	t->unit_name = span < 1 ? "ms" : span < 120 ? "s" : span < 7200 ? "min" : "h";
+	double stepu = nice_125(span / t->unit / (want > 0 ? want : 1));
+	t->step = stepu * t->unit;
+	t->decimals = stepu >= 1 ? 0 : (int)ceil(-log10(stepu) - 1e-9);
+	t->n = (int)floor(span / t->step + 1e-9) + 1;
+}
+
+void es_report_tick_label(const struct es_report_ticks *t, double secs, char *out, size_t n)
+{
+	char num[48];
+	snprintf(num, sizeof(num), "%.*f", t->decimals, secs / t->unit);
+	size_t len = strlen(num);
+	if (strchr(num, '.')) {
+		while (len && num[len - 1] == '0')
+			num[--len] = '\0';
+		if (len && num[len - 1] == '.')
+			num[--len] = '\0';
+	}
+	snprintf(out, n, "%s %s", strcmp(num, "-0") ? num : "0", t->unit_name);
 }
 
 /* A readable step for about `want` ticks over span seconds. */
@@ -158,8 +179,7 @@ static double nice_count(double max, int want)
 	double raw = max / (want > 0 ? want : 1);
 	if (raw <= 1)
 		return 1;
-	double mag = pow(10, floor(log10(raw))), norm = raw / mag;
-	return (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 5 ? 5 : 10) * mag;
+	return nice_125(raw);
 }
 
 static const char css[] =
@@ -178,7 +198,13 @@ static const char css[] =
 	"svg{display:block;margin:6px 0}svg text{font-family:sans-serif;font-size:11px;fill:#333}\n"
 	"svg .lab{font-size:12px}svg .ax{stroke:#888;stroke-width:1}svg .grid{stroke:#e4e4e4;stroke-width:1}\n"
 	"svg .in{fill:#fff;font-size:10px}svg .bar{fill:#4a78b5}svg .hot{fill:#f0a020}\n"
-	"svg .cum{fill:none;stroke:#d62728;stroke-width:2}\n";
+	"svg .cum{fill:none;stroke:#d62728;stroke-width:2}\n"
+	".banner{font-size:18px;font-weight:bold;padding:10px 14px;border-radius:6px;margin:12px 0}\n"
+	".banner.bad{background:#fdecea;border:2px solid #d62728;color:#a51b1c}\n"
+	".banner.ok{background:#eaf6ec;border:1px solid #2e9e44;color:#1e6b2e}\n"
+	".banner ul{margin:6px 0 0;padding-left:22px;font-size:13px;font-weight:normal;color:#222}\n"
+	".banner li{margin:2px 0}.banner a{color:#a51b1c;font-weight:bold}\n"
+	".card.bad{border:2px solid #d62728;background:#fdecea}.card.bad b{color:#d62728}\n";
 
 static void put_style(struct html *h)
 {
@@ -187,16 +213,24 @@ static void put_style(struct html *h)
 	for (int s = 0; s < ES_JV_N; s++)
 		h_printf(h, "g.attempt[data-status=\"%s\"] rect{fill:%s}\n", es_jv_status_names[s], status_colors[s]);
 	h_adds(h, "g.attempt[data-backup=\"1\"] rect{stroke:#222;stroke-width:1.5;stroke-dasharray:3 2}\n");
+	h_printf(h, "g.attempt path.mk{stroke:#fff;stroke-width:0.5}g.attempt[data-status=\"failed\"] path.mk{fill:%s}"
+		    "g.attempt[data-status=\"preempted\"] path.mk{fill:%s}\n", status_colors[ES_JV_FAILED],
+		 status_colors[ES_JV_PREEMPTED]);
 	h_adds(h, "</style>\n");
 }
 
-static void card(struct html *h, const char *value, const char *label)
+static void card_cls(struct html *h, const char *cls, const char *value, const char *label)
 {
-	h_adds(h, "<div class=\"card\"><b>");
+	h_printf(h, "<div class=\"%s\"><b>", cls);
 	h_esc(h, value);
 	h_adds(h, "</b><span>");
 	h_esc(h, label);
 	h_adds(h, "</span></div>\n");
+}
+
+static void card(struct html *h, const char *value, const char *label)
+{
+	card_cls(h, "card", value, label);
 }
 
 static void put_summary(struct html *h, const struct es_jobview *r)
@@ -209,7 +243,7 @@ static void put_summary(struct html *h, const struct es_jobview *r)
 		 (long long)c->pending, (long long)c->running, (long long)c->stale);
 	card(h, v, l);
 	snprintf(v, sizeof(v), "%lld", (long long)c->failed);
-	card(h, v, "shards failed");
+	card_cls(h, c->failed ? "card bad" : "card", v, "shards failed");
 	snprintf(v, sizeof(v), "%zu", r->n_a);
 	snprintf(l, sizeof(l), "attempts (%zu failed, %zu stale, %zu lost, %zu preempted; %zu backups, %zu of them won)",
 		 r->by_status[ES_JV_FAILED], r->by_status[ES_JV_STALE], r->by_status[ES_JV_LOST], r->by_status[ES_JV_PREEMPTED],
@@ -298,16 +332,17 @@ static double ax_x(const struct xaxis *x, double secs)
 /* Vertical grid lines from y0 to y1 and tick labels below y1. */
 static void put_time_axis(struct html *h, const struct xaxis *x, double y0, double y1, const char *caption)
 {
-	double step = nice_step(x->span, 10);
+	struct es_report_ticks t;
 	char lab[48];
+	es_report_ticks(x->span, 10, &t);
 	h_printf(h, "<line class=\"ax\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x->left, y1,
 		 x->left + x->width, y1);
-	for (double v = ceil(x->t0 / step) * step; v <= x->t0 + x->span + 1e-9; v += step) {
-		double px = ax_x(x, v);
-		fmt_tick(v, step, lab, sizeof(lab));
+	for (int k = 0; k < t.n; k++) {
+		double v = k * t.step, px = ax_x(x, v);
+		es_report_tick_label(&t, v, lab, sizeof(lab));
 		h_printf(h, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
 			    "<line class=\"ax\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
-			    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+			    "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
 			 px, y0, px, y1, px, y1, px, y1 + 4, px, y1 + 16, lab);
 	}
 	h_printf(h, "<text class=\"lab\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", x->left + x->width / 2, y1 + 32);
@@ -324,7 +359,23 @@ static void put_legend(struct html *h, const struct es_jobview *r)
 	if (r->n_backups)
 		h_printf(h, "<span><i style=\"border:1.5px dashed #222\"></i>backup attempts (%zu, %zu won)</span>",
 			 r->n_backups, r->n_backups_won);
+	h_printf(h, "<span><b style=\"color:%s\">&#9660;</b><b style=\"color:%s\">&#9660;</b> marks a failed or a "
+		    "preempted attempt; every bar is at least 3 px wide</span>", status_colors[ES_JV_FAILED],
+		 status_colors[ES_JV_PREEMPTED]);
 	h_adds(h, "</div>\n");
+}
+
+/* What ended an attempt, for its tooltip and its failure heading: its error, or for a
+ * preempted attempt (its attempt.json records no error) the stop that ended it; NULL when
+ * nothing is recorded. */
+static const char *why_of(const struct es_jv_attempt *a)
+{
+	if (a->error)
+		return a->error;
+	if (a->status == ES_JV_PREEMPTED)
+		return "preempted: stopped by a signal (SIGTERM or SIGINT, from the scheduler or a user); not counted "
+		       "as a failure, the shard was released for the next run";
+	return NULL;
 }
 
 /* The tooltip of one attempt. */
@@ -358,10 +409,11 @@ static void put_tooltip(struct html *h, const struct es_jobview *r, const struct
 		h_printf(h, ", rows out %lld", (long long)a->rows_out);
 	if (a->has_rc)
 		h_printf(h, "\nexit code %lld", (long long)a->rc);
-	if (a->error) {
-		size_t n = strlen(a->error);
-		h_adds(h, "\nerror: ");
-		h_escn(h, a->error, n > 600 ? 600 : n);
+	const char *why = why_of(a);
+	if (why) {
+		size_t n = strlen(why);
+		h_adds(h, a->error ? "\nerror: " : "\n");
+		h_escn(h, why, n > 600 ? 600 : n);
 		if (n > 600)
 			h_adds(h, "...");
 	}
@@ -399,11 +451,11 @@ static void put_timeline(struct html *h, const struct es_jobview *r)
 		}
 		h_printf(h, "pid %lld</text>\n", (long long)w->pid);
 	}
-	put_time_axis(h, &x, top, height, "seconds since the first claim");
+	put_time_axis(h, &x, top, height, "time since the first claim");
 	for (size_t i = 0; i < r->n_a; i++) {
 		const struct es_jv_attempt *a = &r->a[i];
 		double x0 = ax_x(&x, a->claim - r->t0), x1 = ax_x(&x, a->end - r->t0);
-		double y = top + (double)a->worker * ROW_H + 3, wpx = x1 - x0 < 2 ? 2 : x1 - x0;
+		double y = top + (double)a->worker * ROW_H + 3, wpx = x1 - x0 < 3 ? 3 : x1 - x0;
 		h_adds(h, "<g class=\"attempt\" data-shard=\"");
 		h_esc(h, a->shard);
 		h_adds(h, "\" data-host=\"");
@@ -412,13 +464,18 @@ static void put_timeline(struct html *h, const struct es_jobview *r)
 			 a->number, (long long)a->pid, a->backup ? " data-backup=\"1\"" : "");
 		put_tooltip(h, r, a);
 		h_printf(h, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" rx=\"2\"/>", x0, y, wpx, ROW_H - 6);
+		/* A triangle over the bar: a failure or a preemption of milliseconds in a job of hours
+		 * is still seen. */
+		if (a->status == ES_JV_FAILED || a->status == ES_JV_PREEMPTED)
+			h_printf(h, "<path class=\"mk\" d=\"M%.2f %.1fL%.2f %.1fH%.2fZ\"/>", x0 + wpx / 2, y + 4,
+				 x0 + wpx / 2 - 4.5, y - 3, x0 + wpx / 2 + 4.5);
 		if (wpx > 34 && a->shard_index >= 0)
 			h_printf(h, "<text class=\"in\" x=\"%.2f\" y=\"%.1f\">%ld</text>", x0 + 3, y + 11, a->shard_index);
 		h_adds(h, "</g>\n");
 	}
 	h_adds(h, "</svg>\n<p class=\"note\">One row per worker process, grouped by host; one bar per attempt from its "
 		  "claim to its end, labelled with the shard's index when it is wide enough. Hover a bar for its "
-		  "times, rows and error.</p>\n");
+		  "times, rows and error, or what stopped it.</p>\n");
 }
 
 /* A count axis on the left from y_base (0) up by height pixels for values 0..max. */
@@ -473,7 +530,7 @@ static void put_throughput(struct html *h, const struct es_jobview *r)
 	h_printf(h, "<svg id=\"throughput\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\">\n", SVG_W,
 		 base + 46);
 	put_count_axis(h, x.left, x.left + x.width, base, ph, max, "rows per bucket");
-	put_time_axis(h, &x, top, base, "seconds since the first claim");
+	put_time_axis(h, &x, top, base, "time since the first claim");
 	struct es_buf pts = ES_BUF_INIT;
 	double cum = 0;
 	es_buf_printf(&pts, "%.1f,%.1f", x.left, base);
@@ -574,7 +631,7 @@ static void put_skew(struct html *h, const struct es_jobview *r)
 	struct xaxis x = { 0, maxo * 1.15 > 1 ? maxo * 1.15 : 1, SVG_LEFT, SVG_W - SVG_LEFT - SVG_RIGHT };
 	h_printf(h, "<svg id=\"skew\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\">\n", SVG_W,
 		 bottom + 46);
-	put_time_axis(h, &x, top, bottom, "first claim, seconds after the earliest claim of the job");
+	put_time_axis(h, &x, top, bottom, "first claim, after the earliest claim of the job");
 	h_printf(h, "<line class=\"ax\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n", SVG_LEFT, top, SVG_LEFT,
 		 bottom);
 	for (size_t k = 0; k < r->n_w; k++) {
@@ -650,18 +707,19 @@ static int log_tail(const struct html *h, const char *path, struct es_buf *out, 
 	return cut > 0;
 }
 
-static void put_one_failure(struct html *h, const struct es_jv_attempt *a, struct es_buf *tail)
+static void put_one_failure(struct html *h, const struct es_jobview *r, size_t i, struct es_buf *tail)
 {
+	const struct es_jv_attempt *a = &r->a[i];
 	char t[48], p[4200];
 	fmt_time(a->end, t, sizeof(t));
-	h_adds(h, "<h3>");
+	h_printf(h, "<h3 id=\"fail-%zu\">", i);
 	h_esc(h, a->shard);
 	h_printf(h, " attempt %d on ", a->number);
 	h_esc(h, a->host);
 	h_printf(h, " (pid %lld), ended %s</h3>\n<p>", (long long)a->pid, t);
 	if (a->has_rc)
 		h_printf(h, "Exit code %lld. ", (long long)a->rc);
-	h_esc(h, a->error ? a->error : "(no error recorded)");
+	h_esc(h, why_of(a) ? why_of(a) : "(no error recorded)");
 	h_adds(h, "</p>\n");
 	snprintf(p, sizeof(p), "%s/process.log", a->dir);
 	int missing = 0, cut = log_tail(h, p, tail, &missing);
@@ -674,9 +732,111 @@ static void put_one_failure(struct html *h, const struct es_jv_attempt *a, struc
 	h_adds(h, "</pre>\n");
 }
 
+/* The failed attempts shown with their log (the first max_failed_logs of them). */
+static size_t max_failed_logs(const struct html *h)
+{
+	return h->o->max_failed_logs ? h->o->max_failed_logs : 50;
+}
+
+/* h->anchor: for each shard of the manifest, its last failed attempt that put_failures shows
+ * with its log (the first max_failed_logs failed attempts), or -1; one pass, so that a job of
+ * many failed shards costs no shards x attempts. */
+static int find_anchors(struct html *h, const struct es_jobview *r)
+{
+	size_t shown = 0;
+	h->anchor = malloc((r->m.n_shards ? r->m.n_shards : 1) * sizeof(*h->anchor));
+	if (!h->anchor)
+		return h->rc = es_error(ES_ENOMEM, "out of memory making the report (links)");
+	for (size_t k = 0; k < r->m.n_shards; k++)
+		h->anchor[k] = -1;
+	for (size_t i = 0; i < r->n_a && shown < max_failed_logs(h); i++) {
+		const struct es_jv_attempt *a = &r->a[i];
+		if (a->status != ES_JV_FAILED)
+			continue;
+		shown++;
+		if (a->shard_index >= 0 && (size_t)a->shard_index < r->m.n_shards)
+			h->anchor[a->shard_index] = (long)i;
+	}
+	return 0;
+}
+
+/* The name of shard k of the manifest, linked to the log tail of its last failed attempt when
+ * one is shown. */
+static void put_shard_link(struct html *h, const struct es_jobview *r, size_t k)
+{
+	long i = k < r->m.n_shards ? h->anchor[k] : -1;
+	if (i >= 0)
+		h_printf(h, "<a href=\"#fail-%ld\">", i);
+	h_esc(h, r->st.shards[k].shard_id);
+	if (i >= 0)
+		h_adds(h, "</a>");
+}
+
+/* The first line of a shard's error, at most 200 bytes of it (cut between characters). */
+static void put_first_line(struct html *h, const char *s)
+{
+	size_t n = strcspn(s, "\r\n");
+	int cut = n > 200;
+	if (cut) {
+		n = 200;
+		while (n && es_utf8_is_cont((unsigned char)s[n]))
+			n--;
+	}
+	h_escn(h, s, n);
+	if (cut)
+		h_adds(h, "...");
+}
+
+/* Why a failed shard failed, in one line: the first line of its error, then the error line of
+ * the log of its attempt a (-1: none) when that says more. */
+static void put_reason(struct html *h, const struct es_jobview *r, const char *error, long a)
+{
+	char line[256] = "", p[4200];
+	if (a >= 0) {
+		snprintf(p, sizeof(p), "%s/process.log", r->a[a].dir);
+		es_fs_log_error_line(p, line, sizeof(line));
+	}
+	const char *why = error ? error : a >= 0 ? why_of(&r->a[a]) : NULL;
+	put_first_line(h, why ? why : "(no error recorded)");
+	if (line[0] && !(why && strstr(why, line))) {
+		h_adds(h, "; log: ");
+		h_esc(h, line);
+	}
+}
+
+/* The first screen of a job with failed shards: a red banner that says so, and which shards
+ * failed, why, and where their logs are. A complete job gets a green one. */
+static void put_banner(struct html *h, const struct es_jobview *r)
+{
+	const struct es_status_counts *c = &r->st.counts;
+	if (!c->failed) {
+		if (r->st.complete)
+			h_printf(h, "<div class=\"banner ok\" id=\"complete\">Job complete: all %lld shard(s) done</div>\n",
+				 (long long)c->total);
+		return;
+	}
+	h_printf(h, "<div class=\"banner bad\" id=\"failures\">Job %s: %lld failed shard(s)\n<ul>\n",
+		 r->st.terminal ? "finished with failures" : "not finished, with failures so far", (long long)c->failed);
+	size_t listed = 0;
+	for (size_t i = 0; i < r->st.n_shards && listed < 10; i++) {
+		const struct es_shard_status *s = &r->st.shards[i];
+		if (s->state != ES_SHARD_FAILED)
+			continue;
+		h_adds(h, "<li>");
+		put_shard_link(h, r, i);
+		h_adds(h, ": ");
+		put_reason(h, r, s->error, h->anchor[i]);
+		h_adds(h, "</li>\n");
+		listed++;
+	}
+	if ((int64_t)listed < c->failed)
+		h_printf(h, "<li>and %lld more (see Failed attempts below)</li>\n", (long long)(c->failed - (int64_t)listed));
+	h_adds(h, "</ul></div>\n");
+}
+
 static void put_failures(struct html *h, const struct es_jobview *r)
 {
-	size_t maxn = h->o->max_failed_logs ? h->o->max_failed_logs : 50, shown = 0;
+	size_t maxn = max_failed_logs(h), shown = 0;
 	h_printf(h, "<h2>Failed attempts (%zu)</h2>\n", r->by_status[ES_JV_FAILED]);
 	if (r->st.counts.failed) {
 		h_adds(h, "<p>Failed shards:</p>\n<ul>\n");
@@ -685,7 +845,7 @@ static void put_failures(struct html *h, const struct es_jobview *r)
 			if (s->state != ES_SHARD_FAILED)
 				continue;
 			h_adds(h, "<li>");
-			h_esc(h, s->shard_id);
+			put_shard_link(h, r, i);
 			h_adds(h, ": ");
 			h_esc(h, s->error ? s->error : "(no last_error in the failed record)");
 			h_adds(h, "</li>\n");
@@ -702,7 +862,7 @@ static void put_failures(struct html *h, const struct es_jobview *r)
 		if (a->status != ES_JV_FAILED)
 			continue;
 		if (shown++ < maxn)
-			put_one_failure(h, a, &tail);
+			put_one_failure(h, r, i, &tail);
 	}
 	es_buf_free(&tail);
 	if (shown > maxn)
@@ -723,6 +883,9 @@ static void put_page(struct html *h, const struct es_jobview *r, const double *d
 	h_esc(h, r->m.job_dir);
 	h_printf(h, " &middot; %lld shards &middot; made %s &middot; %s</div>\n", (long long)r->m.n_shards, now,
 		 r->st.complete ? "complete" : r->st.terminal ? "finished with failures" : "not finished");
+	if (find_anchors(h, r))
+		return;
+	put_banner(h, r);
 	put_summary(h, r);
 	put_hosts(h, r);
 	put_timeline(h, r);
@@ -749,8 +912,9 @@ int es_report_render(const char *job_dir, const struct es_report_opts *opts, str
 		if (!durs) {
 			rc = es_error(ES_ENOMEM, "out of memory making the report (durations)");
 		} else {
-			struct html h = { out, 0, o };
+			struct html h = { out, 0, o, NULL };
 			put_page(&h, &r, durs, n);
+			free(h.anchor);
 			if (h.rc)
 				rc = es_error(ES_ENOMEM, "out of memory writing the report of %s", r.m.job_dir);
 		}

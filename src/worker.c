@@ -243,53 +243,13 @@ static cJSON *result_json(const struct es_materialized *mat)
 	return r;
 }
 
-/* Does this log line read like an error? Python's last traceback line ("ValueError: ..."), a
- * logger's "ERROR" and most tools' "error:" all contain one of these. */
-static int error_like(const char *l)
-{
-	return strstr(l, "rror") || strstr(l, "ERROR") || strstr(l, "xception") || strstr(l, "Killed");
-}
-
-/* src into out of n bytes, cut to fit. */
-static void copy_cut(char *out, size_t n, const char *src)
-{
-	size_t k = strlen(src);
-	if (k >= n)
-		k = n - 1;
-	memcpy(out, src, k);
-	out[k] = '\0';
-}
-
-/* The last line of the attempt's process.log that reads like an error, else its last line, into
- * out ("" when the log is empty or missing): the line a user would look for first. Control
- * bytes become '?' so that the line stays one line on a terminal. */
+/* The line of the attempt's process.log a user would look for first (es_fs_log_error_line). */
 static void log_error_line(const struct worker *w, char *out, size_t n)
 {
-	struct es_buf p = ES_BUF_INIT, t = ES_BUF_INIT;
-	char line[512], last[512] = "";
-	out[0] = '\0';
+	struct es_buf p = ES_BUF_INIT;
 	es_buf_printf(&p, "%s/%s/process.log", w->m.job_dir, w->c.attempt_rel);
-	if (es_fs_read_tail(p.data, 40, 16384, &t) >= 0 && t.len) {
-		for (const char *l = t.data; *l;) {
-			const char *nl = strchr(l, '\n');
-			size_t len = nl ? (size_t)(nl - l) : strlen(l), k = 0;
-			for (size_t j = 0; j < len && k + 1 < sizeof(line); j++) {
-				unsigned char ch = (unsigned char)l[j];
-				line[k++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
-			}
-			line[k] = '\0';
-			l += len + (nl != NULL);
-			if (strspn(line, " ?") == k)
-				continue;
-			snprintf(last, sizeof(last), "%s", line);
-			if (error_like(line))
-				copy_cut(out, n, line);
-		}
-		if (!out[0])
-			copy_cut(out, n, last);
-	}
+	es_fs_log_error_line(p.data, out, n);
 	es_buf_free(&p);
-	es_buf_free(&t);
 }
 
 /* The reason of a failed attempt for its Finished line: the error, then the log's error line

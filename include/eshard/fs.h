@@ -141,6 +141,11 @@ int es_fs_read_file(const char *path, struct es_buf *out, size_t max);
  * be read (out empty; no message: a missing log is normal for an attempt that never started),
  * which includes a link or anything but a regular file (es_fs_open_read). */
 int es_fs_read_tail(const char *path, int max_lines, size_t max_bytes, struct es_buf *out);
+/* The line of a log a user would look for first, into out of n bytes ("" when the log is empty,
+ * missing or unreadable): of its last 40 lines, the last that reads like an error (Python's
+ * "ValueError: ...", a logger's "ERROR", "error:", "Exception", "Killed"), else the last that
+ * is not blank. Control bytes become '?' so that the line stays one line on a terminal. */
+void es_fs_log_error_line(const char *path, char *out, size_t n);
 /* Like realpath(3), but a missing tail is allowed and normalized lexically: symlinks are
  * resolved component by component and ".." is applied after resolution (Python's
  * os.path.realpath(strict=False)). A relative path is taken against the CWD. */

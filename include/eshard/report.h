@@ -11,12 +11,16 @@
  *
  * The page has no script, no font and no link to anything outside it (inline CSS and SVG), so
  * it opens from a shared folder on an offline cluster. It holds:
+ *   - for a job with failed shards, a red banner at the top ("Job finished with failures: N
+ *     failed shard(s)") listing the first 10 failed shards, each with the first line of its
+ *     error and an in-page link (#fail-<i>) to the log tail of its last failed attempt shown;
  *   - a summary (shards done/failed/total, rows in and out, wall time) and a per-host table
  *     (workers, attempts, shards done, rows/s while busy, busy %);
  *   - a timeline with hosts as lanes (one row per worker process of a host) and one SVG
  *     element per attempt folder that has an attempt.json: class="attempt" with data-shard,
  *     data-host and data-status (done, failed, superseded, stale, lost, preempted, running) and
- *     a <title> tooltip (times, duration, rows, error);
+ *     a <title> tooltip (times, duration, rows, error); every bar is at least 3 px wide, and
+ *     failed (red) and preempted (amber) attempts carry a marker, so they show at any scale;
  *   - rows completed per time bucket, a histogram of the durations of done attempts, the
  *     start-up skew of the workers (first claim relative to the earliest), the stragglers
  *     (slowest done attempts, and those over twice the median), and every failed attempt with
@@ -50,6 +54,24 @@ struct es_report_info {
 	size_t events;           /* event lines read */
 	int64_t shards_total, shards_done, shards_failed;
 };
+
+/*
+ * The ticks of a time axis over [0, span] seconds, about `want` of them: a step of 1, 2 or 5
+ * x 10^k in the unit that fits the span (ms under 1 s, s under 2 min, min under 2 h, h
+ * beyond), so a sub-second job's axis reads "0 ms, 100 ms, ..." and a two-day job's "0 h,
+ * 5 h, ...". A span that is not positive and finite is taken as 1 ms.
+ */
+struct es_report_ticks {
+	double step;             /* seconds between two ticks */
+	double unit;             /* seconds per unit of the labels: 0.001, 1, 60 or 3600 */
+	const char *unit_name;   /* "ms", "s", "min" or "h" */
+	int decimals;            /* of a label's number in that unit */
+	int n;                   /* ticks at 0, step, ... up to span */
+};
+void es_report_ticks(double span, int want, struct es_report_ticks *t);
+
+/* The label of the tick at secs ("250 ms", "1.5 h"): trailing zeros of the decimals cut. */
+void es_report_tick_label(const struct es_report_ticks *t, double secs, char *out, size_t n);
 
 /* The HTML of job_dir's report, appended to out. opts and info may be NULL. */
 int es_report_render(const char *job_dir, const struct es_report_opts *opts, struct es_buf *out,

@@ -6,8 +6,13 @@
 # error and log tail are escaped; the screenshot is not blank (decoded with Python's zlib: many
 # colours, the done and failed colours of the timeline). The same job without its event logs
 # (as the reference leaves a job folder) gives the same elements; bad arguments exit 2 and
-# write nothing. The screenshot and the page are kept in $ESHARD_TEST_ARTIFACTS (default
-# /tmp/eshard-test-artifacts/test_report).
+# write nothing. Issue 32: a second, sub-second job whose 3 shards keep failing: its page opens
+# with a red banner naming the failed shards, each with the first line of its error and a link
+# to an element of the page (its log tail), and the top of its screenshot is red where the good
+# job's is not; the time axes of both pages read differently at every tick. The screenshots
+# (report-good.png: the good job, one failed attempt retried, green banner; report-failed.png:
+# the failed job, red banner first) and the pages are kept in $ESHARD_TEST_ARTIFACTS (default
+# /tmp/eshard-test-artifacts/test_report); the test prints their paths.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/ranks.sh"
 . "$(dirname "$0")/fakehosts.sh"
@@ -73,6 +78,20 @@ cp "$T/report.html" "$ART/report.html"
 # ---- the page in a real browser: the DOM
 chrome() { timeout 60 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run \
   --no-default-browser-check --user-data-dir="$T/chrome" "$@" 2>>"$T/chrome.err"; }
+# ticks.py DOM: in each chart, the labels of the time axis's ticks all differ.
+cat >"$T/ticks.py" <<'PY'
+import re, sys
+dom = open(sys.argv[1], encoding="utf-8").read()
+ok = True
+for sec in ("timeline", "throughput", "durations", "skew"):
+    svg = dom.split('<svg id="%s"' % sec, 1)[1].split("</svg>", 1)[0]
+    labels = re.findall(r'<text class="tick" [^>]*>([^<]*)</text>', svg)
+    print("%s axis: %s" % (sec, ", ".join(labels)))
+    if len(labels) < 3 or len(set(labels)) != len(labels):
+        print("the %s axis's tick labels are too few or not all different" % sec, file=sys.stderr)
+        ok = False
+sys.exit(0 if ok else 1)
+PY
 chrome --dump-dom "file://$T/report.html" >"$T/dom.html" || { tail "$T/chrome.err"; fail "chromium --dump-dom failed"; }
 python3 - "$T/dom.html" "$T/attempts.txt" <<'PY' || fail "the DOM does not show the job's attempts (see above)"
 import html, re, sys
@@ -98,15 +117,22 @@ for sec in ("timeline", "throughput", "durations", "skew"):
         bad("no %s chart" % sec)
 if "<b>12 / 12</b>" not in dom:
     bad("the summary does not say 12 / 12 shards done")
+if 'class="banner bad"' in dom or "Job finished with failures" in dom:
+    bad("a failure banner on a job that completed")
+if "Job complete: all 12 shard(s) done" not in dom:
+    bad("no banner that says the job is complete")
 sys.exit(0 if ok else 1)
 PY
+python3 "$T/ticks.py" "$T/dom.html" || fail "the good job's time axes (see above)"
 pass "the DOM has one attempt element per attempt folder ($N), with its shard, host and status; no script"
 
 # ---- the page in a real browser: the screenshot
-chrome --screenshot="$ART/report.png" --window-size=1400,1800 "file://$T/report.html" >/dev/null ||
+chrome --screenshot="$ART/report-good.png" --window-size=1400,1800 "file://$T/report.html" >/dev/null ||
   { tail "$T/chrome.err"; fail "chromium --screenshot failed"; }
-echo "screenshot: $ART/report.png"
-python3 - "$ART/report.png" <<'PY' || fail "the screenshot looks blank (see above)"
+echo "screenshot of the good job: $ART/report-good.png"
+cat >"$T/png.py" <<'PY'
+# png.py PNG good|failed: the screenshot shows the page; the failed job's first screen (its top
+# 700 rows) holds the red banner's background, the good job's none.
 # A PNG decoder in plain Python (zlib and the five row filters), so no imaging library is needed.
 import struct, sys, zlib
 d = open(sys.argv[1], "rb").read()
@@ -121,7 +147,7 @@ while pos < len(d):
 assert depth == 8 and ctype in (2, 6), "unexpected PNG type %d/%d" % (depth, ctype)
 bpp = 3 if ctype == 2 else 4
 raw = zlib.decompress(b"".join(idat)); stride = w * bpp
-prev, colours, i = bytes(stride), {}, 0
+prev, colours, i, banner = bytes(stride), {}, 0, 0
 for y in range(h):
     f = raw[i]; line = bytearray(raw[i + 1:i + 1 + stride]); i += 1 + stride
     if f == 1:
@@ -138,15 +164,84 @@ for y in range(h):
     prev = bytes(line)
     for x in range(0, stride, bpp * 2):
         px = prev[x:x + 3]; colours[px] = colours.get(px, 0) + 1
+    if y == 700:
+        banner = colours.get(bytes([0xfd, 0xec, 0xea]), 0)
 total = sum(colours.values())
 white = colours.get(b"\xff\xff\xff", 0)
 done, failed = colours.get(bytes([0x2e, 0x9e, 0x44]), 0), colours.get(bytes([0xd6, 0x27, 0x28]), 0)
-print("screenshot %dx%d: %d colours, %.1f%% not white, %d done-green and %d failed-red samples"
-      % (w, h, len(colours), 100.0 * (total - white) / total, done, failed))
-ok = len(colours) >= 20 and (total - white) >= total * 0.05 and done >= 500 and failed >= 10
+print("screenshot %dx%d: %d colours, %.1f%% not white, %d done-green and %d failed-red samples, %d banner-red "
+      "samples on the first screen" % (w, h, len(colours), 100.0 * (total - white) / total, done, failed, banner))
+ok = len(colours) >= 20 and (total - white) >= total * 0.05 and failed >= 10
+if sys.argv[2] == "good":
+    ok = ok and done >= 500 and banner == 0
+else:
+    ok = ok and banner >= 2000
 sys.exit(0 if ok else 1)
 PY
-pass "the screenshot shows the page (colours, the done and failed bars)"
+python3 "$T/png.py" "$ART/report-good.png" good || fail "the screenshot looks blank (see above)"
+pass "the screenshot shows the page (colours, the done and failed bars, no red banner)"
+
+# ---- issue 32: a job that finished with failures (shards 2, 5 and 9 fail at every attempt)
+cat >"$T/fproc.sh" <<'EOF'
+#!/bin/sh
+case "$3" in
+part-00002-*|part-00005-*|part-00009-*)
+  printf 'Traceback (most recent call last):\nValueError: bad row in %s <b>&</b>\n' "$3" >&2
+  exit 3 ;;
+esac
+cp "$1" "$2"
+EOF
+chmod +x "$T/fproc.sh"
+F=$T/fjob
+ranks_reset
+# shellcheck disable=SC2086
+run_expect "$(noabort_rc 2)" timeout 100 "$MPIRUN" $FAKEHOSTS_MPIRUN_ARGS $RANKS_NOABORT -np 3 -npernode 1 "$T/rank.sh" \
+  "$BIN" run --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$F" --num-shards 12 \
+  --poll-interval-secs 1 --max-retries 1 --process-cmd "$T/fproc.sh {input} {output} {shard_id}"
+ranks_expect 3 2
+run_expect 0 "$BIN" report --job-dir "$F" --output "$T/failed.html"
+expect_out "(9 done, 3 failed)"
+cp "$T/failed.html" "$ART/report-failed.html"
+chrome --dump-dom "file://$T/failed.html" >"$T/fdom.html" || { tail "$T/chrome.err"; fail "chromium --dump-dom failed"; }
+python3 - "$T/fdom.html" <<'PY' || fail "the failed job's page does not show its failures first (see above)"
+import html, re, sys
+dom = open(sys.argv[1], encoding="utf-8").read()
+ok = True
+def bad(msg):
+    global ok
+    print("DOM:", msg, file=sys.stderr)
+    ok = False
+m = re.search(r'<div class="banner bad" id="failures">Job finished with failures: 3 failed shard\(s\)\s*<ul>(.*?)</ul>', dom, re.S)
+if not m:
+    bad("no red banner that says the job finished with 3 failed shards")
+elif dom.index(m.group(0)) > dom.index("<h2>Summary</h2>"):
+    bad("the banner is not above the summary")
+else:
+    items = re.findall(r'<li><a href="#([^"]+)">([^<]+)</a>: ([^<]*)</li>', m.group(1))
+    shards = sorted(i[1] for i in items)
+    if shards != ["part-00002-of-00012", "part-00005-of-00012", "part-00009-of-00012"]:
+        bad("the banner lists %s" % shards)
+    for anchor, shard, why in items:
+        t = re.search(r'<h3 id="%s">([^<]*)</h3>' % re.escape(anchor), dom)
+        if not t or not t.group(1).startswith(shard + " attempt 2 on "):
+            bad("the link of %s does not lead to its last attempt's log (%s)" % (shard, t and t.group(1)))
+        if html.unescape(why) != "Processor returned exit code 3; log: ValueError: bad row in %s <b>&</b>" % shard:
+            bad("not the reason of %s, with its log's error line: %r" % (shard, why))
+        print("banner: %s: %s -> #%s" % (shard, html.unescape(why), anchor))
+if re.search(r"<script\b", dom, re.I) or "<b>&</b>" in dom:
+    bad("markup of the job reached the page")
+if '<div class="card bad"><b>3</b><span>shards failed</span>' not in dom:
+    bad("the failed-shards card is not red")
+if len(re.findall(r'data-status="failed"[^>]*>(?:(?!</g>).)*<path class="mk"', dom, re.S)) != 6:
+    bad("not 6 failed attempts with a marker on the timeline")
+sys.exit(0 if ok else 1)
+PY
+python3 "$T/ticks.py" "$T/fdom.html" || fail "the failed job's time axes (see above)"
+chrome --screenshot="$ART/report-failed.png" --window-size=1400,1800 "file://$T/failed.html" >/dev/null ||
+  { tail "$T/chrome.err"; fail "chromium --screenshot failed"; }
+echo "screenshot of the failed job: $ART/report-failed.png"
+python3 "$T/png.py" "$ART/report-failed.png" failed || fail "the failed job's screenshot shows no red banner on top (see above)"
+pass "a failed job: a red banner first, its 3 shards with their reason and a link to their log; distinct ticks"
 
 # ---- the same job as the reference leaves it: no event logs, times from attempt.json
 cp -a "$J" "$T/ref"

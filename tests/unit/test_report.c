@@ -195,6 +195,54 @@ static void tooltip_of(const char *html, const char *id, int n, char *out, size_
 	}
 }
 
+/* Every href of the page is an in-page link (#id) to an element of the page: the number. */
+static int check_links(const char *html)
+{
+	int n = 0;
+	for (const char *p = strstr(html, "href=\""); p; p = strstr(p + 1, "href=\"")) {
+		char id[96];
+		size_t len = strcspn(p + 6, "\"");
+		CHECK(p[6] == '#' && len < 80);
+		if (p[6] != '#' || len >= 80)
+			continue;
+		snprintf(id, sizeof(id), "id=\"%.*s\"", (int)len - 1, p + 7);
+		CHECK(strstr(html, id) != NULL);
+		n++;
+	}
+	return n;
+}
+
+/* The tick labels of the <svg id="name"> axis, joined by '|'. */
+static void tick_labels(const char *html, const char *name, char *out, size_t sz)
+{
+	static const char mid[] = "text-anchor=\"middle\">";
+	static const char tick[] = "<text class=\"tick\" ";
+	const size_t ml = sizeof(mid) - 1;
+	char key[64];
+	snprintf(key, sizeof(key), "<svg id=\"%s\"", name);
+	const char *p = strstr(html, key), *end = p ? strstr(p, "</svg>") : NULL;
+	out[0] = '\0';
+	for (p = p ? strstr(p, tick) : NULL; p && p < end; p = strstr(p + 1, tick)) {
+		p = strstr(p, mid);
+		size_t len = strcspn(p + ml, "<"), have = strlen(out);
+		if (have + len + 2 < sz)
+			snprintf(out + have, sz - have, "%.*s|", (int)len, p + ml);
+	}
+}
+
+/* 1 when the '|'-joined labels are all different. */
+static int all_differ(const char *labels)
+{
+	struct es_strv v = ES_STRV_INIT;
+	for (const char *t = labels; *t; t += strcspn(t, "|") + 1)
+		es_strv_push(&v, strndup(t, strcspn(t, "|")));
+	size_t n = v.n;
+	es_strv_sort_unique(&v);
+	int ok = n >= 3 && v.n == n;
+	es_strv_free(&v);
+	return ok;
+}
+
 static void test_reference_job(void)
 {
 	struct jf j;
@@ -279,9 +327,132 @@ static void test_reference_job(void)
 	CHECK(strstr(html, "<b>2m10s</b><span>wall time") != NULL);
 	CHECK(strstr(html, "<b>5 / 7</b>") != NULL);
 	/* Self-contained: nothing to fetch, no script, no font. */
-	CHECK(strstr(html, "src=") == NULL && strstr(html, "href=") == NULL && strstr(html, "url(") == NULL);
+	CHECK(strstr(html, "src=") == NULL && strstr(html, "url(") == NULL);
+	CHECK_INT_EQ(check_links(html), 2); /* the banner's and the failure list's link to shard 4's log */
+	/* The banner: the shard, its error's first line and a link to its last failed attempt. */
+	CHECK(strstr(html, "Job not finished, with failures so far: 1 failed shard(s)") != NULL);
+	const char *an = strstr(html, "<li><a href=\"#fail-"), *tg = NULL;
+	if (an) {
+		char want[160];
+		snprintf(want, sizeof(want), "id=\"%.*s\">%s attempt 4 on node-b", (int)strcspn(an + 14, "\""), an + 14, j.id[4]);
+		tg = strstr(html, want);
+	}
+	CHECK(an && tg && an < strstr(html, "<h2>Summary</h2>"));
+	/* The reason: the record's error, then the last line of the log (none reads like an error). */
+	CHECK(strstr(html, "</a>: Processor returned exit code 3 &lt;&amp;&gt;; log: noise 19999 &lt;i&gt;</li>") != NULL);
 	CHECK(strstr(html, "@import") == NULL && strstr(html, "@font-face") == NULL);
 	CHECK(strstr(html, "<!DOCTYPE html>") == html);
+	free(html);
+}
+
+/* Issue 32: the axis ticks are 1, 2 or 5 x 10^k in a unit that fits, at any time scale. */
+static void test_ticks(void)
+{
+	static const struct {
+		double span, step;
+		const char *unit, *first, *second, *last;
+		int n;
+	} c[] = {
+		{ 0.05, 0.005, "ms", "0 ms", "5 ms", "50 ms", 11 },
+		{ 0.8, 0.1, "ms", "0 ms", "100 ms", "800 ms", 9 },
+		{ 7, 1, "s", "0 s", "1 s", "7 s", 8 },
+		{ 95, 10, "s", "0 s", "10 s", "90 s", 10 },
+		{ 3 * 3600.0, 1800, "h", "0 h", "0.5 h", "3 h", 7 },
+		{ 2 * 86400.0, 18000, "h", "0 h", "5 h", "45 h", 10 },
+		{ 600, 60, "min", "0 min", "1 min", "10 min", 11 },
+		{ 0, 0.0001, "ms", "0 ms", "0.1 ms", "1 ms", 11 }, /* no span: 1 ms */
+	};
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct es_report_ticks t;
+		char a[48], b[48], z[48];
+		es_report_ticks(c[i].span, 10, &t);
+		es_report_tick_label(&t, 0, a, sizeof(a));
+		es_report_tick_label(&t, t.step, b, sizeof(b));
+		es_report_tick_label(&t, (t.n - 1) * t.step, z, sizeof(z));
+		CHECK(fabs(t.step - c[i].step) < c[i].step * 1e-9);
+		CHECK_STR_EQ(t.unit_name, c[i].unit);
+		CHECK_INT_EQ(t.n, c[i].n);
+		CHECK_STR_EQ(a, c[i].first);
+		CHECK_STR_EQ(b, c[i].second);
+		CHECK_STR_EQ(z, c[i].last);
+		/* No two ticks read the same. */
+		for (int k = 1; k < t.n; k++) {
+			es_report_tick_label(&t, (k - 1) * t.step, a, sizeof(a));
+			es_report_tick_label(&t, k * t.step, b, sizeof(b));
+			CHECK(strcmp(a, b) != 0);
+		}
+	}
+}
+
+/* Issue 32: a job that finished with 12 failed shards shows so on its first screen (a red
+ * banner, 10 shards with the first line of their error and a link to their log, "and 2
+ * more"); failed and preempted attempts of milliseconds in a job of hours are drawn 3 px wide
+ * with a marker; a preempted attempt says what stopped it; a complete job has no red banner. */
+static void test_failed_job(void)
+{
+	int rows[13];
+	struct jf j;
+	char d[4096], p[4200];
+	for (int i = 0; i < 13; i++)
+		rows[i] = 2;
+	jf_make(&j, T, "failjob", 13, rows, NULL);
+	jf_done_ex(&j, 0, "node-a", 0, 0, 0, T0 + 1, T0 + 3 * 3600);
+	attempt(&j, 0, 2, NULL, "node-b", 8, "preempted", T0, T0 + 0.004, NULL, d, sizeof(d));
+	for (int i = 1; i < 13; i++) {
+		attempt(&j, i, 4, NULL, "node-b", 8, "failed", T0 + 60 * i, T0 + 60 * i + 0.01,
+			"\"error\": \"Processor returned exit code 3\", \"return_code\": 3, ", d, sizeof(d));
+		snprintf(p, sizeof(p), "%s/process.log", d);
+		jf_writes(p, "Traceback <x>\nValueError: bad row\n");
+		failed_record(&j, i, "ValueError: bad row <7>\\nsecond line", "x/process.log");
+	}
+	struct es_report_opts o = { T0 + 4 * 3600, 0, 0, 0 };
+	char *html = render(j.dir, &o, NULL);
+	if (!html)
+		return;
+	const char *ban = strstr(html, "<div class=\"banner bad\" id=\"failures\">"), *sum = strstr(html, "<h2>Summary</h2>");
+	const char *ban_end = ban ? strstr(ban, "</div>") : NULL;
+	CHECK(ban && sum && ban_end && ban_end < sum);
+	CHECK(strstr(html, ">Job finished with failures: 12 failed shard(s)\n<ul>") != NULL);
+	if (ban && ban_end) {
+		char *b = strndup(ban, (size_t)(ban_end - ban));
+		CHECK_INT_EQ(count(b, "<li><a href=\"#fail-"), 10);
+		CHECK_INT_EQ(count(b, "</a>: ValueError: bad row &lt;7&gt;</li>"), 10);
+		CHECK(strstr(b, "second line") == NULL);
+		CHECK(strstr(b, "<li>and 2 more (see Failed attempts below)</li>") != NULL);
+		free(b);
+	}
+	CHECK_INT_EQ(check_links(html), 10 + 12);
+	CHECK(strstr(html, "<div class=\"card bad\"><b>12</b><span>shards failed</span>") != NULL);
+	/* 10 ms failures and a 4 ms preemption in a 4-hour span: 3 px bars with a marker. */
+	CHECK_INT_EQ(count(html, "width=\"3.00\" height=\"14\" rx=\"2\"/><path class=\"mk\""), 13);
+	CHECK(strstr(html, "g.attempt[data-status=\"preempted\"] rect{fill:#f0a020}") != NULL);
+	char tip[4096];
+	tooltip_of(html, j.id[0], 2, tip, sizeof(tip));
+	CHECK(strstr(tip, "status preempted") != NULL);
+	CHECK(strstr(tip, "\npreempted: stopped by a signal (SIGTERM or SIGINT") != NULL);
+	CHECK(strstr(html, "(no error recorded)") == NULL);
+	char labels[2048];
+	tick_labels(html, "timeline", labels, sizeof(labels));
+	CHECK(all_differ(labels));
+	CHECK(strstr(labels, "0 h|0.5 h|1 h|") == labels);
+	free(html);
+
+	/* A complete job of 60 ms: no red banner, a green one; ticks of 10 ms. */
+	struct jf g;
+	jf_make(&g, T, "goodjob", 2, rows, NULL);
+	jf_done_ex(&g, 0, "node-a", 0, 0, 0, T0, T0 + 0.03);
+	jf_done_ex(&g, 1, "node-a", 0, 0, 0, T0 + 0.03, T0 + 0.06);
+	o.now = T0 + 1;
+	html = render(g.dir, &o, NULL);
+	if (!html)
+		return;
+	CHECK(strstr(html, "banner bad") == NULL && strstr(html, "failures") == NULL);
+	CHECK(strstr(html, "<div class=\"banner ok\" id=\"complete\">Job complete: all 2 shard(s) done</div>") != NULL);
+	CHECK(strstr(html, "<div class=\"card\"><b>0</b><span>shards failed</span>") != NULL);
+	CHECK_INT_EQ(check_links(html), 0);
+	tick_labels(html, "timeline", labels, sizeof(labels));
+	CHECK(all_differ(labels));
+	CHECK(strstr(labels, "0 ms|10 ms|20 ms|") == labels);
 	free(html);
 }
 
@@ -529,6 +700,8 @@ int main(void)
 {
 	T = test_tmpdir();
 	test_reference_job();
+	test_ticks();
+	test_failed_job();
 	test_events();
 	test_bad_clock();
 	test_empty_job();
