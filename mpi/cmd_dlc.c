@@ -6,9 +6,12 @@
  * failure aborts them all, one verifies and merges, and every instance exits with the same
  * code (the prepare result, the abort record or the finalize result).
  *
- * The prepare coordinator also takes the finalize election as soon as the job is prepared, so
- * that it can merge while the shards are processed; a reference instance only ever finds the
- * election lost and waits for the result, as it does for any other winner.
+ * The finalize election happens, as the reference's, once an instance's work has ended well:
+ * an instance that dies or stops while it works holds no election the others wait on. The
+ * prepare coordinator merges while the shards are processed (the only instance that does, so
+ * one merge reads the outputs at a time); it keeps that merge if it wins the finalize election
+ * and drops it if it loses. That is simpler than handing the merge over, and it costs a wasted
+ * partial merge only when another instance finishes first.
  */
 #include "commands.h"
 #include "jobcli.h"
@@ -37,7 +40,8 @@ struct dlc {
 	char rid[256];
 	struct es_coord co;
 	int64_t cap;                 /* strict mode's claims per instance; 0: none */
-	int finalizer;               /* this instance won the finalize election */
+	int preparer;                /* this instance prepared the job (and merges while working) */
+	double abort_checked;        /* es_time_mono() of the last look at abort.json */
 	int peer_aborted;            /* the worker stopped because another instance aborted */
 	struct es_merge_follow *follow;
 };
@@ -140,8 +144,30 @@ static void say_start(const struct dlc *d)
 	       d->co.run_key);
 }
 
+/* An election that failed after its lock was created (its line not written) must still end
+ * the phase for everyone: publish the phase's result 2 with the error, as the reference does
+ * when its coordinator raises. */
+static int election_failed(struct dlc *d, const char *phase)
+{
+	es_coord_publish_result(&d->co, phase, 2, es_last_error());
+	return 2;
+}
+
+/* Strict mode's cap against the prepared job (its automatic shard count is known only now):
+ * 0, or 2 when strict mode cannot give every node a shard. */
+static int strict_cap_of_job(struct dlc *d)
+{
+	struct es_manifest m;
+	if (es_manifest_load(d->cli.pc.o.job_dir, &m))
+		return 2;
+	d->cli.pc.o.num_shards = (int64_t)m.n_shards;
+	es_manifest_free(&m);
+	return d->cli.require_all ? job_strict_cap(d->cli.pc.o.num_shards, d->cli.nodes, &d->cap, 1) : 0;
+}
+
 /* The prepare coordinator: prepare (an unchanged job is a no-op, so a new submission resumes),
- * publish the result, and take the finalize election for the merge while working. */
+ * check strict mode's cap against it, and publish the result: a cap that fails must fail every
+ * instance, a reference instance's too, which trusts the result. */
 static int coordinate_prepare(struct dlc *d)
 {
 	struct es_prepare_opts *o = &d->cli.pc.o;
@@ -154,11 +180,10 @@ static int coordinate_prepare(struct dlc *d)
 		prc = es_retry_run(pres.job_dir, 1, NULL, 0, 0);
 	free(pres.job_dir);
 	int code = es_exit_code(prc);
-	if (es_coord_publish_result(&d->co, "prepare", code, NULL))
-		return 2;
 	if (!code)
-		d->finalizer = es_coord_elect(&d->co, "finalize") == 0;
-	return code;
+		code = strict_cap_of_job(d);
+	d->preparer = 1;
+	return es_coord_publish_result(&d->co, "prepare", code, NULL) ? 2 : code;
 }
 
 /* Phase 1: one instance prepares, the others wait for its result; the job's facts for all. */
@@ -167,14 +192,15 @@ static int prepare_phase(struct dlc *d)
 	const char *job_dir = d->cli.pc.o.job_dir;
 	struct es_buf manifest = ES_BUF_INIT;
 	int code = 0, rc = es_coord_result(&d->co, "prepare-result.json", &code);
-	if (rc == 0) {
-		es_path_join(&manifest, job_dir, "manifest.json");
+	if (rc == 0 && (rc = es_path_join(&manifest, job_dir, "manifest.json")) == 0) {
 		int before = es_fs_exists_fresh(manifest.data) == 1;
 		rc = es_coord_elect(&d->co, "prepare");
 		if (rc == 0)
 			code = coordinate_prepare(d);
 		else if (rc == 1)
 			rc = es_coord_wait_prepare(&d->co, job_dir, before, &code);
+		else
+			code = election_failed(d, "prepare");
 	}
 	es_buf_free(&manifest);
 	if (rc < 0)
@@ -182,20 +208,19 @@ static int prepare_phase(struct dlc *d)
 	if (code)
 		return code;
 	/* The shard count (an automatic one was made by the coordinator) and strict mode's cap. */
-	struct es_manifest m;
-	if (es_manifest_load(job_dir, &m))
-		return 2;
-	d->cli.pc.o.num_shards = (int64_t)m.n_shards;
-	es_manifest_free(&m);
-	return d->cli.require_all ? job_strict_cap(d->cli.pc.o.num_shards, d->cli.nodes, &d->cap, 1) : 0;
+	return d->preparer ? 0 : strict_cap_of_job(d);
 }
 
-/* The worker's stop callback: another instance aborted the submission. */
+/* The worker's stop callback: another instance aborted the submission. The worker asks every
+ * 0.1 s; abort.json is looked at once per --poll-interval-secs. */
 static int peer_aborted(void *arg)
 {
 	struct dlc *d = arg;
-	if (!d->peer_aborted)
+	double now = es_time_mono();
+	if (!d->peer_aborted && now - d->abort_checked >= d->poll) {
+		d->abort_checked = now;
 		d->peer_aborted = es_coord_aborted(&d->co);
+	}
 	return d->peer_aborted;
 }
 
@@ -206,7 +231,7 @@ static int run_worker(struct dlc *d, struct es_worker_result *res)
 	/* Strict mode returns at the cap, and then waits for the others' shards at most
 	 * --wait-timeout-secs (es_coord_wait_terminal). */
 	wo.wait_for_terminal = !d->cap;
-	wo.quiet_end = !d->finalizer;
+	wo.quiet_end = !d->preparer;
 	wo.should_stop = peer_aborted;
 	wo.should_stop_arg = d;
 	if (d->cap)
@@ -216,7 +241,7 @@ static int run_worker(struct dlc *d, struct es_worker_result *res)
 		es_say("Starting DLC worker on hostname=%s; this invocation will handle an unlimited number of shard claims.",
 		       es_hostname());
 	struct es_progress *prog = NULL;
-	if (d->finalizer && d->cli.progress_secs &&
+	if (d->preparer && d->cli.progress_secs &&
 	    es_progress_start(wo.job_dir, (double)d->cli.progress_secs, isatty(STDOUT_FILENO), &prog))
 		es_warning("no progress lines for this run (see the error above); 'eshard-mpi status --watch' shows them");
 	int wrc = es_worker_run(&wo, res);
@@ -245,10 +270,11 @@ static int work_phase(struct dlc *d)
 	return code;
 }
 
-/* The finalize coordinator merges while the shards are processed (merge.h). */
+/* The prepare coordinator merges while the shards are processed (merge.h), for the case that
+ * it wins the finalize election. */
 static void start_follow(struct dlc *d)
 {
-	if (!d->finalizer || d->cli.merge_at_end)
+	if (!d->preparer || d->cli.merge_at_end)
 		return;
 	struct es_buf out = ES_BUF_INIT;
 	job_output_path(&d->cli, &out);
@@ -278,19 +304,18 @@ static int coordinate_finalize(struct dlc *d)
 	return es_coord_publish_result(&d->co, "finalize", code, NULL) ? 2 : code;
 }
 
-/* Phase 3: one instance verifies and merges, the others wait for its result. */
+/* Phase 3: one instance verifies and merges, the others wait for its result (or an abort). */
 static int finalize_phase(struct dlc *d)
 {
 	int code = 0, rc = es_coord_result(&d->co, "finalize-result.json", &code);
-	if (rc == 0 && !d->finalizer) {
-		rc = es_coord_elect(&d->co, "finalize");
-		d->finalizer = rc == 0;
-	}
+	if (rc)
+		return rc < 0 ? 2 : code;
+	rc = es_coord_elect(&d->co, "finalize");
 	if (rc == 0)
 		return coordinate_finalize(d);
-	if (rc == 1 && !es_coord_wait_finalize(&d->co, &code))
-		return code;
-	return 2;
+	if (rc < 0)
+		return election_failed(d, "finalize");
+	return es_coord_wait_finalize(&d->co, &code) ? 2 : code;
 }
 
 /* The submission's code once prepared: an earlier end of this submission, or the work and the

@@ -177,6 +177,31 @@ static int stopped(int *code)
 	return sig != 0;
 }
 
+/* Whether the manifest was written by this submission's prepare coordinator: its created_at
+ * is not older than prepare.lock's (both from the coordinator's clock). A manifest that only
+ * looked absent before the election (NFS caches "no such file") is an older job's, which the
+ * coordinator may still be checking or may refuse; then only prepare-result.json counts. */
+static int manifest_is_new(const struct es_coord *c, const char *job_dir)
+{
+	struct es_buf lock = ES_BUF_INIT;
+	struct es_manifest m;
+	cJSON *doc = NULL;
+	double locked = -1;
+	int yes = 0;
+	if (!coord_path(c, "prepare.lock", &lock) && es_json_load_required(lock.data, "prepare.lock", &doc) == 0) {
+		const char *at = es_json_get_str(doc, "created_at");
+		if (!at || es_time_parse_iso(at, &locked))
+			locked = -1;
+	}
+	if (locked >= 0 && es_manifest_load(job_dir, &m) == 0) {
+		yes = m.created_at >= 0 && m.created_at + 1 >= locked; /* ISO times have whole seconds */
+		es_manifest_free(&m);
+	}
+	cJSON_Delete(doc);
+	es_buf_free(&lock);
+	return yes;
+}
+
 int es_coord_wait_prepare(const struct es_coord *c, const char *job_dir, int manifest_before, int *code)
 {
 	struct es_buf manifest = ES_BUF_INIT;
@@ -186,8 +211,11 @@ int es_coord_wait_prepare(const struct es_coord *c, const char *job_dir, int man
 		if ((rc = es_coord_result(c, "prepare-result.json", code)) != 0)
 			break;
 		if (!manifest_before && es_fs_exists_fresh(manifest.data) == 1) {
-			*code = 0;
-			break;
+			if (manifest_is_new(c, job_dir)) {
+				*code = 0;
+				break;
+			}
+			manifest_before = 1; /* an older job's: wait for the result */
 		}
 		if (wait_tick(c, t0))
 			rc = timed_out(c, "preparation");
@@ -200,7 +228,10 @@ int es_coord_wait_finalize(const struct es_coord *c, int *code)
 {
 	double t0 = es_time_mono();
 	int rc = 0;
-	while (!stopped(code) && (rc = es_coord_result(c, "finalize-result.json", code)) == 0)
+	/* An abort ends the wait too: a finalize that cannot come (its winner stopped) must not
+	 * keep every other instance waiting for the timeout. */
+	while (!stopped(code) && (rc = es_coord_result(c, "finalize-result.json", code)) == 0 &&
+	       (rc = es_coord_result(c, "abort.json", code)) == 0)
 		if (wait_tick(c, t0))
 			return timed_out(c, "final verification");
 	return rc < 0 ? rc : 0;
@@ -219,9 +250,9 @@ int es_coord_abort(const struct es_coord *c, int code, const char *reason, int *
 	int rc = es_coord_result(c, "abort.json", final);
 	if (rc)
 		return rc < 0 ? rc : 0;
-	if ((rc = es_coord_elect(c, "abort")) < 0)
-		return rc;
-	if (rc == 0) {
+	/* An election that failed half-way (the lock created, its line not written) must not
+	 * leave the submission without abort.json: publish it anyway (published exclusively). */
+	if ((rc = es_coord_elect(c, "abort")) <= 0) {
 		cJSON *d = coord_doc("finished_at", "worker");
 		if (d && (es_json_set_str(d, "reason", reason) || es_json_set_int(d, "return_code", code))) {
 			cJSON_Delete(d);
@@ -229,12 +260,10 @@ int es_coord_abort(const struct es_coord *c, int code, const char *reason, int *
 		}
 		if ((rc = publish(c, "abort.json", d)) != 0)
 			return rc;
-		*final = code;
-		return 0;
 	}
-	/* Another instance aborts first: its code is the submission's. */
+	/* The first aborter's code is the submission's (another instance may have published). */
 	double t0 = es_time_mono();
-	while ((rc = es_coord_result(c, "abort.json", final)) == 0)
+	while (!stopped(final) && (rc = es_coord_result(c, "abort.json", final)) == 0)
 		if (wait_tick(c, t0))
 			return timed_out(c, "abort record");
 	return rc < 0 ? rc : 0;

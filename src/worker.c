@@ -1197,7 +1197,8 @@ static int reached_cap(struct worker *w, struct es_worker_result *res)
 		return 0;
 	es_say("Reached --max-shards=%lld", (long long)o->max_shards);
 	if (!o->wait_for_terminal) {
-		res->exit_code = res->failed ? 2 : 0;
+		/* Counted in shards done, a failed attempt was retried and is not the job's failure. */
+		res->exit_code = res->failed && !o->cap_counts_done ? 2 : 0;
 		return 1;
 	}
 	w->capped = 1;

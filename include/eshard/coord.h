@@ -14,11 +14,13 @@
  *
  * Every decision to do work comes from winning an exclusive create; an absent file only ever
  * makes an instance wait and look again. Results and abort.json are published exclusively (the
- * election's winner is their only writer). Every wait ends after the timeout with an error.
+ * election's winner is their only writer, or an instance whose election failed half-way).
+ * Every wait ends after the timeout with an error, or at a stop signal.
  *
  * Contract after a crash: a coordinator that dies between its election and its result leaves
  * the lock alone, and the other instances of that submission time out (exit 2); a new
- * submission id starts afresh.
+ * submission id starts afresh. The finalize election is held only once an instance's work has
+ * ended, so an instance that dies while it works blocks nobody.
  */
 #ifndef ESHARD_COORD_H
 #define ESHARD_COORD_H
@@ -45,13 +47,17 @@ int es_coord_elect(const struct es_coord *c, const char *phase);
 /* Publish <phase>-result.json (error NULL: no "error" key). */
 int es_coord_publish_result(const struct es_coord *c, const char *phase, int code, const char *error);
 /* Wait for the prepare coordinator: 0 with *code from prepare-result.json, or 0 when the job's
- * manifest appears (only if it was not there before the election: manifest_before). After the
+ * manifest appears, as the reference accepts, but only when it was not seen before the
+ * election (manifest_before) and it is newer than prepare.lock: "not seen" may be an NFS
+ * client's cached "no such file" for an older job's manifest, which proves nothing. After the
  * timeout: ES_EINVAL with the reference's message. A stop signal: *code = 128 + signal. */
 int es_coord_wait_prepare(const struct es_coord *c, const char *job_dir, int manifest_before, int *code);
-/* Wait for finalize-result.json: 0 with *code, or the timeout's error. */
+/* Wait for finalize-result.json or abort.json: 0 with *code from the first found, or the
+ * timeout's error. A stop signal: *code = 128 + signal. */
 int es_coord_wait_finalize(const struct es_coord *c, int *code);
 /* Abort the submission with code and reason unless an instance did so first, then wait for
- * abort.json: *code gets its return_code (the first aborter's). 0 or a negative error. */
+ * abort.json: *final gets its return_code (the first aborter's), or 128 + signal when a stop
+ * signal ends the wait. 0 or a negative error. */
 int es_coord_abort(const struct es_coord *c, int code, const char *reason, int *final);
 /* Has an instance aborted the submission? 1 yes, 0 no (errors count as no). */
 int es_coord_aborted(const struct es_coord *c);

@@ -2,8 +2,9 @@
 # eshard-mpi dlc: the worker-broadcast job. Every instance is started at once on its own fake
 # host (a UTS namespace, no mpirun), as a platform that runs the one command on every worker:
 # one prepare and one merge in elastic mode; strict mode; a missing worker in strict mode and a
-# failed shard end every instance with the same code; a killed coordinator's submission times
-# out and a new run id finishes the job; a reference instance (ref_dlc_peer.py) joins two of ours.
+# failed shard end every instance with the same code; a killed finalize coordinator's submission
+# times out and a new run id finishes the job, while a prepare coordinator killed as it works
+# blocks nobody; a reference instance (ref_dlc_peer.py) joins two of ours.
 . "$(dirname "$0")/lib.sh"
 unset PAI_JOB_ID DLC_JOB_ID JOB_ID SLURM_JOB_ID OMPI_COMM_WORLD_SIZE PMI_SIZE PMIX_RANK PMIX_SIZE
 
@@ -14,10 +15,12 @@ with open(sys.argv[1], "w") as f:
     for i in range(120):
         f.write(json.dumps({"id": i, "text": "row %d " % i + "x" * (i * 37 % 101)}) + "\n")
 PY
-# The processor reverses its shard; FAIL_SHARD fails that shard, SLOW sleeps first.
+# The processor reverses its shard; FAIL_SHARD fails that shard, FAIL_ONCE fails that shard's
+# first attempt (the flag file FAIL_ONCE_FLAG records it), SLOW sleeps first.
 cat >"$T/proc.sh" <<'EOF2'
 #!/bin/sh
 case "$1" in *"${FAIL_SHARD:-none}"*) exit 3 ;; esac
+case "$1" in *"${FAIL_ONCE:-none}"*) mkdir "$FAIL_ONCE_FLAG" 2>/dev/null && exit 3 ;; esac
 [ -z "${SLOW:-}" ] || sleep "$SLOW"
 tac "$1" >"$2"
 EOF2
@@ -96,12 +99,29 @@ wait_all; all_codes 0
 grep -q 'max_shards_per_worker=2,' "$T/s1.out" || fail "strict cap"
 pass "strict"
 
+# ---- strict: an attempt that fails once and is retried is no failure of the job
+for i in 1 2 3; do start o$i node$i env FAIL_ONCE=part-00002 FAIL_ONCE_FLAG="$T/failed-once" "$BIN" dlc "${COMMON[@]}" \
+  --num-shards 6 --nodes 3 --require-all-nodes --job-dir "$T/ojob" --run-id o-1; done
+wait_all; all_codes 0
+[ -d "$T/failed-once" ] || fail "no attempt failed"
+[ "$(count 'PASS: 6 shards were completed by 3 node(s)' o1 o2 o3)" = 1 ] || fail "strict PASS after a retry"
+pass "strict with a retried attempt"
+
+# ---- strict: an automatic shard count below --nodes fails the prepare result, for everyone
+head -n 2 "$T/in.jsonl" >"$T/two.jsonl"
+for i in 1 2 3; do start a$i node$i "$BIN" dlc "${COMMON[@]}" --dataset-path "$T/two.jsonl" --nodes 3 --require-all-nodes \
+  --job-dir "$T/ajob" --run-id a-1; done
+wait_all; all_codes 2
+[ "$(json_get "$T/.ajob.dlc-coordination/"*/prepare-result.json '["return_code"]')" = 2 ] || fail "prepare result of a failed cap"
+[ "$(count 'Starting DLC worker' a1 a2 a3)" = 0 ] || fail "an instance worked with a failed cap"
+pass "strict cap checked by the prepare coordinator"
+
 # ---- strict with a worker missing: every instance fails with the same code within the timeout
 t0=$(date +%s)
 for i in 1 2; do start m$i node$i "$BIN" dlc "${COMMON[@]}" --num-shards 6 --nodes 3 --require-all-nodes --job-dir "$T/mjob" --run-id m-1 --wait-timeout-secs 4; done
 wait_all; all_codes 2
 [ $(($(date +%s) - t0)) -lt 20 ] || fail "the missing worker's wait took $(($(date +%s) - t0)) s"
-grep -q 'timed out after 4s waiting for all shards (4/6 done)' "$T/.mjob.dlc-coordination/"*/abort.json || fail "abort reason"
+grep -q 'timed out after 4s waiting for all shards ([0-9]/6 done)' "$T/.mjob.dlc-coordination/"*/abort.json || fail "abort reason"
 pass "strict with a missing worker"
 
 # ---- a shard that fails for good aborts every instance with the same code
@@ -111,35 +131,50 @@ wait_all; all_codes 2
 [ -f "$T/.fjob.dlc-coordination/"*/abort.json ] || fail "no abort record"
 pass "terminal failure"
 
-# ---- the coordinator is killed: its submission times out, a new run id finishes the job
-for i in 1 2 3; do start k$i node$i env SLOW=1 "$BIN" dlc "${COMMON[@]}" --num-shards 6 --job-dir "$T/kjob" --run-id k-1 --wait-timeout-secs 5; done
+# wait_file GLOB: until a file matches GLOB (10 s at most).
+wait_file() { local _; for _ in $(seq 100); do compgen -G "$1" >/dev/null && return 0; sleep 0.1; done; fail "no $1"; }
+
+# ---- the prepare coordinator is killed while it works: the others finish the job without it
+t0=$(date +%s)
+for i in 1 2 3; do start k$i node$i env SLOW=1 "$BIN" dlc "${COMMON[@]}" --num-shards 6 --job-dir "$T/kjob" --run-id k-1 --wait-timeout-secs 60; done
+wait_file "$T/.kjob.dlc-coordination/*/prepare-result.json"
 victim=
-for _ in $(seq 100); do
-  for i in 0 1 2; do grep -q 'elected as DLC prepare coordinator' "$T/k$((i + 1)).out" 2>/dev/null && victim=$i; done
-  [ -z "$victim" ] || break
-  sleep 0.1
-done
+for i in 0 1 2; do grep -q 'elected as DLC prepare coordinator' "$T/k$((i + 1)).out" && victim=$i; done
 [ -n "$victim" ] || fail "no prepare coordinator"
-sleep 0.5
 kill -KILL "${PIDS[$victim]}"
 wait_all
 for i in 0 1 2; do
   [ "$i" = "$victim" ] && continue
-  [ "${CODES[$i]}" = 2 ] || { cat "$T/k$((i + 1)).out" "$T/k$((i + 1)).err"; fail "instance $i exited ${CODES[$i]}"; }
-  grep -q 'timed out after 5s waiting for DLC final verification' "$T/k$((i + 1)).err" || fail "timeout message"
+  [ "${CODES[$i]}" = 0 ] || { cat "$T/k$((i + 1)).out" "$T/k$((i + 1)).err"; fail "instance $i exited ${CODES[$i]}"; }
+done
+[ $(($(date +%s) - t0)) -lt 40 ] || fail "the others waited for the killed coordinator"
+[ "$(count 'PASS: 6 shards' k1 k2 k3)" = 1 ] || fail "PASS without the killed coordinator"
+cmp "$T/ref.jsonl" "$T/kjob/merged.jsonl" || fail "output without the killed coordinator differs"
+exactly_once "$T/kjob" --stale-ok
+TAGS=()
+pass "killed prepare coordinator"
+
+# ---- the finalize coordinator dies: its submission times out, a new run id finishes the job
+for i in 1 2 3; do start z$i node$i env ESHARD_TEST_CRASH_AT=dlc-finalize-elected "$BIN" dlc "${COMMON[@]}" --num-shards 6 \
+  --job-dir "$T/zjob" --run-id z-1 --wait-timeout-secs 5; done
+wait_all
+[ "$(printf '%s\n' "${CODES[@]}" | sort | tr '\n' ' ')" = "2 2 99 " ] || fail "exit codes ${CODES[*]}, expected 99 (the crash) and 2 2"
+for i in 1 2 3; do
+  grep -q 'crash point' "$T/z$i.err" || grep -q 'timed out after 5s waiting for DLC final verification' "$T/z$i.err" || fail "z$i: timeout message"
 done
 TAGS=()
-for i in 1 2 3; do start r$i node$i "$BIN" dlc "${COMMON[@]}" --num-shards 6 --job-dir "$T/kjob" --run-id k-2; done
+for i in 1 2 3; do start r$i node$i "$BIN" dlc "${COMMON[@]}" --num-shards 6 --job-dir "$T/zjob" --run-id z-2; done
 wait_all; all_codes 0
 [ "$(count 'PASS: 6 shards' r1 r2 r3)" = 1 ] || fail "resubmission PASS"
-cmp "$T/ref.jsonl" "$T/kjob/merged.jsonl" || fail "resubmission output differs"
-exactly_once "$T/kjob" --stale-ok
-pass "killed coordinator, new run id"
+cmp "$T/ref.jsonl" "$T/zjob/merged.jsonl" || fail "resubmission output differs"
+exactly_once "$T/zjob" --stale-ok
+pass "killed finalize coordinator, new run id"
 
 # ---- a reference instance joins two of ours, first and last
 for order in first last; do
   job=$T/ijob-$order
-  [ $order = first ] || { start i1 node1 "$BIN" dlc "${COMMON[@]}" --num-shards 6 --job-dir "$job" --run-id i-$order; sleep 0.5; }
+  [ $order = first ] || { start i1 node1 "$BIN" dlc "${COMMON[@]}" --num-shards 6 --job-dir "$job" --run-id i-$order
+    wait_file "$T/.ijob-$order.dlc-coordination/*/prepare.lock"; }
   start ip node3 python3 "$SRC/tests/e2e/ref_dlc_peer.py" "$BIN" "$job" "i-$order" 30 0.2 -- \
     --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards 6 --process-cmd "$T/proc.sh {input} {output}" \
     --lease-secs 3 --heartbeat-secs 0.5 -- --poll-interval-secs 1
