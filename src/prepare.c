@@ -978,11 +978,8 @@ static int prep_recipe(struct prep *P)
 	const struct es_prepare_opts *o = P->o;
 	if (!P->with_recipe)
 		return prep_recipe_facts(P); /* no recipe: no warnings, sharded */
-	/* A command processor runs none of the recipe's operators: Data-Juicer's registry is
-	 * not asked (and its warnings are left out, prep_recipe_facts). */
-	int cmd = o->processor.kind == ES_PROC_COMMAND;
 	struct es_recipe_opts ro = { .python = o->processor.python,
-				     .helper = cmd ? NULL : o->helper ? o->helper : es_recipe_default_helper(),
+				     .helper = o->helper ? o->helper : es_recipe_default_helper(),
 				     .allow_unsharded = o->allow_unsharded };
 	if (ro.helper && *ro.helper) {
 		struct es_recipe_opts quick = ro;
