@@ -19,8 +19,8 @@ size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts)
 {
 	struct es_prepare_opts *o = &c->o;
 	struct es_opt t[] = {
-		{ "config", ES_OPT_STR, &o->config, NULL, "PATH", "Data-Juicer YAML recipe (required)" },
-		{ "dataset-path", ES_OPT_STR, &o->dataset_path, NULL, "PATH", "JSONL file or folder; overrides the recipe's dataset_path" },
+		{ "config", ES_OPT_STR, &o->config, NULL, "PATH", "Data-Juicer YAML recipe (required, except with --process-cmd)" },
+		{ "dataset-path", ES_OPT_STR, &o->dataset_path, NULL, "PATH", "JSONL file or folder; overrides the recipe's dataset_path (required without --config)" },
 		{ "job-dir", ES_OPT_STR, &o->job_dir, NULL, "DIR", "job folder on the shared file system (required): a new or empty folder (a mount point too) is prepared; this very job's folder is resumed (checked to be the same request)" },
 		{ "num-shards", ES_OPT_STR, &c->num_shards, NULL, "N", "exact number of non-empty shards, or auto (the default): max(4 x ranks, input / --target-shard-mb), at most the rows" },
 		{ "target-shard-mb", ES_OPT_POS_INT, &c->target_shard_mb, NULL, NULL, "--num-shards auto: the largest shard wanted, in MiB (default 128, at most 8796093022207)" },
@@ -50,8 +50,11 @@ int prepare_cli_finish(struct prepare_cli *c, const char *cmd)
 {
 	struct es_prepare_opts *o = &c->o;
 	o->num_shards = 0;
-	if (!o->config)
-		return es_error(ES_EUSAGE, "eshard-mpi %s: --config is required", cmd);
+	/* A command processor needs no recipe: the input then comes from --dataset-path alone. */
+	if (!o->config && !c->process_cmd)
+		return es_error(ES_EUSAGE, "eshard-mpi %s: --config is required (unless --process-cmd is given)", cmd);
+	if (!o->config && !o->dataset_path)
+		return es_error(ES_EUSAGE, "eshard-mpi %s: --dataset-path is required with --process-cmd and no --config", cmd);
 	if (!o->job_dir)
 		return es_error(ES_EUSAGE, "eshard-mpi %s: --job-dir is required", cmd);
 	if (c->num_shards && strcmp(c->num_shards, "auto")) {

@@ -116,10 +116,13 @@ static void take_cpus(struct run *r)
 {
 	struct es_cpus c;
 	int narrower = 0;
+	/* A --process-cmd job runs neither Ray nor Data-Juicer (the job prepared must match it). */
+	const char *what = r->cli->pc.process_cmd ? "processor" : "Ray and Data-Juicer";
 	if (es_cpus_take_share(r->slot, r->slots, &c) == 0)
 		narrower = es_cpus_was_narrower(&c);
 	else
-		es_warning("this rank's Ray and Data-Juicer keep the launcher's CPU binding (see the error above)");
+		es_warning("this rank's %s keep%s the launcher's CPU binding (see the error above)", what,
+			   r->cli->pc.process_cmd ? "s" : "");
 	int count = agree_sum_int(narrower);
 	if (r->ag.rank != 0 || !count)
 		return;
@@ -127,8 +130,8 @@ static void take_cpus(struct run *r)
 	if (narrower)
 		snprintf(mine, sizeof(mine), " (rank 0: %d CPU(s), share %d)", CPU_COUNT(&c.bound), CPU_COUNT(&c.share));
 	es_warning("the launcher bound %d of %d rank(s) to fewer CPUs than their share of their node%s; each rank's "
-		   "Ray and Data-Juicer use its share instead (mpirun --bind-to none, srun --cpu-bind=none avoid this "
-		   "warning)", count, r->ag.size, mine);
+		   "%s use%s its share instead (mpirun --bind-to none, srun --cpu-bind=none avoid this warning)", count,
+		   r->ag.size, mine, what, r->cli->pc.process_cmd ? "s" : "");
 }
 
 /* The run id: explicit, from the launcher, or made by rank 0; the same on every rank. */

@@ -101,15 +101,16 @@ static void take_worker_cpus(void)
 {
 	struct es_cpus c;
 	if (es_cpus_take_share(0, 1, &c) != 0) {
-		es_warning("this worker's Ray and Data-Juicer keep its CPU binding (see the error above)");
+		es_warning("this worker's processor (Data-Juicer and Ray, or a --process-cmd) keeps its CPU binding "
+			   "(see the error above)");
 		return;
 	}
 	if (es_cpus_was_narrower(&c)) {
 		char bound[128], share[128];
 		es_cpus_format(&c.bound, bound, sizeof(bound));
 		es_cpus_format(&c.share, share, sizeof(share));
-		es_warning("this worker was bound to CPU(s) %s, fewer than its node's %s; its Ray and Data-Juicer use all "
-			   "of them (start it unbound, e.g. srun --cpu-bind=none, to avoid this warning)", bound, share);
+		es_warning("this worker was bound to CPU(s) %s, fewer than its node's %s; its processor uses all of them "
+			   "(start it unbound, e.g. srun --cpu-bind=none, to avoid this warning)", bound, share);
 	}
 }
 

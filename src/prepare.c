@@ -676,7 +676,8 @@ static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_f
 	cJSON *ex = cJSON_CreateObject();
 	es_json_set_str(ex, "executor_type", "ray");
 	es_json_set_str(ex, "ray_address", f->ray_address);
-	es_json_set_str(ex, "recipe_executor_type", f->recipe->executor_type);
+	if (f->recipe->executor_type) /* no recipe, no such type */
+		es_json_set_str(ex, "recipe_executor_type", f->recipe->executor_type);
 	es_json_set(m, "execution", ex);
 	es_json_set(m, "index_keys", str_array(f->recipe->index_keys, f->recipe->n_index));
 	cJSON *files = cJSON_CreateArray();
@@ -717,7 +718,10 @@ static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_f
 	cJSON *rec = cJSON_CreateObject();
 	es_json_set_str(rec, "sha256", f->recipe_sha);
 	es_json_set_str(rec, "snapshot_path", "recipe.yaml");
-	es_json_set_str(rec, "source_path", f->config);
+	if (f->config)
+		es_json_set_str(rec, "source_path", f->config);
+	else
+		es_json_set_null(rec, "source_path"); /* no recipe: recipe.yaml is empty */
 	es_json_set(m, "recipe", rec);
 	es_json_set_int(m, "schema_version", 2);
 	cJSON *shards = cJSON_CreateArray();
@@ -987,6 +991,7 @@ struct prep {
 	char *ray_address;
 	char recipe_sha[65];
 	int have_recipe, have_scan, have_stage;
+	int with_recipe;             /* --config given; else a command job without a recipe */
 	int take;                    /* the job folder exists, holds no job, and is taken */
 	int inside;                  /* the stage is inside the job folder (publish_inside) */
 	struct stat take_st;         /* the taken folder as examined: its mode, its identity */
@@ -997,8 +1002,14 @@ struct prep {
 static int prep_options(struct prep *P)
 {
 	const struct es_prepare_opts *o = P->o;
-	if (!o->config || !*o->config || !o->job_dir || !*o->job_dir)
-		return es_error(ES_EUSAGE, "prepare needs --config and --job-dir");
+	if (!o->job_dir || !*o->job_dir)
+		return es_error(ES_EUSAGE, "prepare needs --job-dir");
+	/* A command processor may go without a recipe (README "Any processor"); its input then
+	 * comes from --dataset-path alone. */
+	if ((!o->config || !*o->config) && o->processor.kind != ES_PROC_COMMAND)
+		return es_error(ES_EUSAGE, "prepare needs --config (a recipe), unless the processor is a --process-cmd");
+	if ((!o->config || !*o->config) && (!o->dataset_path || !*o->dataset_path))
+		return es_error(ES_EUSAGE, "prepare needs --dataset-path with a --process-cmd and no --config");
 	if (o->num_shards < 0)
 		return es_error(ES_EUSAGE, "--num-shards must be a positive integer or 'auto', got %lld", (long long)o->num_shards);
 	if (o->auto_ranks < 0 || o->target_shard_bytes < 0)
@@ -1009,6 +1020,9 @@ static int prep_options(struct prep *P)
 	P->ray_address = strip_dup(o->ray_address ? o->ray_address : "local");
 	if (!P->ray_address || !*P->ray_address)
 		return es_error(ES_EUSAGE, "--ray-address must not be empty");
+	if (!o->config || !*o->config)
+		return 0;
+	P->with_recipe = 1;
 	int rc = es_fs_expand_user(o->config, &P->tmp);
 	if (!rc)
 		rc = es_fs_resolve(P->tmp.data, &P->config);
@@ -1033,7 +1047,9 @@ static int prep_recipe_facts(struct prep *P)
 				P->recipe.unsharded_reasons[0]);
 	if (!(P->warnings = calloc(P->recipe.n_warnings + 2, sizeof(*P->warnings))))
 		return es_error(ES_ENOMEM, "out of memory");
-	for (size_t i = 0; i < P->recipe.n_warnings; i++)
+	/* Every recipe warning is about how Data-Juicer runs the recipe (its executor, its
+	 * registry, its export): a command processor runs none of it. */
+	for (size_t i = 0; o->processor.kind == ES_PROC_DATA_JUICER && i < P->recipe.n_warnings; i++)
 		if (!(P->warnings[P->n_warnings++] = strdup(P->recipe.warnings[i])))
 			return es_error(ES_ENOMEM, "out of memory");
 	if (P->res->unsharded) {
@@ -1044,7 +1060,9 @@ static int prep_recipe_facts(struct prep *P)
 		if (rc)
 			return rc;
 	}
-	if (P->recipe.has_ray_address && strcmp(P->recipe.ray_address_str, P->ray_address)) {
+	/* A command processor does not use Ray: what the recipe says of it does not matter. */
+	if (o->processor.kind == ES_PROC_DATA_JUICER && P->recipe.has_ray_address &&
+	    strcmp(P->recipe.ray_address_str, P->ray_address)) {
 		struct es_buf w = ES_BUF_INIT;
 		rc = es_buf_printf(&w, "recipe ray_address=%s will be overridden with '%s'", P->recipe.ray_address_repr,
 				   P->ray_address);
@@ -1074,6 +1092,8 @@ static void *recipe_bg_main(void *arg)
 static int prep_recipe(struct prep *P)
 {
 	const struct es_prepare_opts *o = P->o;
+	if (!P->with_recipe)
+		return prep_recipe_facts(P); /* no recipe: no warnings, sharded */
 	struct es_recipe_opts ro = { .python = o->processor.python,
 				     .helper = o->helper ? o->helper : es_recipe_default_helper(),
 				     .allow_unsharded = o->allow_unsharded };
@@ -1130,6 +1150,14 @@ static int prep_join_recipe(struct prep *P, int rc)
 	return rc;
 }
 
+/* The sha256 of no bytes: the hash of the empty recipe snapshot of a job without a recipe. */
+static int empty_sha(char hex[65])
+{
+	struct es_sha s;
+	int rc = es_sha_init(&s);
+	return rc ? rc : es_sha_final(&s, hex);
+}
+
 /* Steps 4-6: the dataset, its files, the job folder and the recipe hash. */
 static int prep_inputs(struct prep *P)
 {
@@ -1146,7 +1174,7 @@ static int prep_inputs(struct prep *P)
 	if (!rc)
 		rc = es_fs_resolve(P->tmp.data, &P->job_dir);
 	if (!rc)
-		rc = es_sha_file(P->config.data, P->recipe_sha, NULL);
+		rc = P->with_recipe ? es_sha_file(P->config.data, P->recipe_sha, NULL) : empty_sha(P->recipe_sha);
 	if (!rc && !(P->res->job_dir = strdup(P->job_dir.data)))
 		rc = es_error(ES_ENOMEM, "out of memory");
 	if (!rc) {
@@ -1520,7 +1548,10 @@ static int prep_count(struct prep *P)
 static int prep_write(struct prep *P)
 {
 	es_path_join(&P->path, P->stage.data, "recipe.yaml");
-	int rc = es_fs_copy_file(P->config.data, P->path.data);
+	/* Without a recipe the snapshot is empty, so that the reference's workers, which hash
+	 * recipe.yaml against the manifest, accept the job (README "Job folder"). */
+	int rc = P->with_recipe ? es_fs_copy_file(P->config.data, P->path.data)
+				: es_fs_write_atomic(P->path.data, "", 0);
 	if (rc)
 		return rc;
 	es_path_join(&P->path, P->stage.data, "shards");
@@ -1562,7 +1593,7 @@ static int prep_publish(struct prep *P)
 	}
 	if (rc)
 		return rc;
-	struct job_facts facts = { P->job_dir.data, P->job_name, P->config.data, P->recipe_sha, P->ray_address,
+	struct job_facts facts = { P->job_dir.data, P->job_name, P->with_recipe ? P->config.data : NULL, P->recipe_sha, P->ray_address,
 				   &P->recipe, &P->scan, P->files, &P->p1, P->shards, P->n, P->warnings, P->n_warnings };
 	cJSON *man = build_manifest(P->o, &facts);
 	es_path_join(&P->path, P->stage.data, "manifest.json");

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -233,6 +234,28 @@ static int kill_rest(const struct es_ray_head *h)
 	return rc;
 }
 
+/* Reap the head's processes that are our children (es_ray_head_start makes this process their
+ * subreaper): killed, they stay zombies, listed by ps as raylet and gcs_server, until their
+ * parent waits for them, and a rank that exited first left that to init, which may take a
+ * second. Waits up to timeout for the last of them; says so when one is left. */
+static void reap_group(const struct es_ray_head *h, double timeout)
+{
+	double deadline = es_time_mono() + timeout;
+	for (;;) {
+		pid_t w = waitpid(-h->pgid, NULL, WNOHANG);
+		if (w > 0 || (w < 0 && errno == EINTR))
+			continue;
+		if (w < 0) /* ECHILD: no child of ours is left in the group */
+			return;
+		if (es_time_mono() >= deadline) {
+			es_warning("a process of the Ray head (process group %d) has not exited %g s after it was stopped; "
+				   "this rank exits without waiting for it", (int)h->pgid, timeout);
+			return;
+		}
+		es_sleep(0.02);
+	}
+}
+
 static void stop_watchdog(struct es_ray_head *h)
 {
 	if (h->watchdog_pid > 0) {
@@ -271,6 +294,7 @@ static int stop_impl(struct es_ray_head *h, int graceful)
 	int rc2 = kill_rest(h);
 	if (!rc)
 		rc = rc2;
+	reap_group(h, h->stop_step_timeout_secs > 0 ? h->stop_step_timeout_secs : 10.0);
 	if (rc)
 		return rc;
 	h->running = 0;
@@ -948,6 +972,11 @@ int es_ray_head_start(const struct es_ray_opts *o, struct es_ray_head *h)
 	int rc = check_opts(o);
 	if (rc)
 		return rc;
+	/* `ray start` exits once the head is up, and its daemons are reparented: to this process,
+	 * so that stopping the head can wait for them until they are gone (reap_group). */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+		es_warning("cannot make this process the subreaper of its Ray head (%s): its stopped processes "
+			   "are left to init to reap", strerror(errno));
 
 	struct es_buf ray = ES_BUF_INIT, base = ES_BUF_INIT;
 	struct es_strv env = { 0 };

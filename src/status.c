@@ -722,10 +722,14 @@ int es_status_format_text(const struct es_manifest *m, const struct es_status *s
 {
 	const char *et = m->executor_type;
 	const struct es_status_counts *c = &s->counts;
-	int rc = es_buf_printf(out, "Job %s: executor=%s ray_address=%s total=%lld pending=%lld running=%lld "
-			       "stale=%lld done=%lld failed=%lld\n", m->job_id, et ? et : "ray", m->ray_address,
-			       (long long)c->total, (long long)c->pending, (long long)c->running,
-			       (long long)c->stale, (long long)c->done, (long long)c->failed);
+	/* A command processor uses no Ray: its job shows the command it runs instead. */
+	int rc = m->processor.kind == ES_PROC_COMMAND
+		 ? es_buf_printf(out, "Job %s: processor=command (%s)", m->job_id,
+				 m->processor.command ? m->processor.command : "unknown")
+		 : es_buf_printf(out, "Job %s: executor=%s ray_address=%s", m->job_id, et ? et : "ray", m->ray_address);
+	rc |= es_buf_printf(out, " total=%lld pending=%lld running=%lld stale=%lld done=%lld failed=%lld\n",
+			    (long long)c->total, (long long)c->pending, (long long)c->running,
+			    (long long)c->stale, (long long)c->done, (long long)c->failed);
 	if (m->unsharded)
 		rc |= es_buf_adds(out, "Unsharded: the recipe is not shard-safe; one shard, the whole dataset, runs once "
 				  "(--allow-unsharded; manifest unsharded.reasons)\n");

@@ -92,7 +92,9 @@ struct es_ray_head {
 
 /* Start a head and wait (up to start_timeout_secs) until `ray start` reports it up and its
  * GCS and raylet are running. On failure nothing of it is left running, h->running is 0, and
- * the message names the cause (with the tail of `ray start`'s output). */
+ * the message names the cause (with the tail of `ray start`'s output). The calling process
+ * becomes a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so that the head's daemons, which
+ * outlive `ray start`, are its children and stop can wait until they are gone. */
 int es_ray_head_start(const struct es_ray_opts *o, struct es_ray_head *h);
 
 /* Restarting a head that is no longer alive: es_ray_head_stop() (it takes down what is left)
@@ -108,11 +110,13 @@ int es_ray_head_count(const struct es_ray_head *h);
 
 /* Stop like `ray stop`, limited to this head: SIGTERM the raylet and wait, SIGTERM the rest
  * but gcs_server and wait, SIGTERM gcs_server and wait, then SIGKILL whatever is left in the
- * group. Removes the head's own temp dir unless keep_temp_dir; removes nothing shared.
- * Idempotent: a stopped (or never started) head returns 0 at once. */
+ * group, and reap the head's processes, waiting up to stop_step_timeout_secs until none of
+ * them is left, not even as a zombie (a warning says so if one is). Removes the head's own
+ * temp dir unless keep_temp_dir; removes nothing shared. Idempotent: a stopped (or never started) head returns 0 at once. */
 int es_ray_head_stop(struct es_ray_head *h);
 
-/* Like stop without the graceful steps: SIGKILL at once (for a caller that must exit now). */
+/* Like stop without the graceful steps: SIGKILL at once, then reap (for a caller that must exit
+ * now). */
 int es_ray_head_kill(struct es_ray_head *h);
 
 #endif

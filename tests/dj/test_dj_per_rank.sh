@@ -40,7 +40,6 @@ assert sorted(plain) == sorted(ours) and len(ours) == 55, (len(plain), len(ours)
 assert all(plain[i]["text"] == ours[i]["text"] for i in plain)
 print("per-rank output equals one plain dj-process run:", len(ours), "records")
 PY
-sleep 1
 [ -z "$(our_ray)" ] || { our_ray; fail "Ray processes left after the job"; }
 pass "per-rank heads used and stopped"
 

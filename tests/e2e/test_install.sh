@@ -122,7 +122,8 @@ job() {
   # The helper came from the installed share/eshard-mpi beside the binary, not the checkout.
   [ "$(cat "$T/py.log")" = "$(dirname "$bin")/../share/eshard-mpi/dj_op_kinds.py" ] ||
     fail "the registry helper was $(cat "$T/py.log"), not the installed one beside $bin"
-  expect_err "WARNING: Data-Juicer registry was not consulted"
+  # A command job prints none of the recipe's Data-Juicer warnings.
+  if grep -F "registry was not consulted" "$T/err"; then fail "a command job printed a Data-Juicer warning"; fi
 }
 (cd "$T" && job "$ROOT/bin/eshard-mpi" "$T/job-inst") || exit 1
 pass "cmake --install: a 2-rank job from a moved prefix, helpers from its share/eshard-mpi"
@@ -144,7 +145,7 @@ mkdir -p "$T/lone"
 cp "$BIN" "$T/lone/eshard-mpi"
 rm -f "$T/py.log"
 run_expect 0 "$T/lone/eshard-mpi" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" \
-  --job-dir "$T/job-lone" --num-shards 2 --python "$T/py" --process-cmd 'cp {input} {output}'
+  --job-dir "$T/job-lone" --num-shards 2 --python "$T/py"
 expect_err "Data-Juicer registry was not consulted (no registry helper is configured)"
 [ ! -e "$T/py.log" ] || fail "a lone binary ran a helper: $(cat "$T/py.log")"
 pass "a binary outside the build tree never falls back to the source tree"
