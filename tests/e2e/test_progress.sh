@@ -140,7 +140,11 @@ pass "status --prometheus of a real job: every family with HELP and TYPE, the jo
 # ---- 5. a job seen while it runs: status --watch (not a TTY) with --count, then until the end
 J2=$T/live
 rm -rf "$F"; mkdir -p "$F"
-NAP=9 timeout 120 "$MPIRUN" -np 2 "$BIN" run "${COMMON[@]}" --job-dir "$J2" --progress-secs 1 \
+# The input is a folder that also holds a stray compressed copy, so that rank 0 has a warning to
+# print (left out without --compressed): its stderr line's prefix is checked in section 6. A
+# command job prints no other warning.
+mkdir -p "$T/livein" && cp "$T/in.jsonl" "$T/livein/in.jsonl" && gzip -c "$T/in.jsonl" >"$T/livein/old.jsonl.gz"
+NAP=9 timeout 120 "$MPIRUN" -np 2 "$BIN" run "${COMMON[@]/#$T\/in.jsonl/$T/livein}" --job-dir "$J2" --progress-secs 1 \
   >"$T/live.out" 2>"$T/live.err" &
 mpi=$!
 wait_for 30 test -e "$J2/manifest.json"
@@ -175,7 +179,8 @@ grep -q '^Summary: 8/8 shards done (0 failed), rows in 240, rows out 240, wall t
 grep -qE "^  $host +2 +8 +8 +[0-9.]+ +[0-9]+$" "$O" || { cat "$O"; fail "no per-host row (2 workers, 8 shards, 8 attempts, rows/s, busy %)"; }
 grep -q '^Slowest shards (median [0-9.]*s):$' "$O" || fail "no slowest shards"
 ! grep -q '^  part-.*: done owner=' "$O" || fail "run's end prints a line per shard"
-grep -q '^\[+[0-9.]*s\] \[rank 0 [^ ]*\] ' "$T/live.err" || { cat "$T/live.err"; fail "stderr lines of run have no elapsed-time prefix"; }
+grep -q '^\[+[0-9.]*s\] \[rank 0 [^ ]*\] WARNING: left out 1 compressed file' "$T/live.err" || { cat "$T/live.err"; fail "stderr lines of run have no elapsed-time prefix"; }
+! grep -qv '^\[+[0-9.]*s\] \[rank [01] ' "$T/live.err" || { cat "$T/live.err"; fail "a stderr line of run without its elapsed-time and rank prefix"; }
 # --progress-secs 0: none; --verbose: the Claimed lines.
 run_expect 0 timeout 120 "$MPIRUN" -np 2 "$BIN" run "${COMMON[@]}" --job-dir "$T/quiet" --progress-secs 0 --verbose
 ! grep -q '^Progress: ' "$T/out" || fail "--progress-secs 0 printed progress"
