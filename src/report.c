@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -804,6 +805,29 @@ static void put_reason(struct html *h, const struct es_jobview *r, const char *e
 	}
 }
 
+/* The failed shards as list items, at most max of them, each linked to its log tail: with
+ * reasons, the first line of its error and its log's error line (the banner); else its failed
+ * record's last_error as it is (the Failed attempts section). Returns how many it listed. */
+static size_t put_failed_shards(struct html *h, const struct es_jobview *r, size_t max, int reasons)
+{
+	size_t listed = 0;
+	for (size_t i = 0; i < r->st.n_shards && listed < max; i++) {
+		const struct es_shard_status *s = &r->st.shards[i];
+		if (s->state != ES_SHARD_FAILED)
+			continue;
+		h_adds(h, "<li>");
+		put_shard_link(h, r, i);
+		h_adds(h, ": ");
+		if (reasons)
+			put_reason(h, r, s->error, h->anchor[i]);
+		else
+			h_esc(h, s->error ? s->error : "(no last_error in the failed record)");
+		h_adds(h, "</li>\n");
+		listed++;
+	}
+	return listed;
+}
+
 /* The first screen of a job with failed shards: a red banner that says so, and which shards
  * failed, why, and where their logs are. A complete job gets a green one. */
 static void put_banner(struct html *h, const struct es_jobview *r)
@@ -817,18 +841,7 @@ static void put_banner(struct html *h, const struct es_jobview *r)
 	}
 	h_printf(h, "<div class=\"banner bad\" id=\"failures\">Job %s: %lld failed shard(s)\n<ul>\n",
 		 r->st.terminal ? "finished with failures" : "not finished, with failures so far", (long long)c->failed);
-	size_t listed = 0;
-	for (size_t i = 0; i < r->st.n_shards && listed < 10; i++) {
-		const struct es_shard_status *s = &r->st.shards[i];
-		if (s->state != ES_SHARD_FAILED)
-			continue;
-		h_adds(h, "<li>");
-		put_shard_link(h, r, i);
-		h_adds(h, ": ");
-		put_reason(h, r, s->error, h->anchor[i]);
-		h_adds(h, "</li>\n");
-		listed++;
-	}
+	size_t listed = put_failed_shards(h, r, 10, 1);
 	if ((int64_t)listed < c->failed)
 		h_printf(h, "<li>and %lld more (see Failed attempts below)</li>\n", (long long)(c->failed - (int64_t)listed));
 	h_adds(h, "</ul></div>\n");
@@ -840,16 +853,7 @@ static void put_failures(struct html *h, const struct es_jobview *r)
 	h_printf(h, "<h2>Failed attempts (%zu)</h2>\n", r->by_status[ES_JV_FAILED]);
 	if (r->st.counts.failed) {
 		h_adds(h, "<p>Failed shards:</p>\n<ul>\n");
-		for (size_t i = 0; i < r->st.n_shards; i++) {
-			const struct es_shard_status *s = &r->st.shards[i];
-			if (s->state != ES_SHARD_FAILED)
-				continue;
-			h_adds(h, "<li>");
-			put_shard_link(h, r, i);
-			h_adds(h, ": ");
-			h_esc(h, s->error ? s->error : "(no last_error in the failed record)");
-			h_adds(h, "</li>\n");
-		}
+		put_failed_shards(h, r, SIZE_MAX, 0);
 		h_adds(h, "</ul>\n");
 	}
 	if (!r->by_status[ES_JV_FAILED]) {
