@@ -294,7 +294,9 @@ int es_status_count_cached(const struct es_manifest *m, double lock_timeout, uns
 
 /* merge's checks of a done record, without reading the result's lines: its fields, a result
  * path inside the job folder, and a result file of the recorded size. A record merge would
- * refuse gets record_error, and the job is then not complete. */
+ * refuse gets record_error, and the job is then not complete. A result that looks absent or of
+ * another size is also what a client that caches metadata (NFS's actimeo and lookupcache) shows
+ * for a while after another node wrote it: record_unseen says so, and verify waits for it. */
 static void check_done_record(const struct es_manifest *m, const char *id, const cJSON *doc, struct es_shard_status *r)
 {
 	struct es_buf out = ES_BUF_INIT, why = ES_BUF_INIT;
@@ -303,15 +305,18 @@ static void check_done_record(const struct es_manifest *m, const char *id, const
 	int rc = es_record_check_done(m, id, doc, &out, &f);
 	es_log_quiet_end();
 	struct stat st;
-	if (rc)
+	if (rc) {
 		es_buf_adds(&why, es_last_error());
-	else if (lstat(out.data, &st) != 0)
+	} else if (lstat(out.data, &st) != 0) {
 		es_buf_printf(&why, "Result of %s not found: %s", id, out.data);
-	else if (!S_ISREG(st.st_mode))
+		r->record_unseen = 1;
+	} else if (!S_ISREG(st.st_mode)) {
 		es_buf_printf(&why, "Result of %s is not a regular file: %s", id, out.data);
-	else if (f.size_bytes >= 0 && (int64_t)st.st_size != f.size_bytes)
+	} else if (f.size_bytes >= 0 && (int64_t)st.st_size != f.size_bytes) {
 		es_buf_printf(&why, "Result of %s has %lld bytes, its done record says %lld: %s", id,
 			      (long long)st.st_size, (long long)f.size_bytes, out.data);
+		r->record_unseen = 1;
+	}
 	if (why.len)
 		r->record_error = es_buf_detach(&why, NULL);
 	es_buf_free(&why);
@@ -392,6 +397,7 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 			struct es_buf why = ES_BUF_INIT;
 			es_buf_printf(&why, "Done record not found: %s (the lock is a done fence)", done->data);
 			r->record_error = es_buf_detach(&why, NULL);
+			r->record_unseen = 1;
 		}
 		return 0;
 	}
@@ -463,6 +469,7 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 		}
 		count_state(&out->counts, r->state);
 		out->bad_records += r->record_error != NULL;
+		out->unseen_records += r->record_error && r->record_unseen;
 		out->rows_total += r->rows;
 		const char *host = NULL;
 		if (r->state == ES_SHARD_DONE) {

@@ -5,6 +5,7 @@
 #include "eshard/merge.h"
 #include "eshard/prepare.h"
 #include "eshard/status.h"
+#include "eshard/util.h"
 #include "json.h"
 #include "record.h"
 
@@ -59,6 +60,38 @@ static int count_owners(const struct es_manifest *m, struct owner **out, size_t 
 	return rc;
 }
 
+/* How long verify waits for done shards' results that this client does not see yet (verify.h). */
+static double settle_secs = 60.0;
+
+void es_verify_set_settle_secs(double secs)
+{
+	settle_secs = secs >= 0 ? secs : 0;
+}
+
+/* The status, collected again once a second while every shard is done and the only problems
+ * are results a caching client may not see yet (another node wrote them a moment ago: see
+ * check_done_record in status.c), for up to settle_secs. A stop ends the wait. */
+static int collect_settled(const struct es_manifest *m, struct es_status *st)
+{
+	double t0 = es_time_mono();
+	for (int round = 0;; round++) {
+		int rc = es_status_collect(m, 0, st);
+		if (rc || st->complete || st->counts.done != st->counts.total || st->unseen_records != st->bad_records ||
+		    es_time_mono() - t0 >= settle_secs || es_stop_signal())
+			return rc;
+		if (round == 0) {
+			const char *first = NULL;
+			for (size_t i = 0; !first && i < st->n_shards; i++)
+				first = st->shards[i].record_error;
+			es_log_note("%lld done shard(s) do not show their results on this node yet (the first: %s); waiting up "
+				    "to %.0f s for the shared file system's cache",
+				    (long long)st->unseen_records, first ? first : "?", settle_secs);
+		}
+		es_status_free(st);
+		es_sleep(1.0);
+	}
+}
+
 int es_verify_run(const char *job_dir, const char *output, int expect_nodes, struct es_verify_result *r)
 {
 	return es_verify_run_follow(job_dir, output, expect_nodes, NULL, 0, r);
@@ -95,7 +128,7 @@ int es_verify_run_follow(const char *job_dir, const char *output, int expect_nod
 	if (rc)
 		goto out;
 	/* The reference ran `status --all` here; its report is the same. */
-	rc = es_status_collect(&m, 0, &st);
+	rc = collect_settled(&m, &st);
 	if (!rc)
 		rc = es_status_format_text(&m, &st, 1, &text);
 	if (rc)
@@ -107,6 +140,13 @@ int es_verify_run_follow(const char *job_dir, const char *output, int expect_nod
 		fflush(stdout);
 		struct es_buf advice = ES_BUF_INIT;
 		es_status_advice(&st.counts, m.job_dir, &advice);
+		for (size_t i = 0; i < st.n_shards; i++) {
+			if (st.shards[i].record_error) {
+				es_buf_printf(&advice, "%s%lld done record(s) cannot be merged, the first: %s", advice.len ? "; " : "",
+					      (long long)st.bad_records, st.shards[i].record_error);
+				break;
+			}
+		}
 		rc = es_error(ES_EINVAL, "Verification stopped: not all shards are complete.%s%s%s", advice.len ? " " : "",
 			      advice.data, advice.len ? "." : "");
 		es_buf_free(&advice);

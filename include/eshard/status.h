@@ -78,6 +78,9 @@ struct es_shard_status {
 	double claimed_at_epoch;   /* done: claimed_at_epoch of the attempt that published, or -1 */
 	double completed_at_epoch; /* done: the record's completed_at, or -1 */
 	char *record_error;        /* done: why merge would refuse its record, or NULL */
+	int record_unseen;         /* record_error is what a caching client shows for a while: the
+	                            * result looks absent or of another size, or the fence's record
+	                            * is not visible yet (docs: verify waits for the cache) */
 	int64_t attempt_number;    /* done, running, stale: the current attempt's number; failed: the
 	                            * last one; 0 when unknown */
 	int has_problem;           /* failed, or retried (attempt_number > 1): problem is filled */
@@ -98,6 +101,7 @@ struct es_status {
 	struct es_status_counts counts;
 	int complete;               /* done == total and no done record merge would refuse */
 	int64_t bad_records;        /* done shards with a record_error */
+	int64_t unseen_records;     /* of them, the ones with record_unseen */
 	int terminal;               /* done + failed == total */
 	double lock_timeout_secs;   /* the values the classification used */
 	double lease_secs;

@@ -35,6 +35,12 @@ int es_verify_run(const char *job_dir, const char *output, int expect_nodes, str
  * began while the job ran: only what it has not appended and re-read yet is merged and re-read.
  * follow is finished or aborted (freed) whatever the outcome. brief: the status is not printed
  * (run prints its own summary instead of a line per shard). */
+/* How long verify waits, collecting the status again once a second, when every shard is done
+ * but some results look absent or of another size: what a client that caches metadata (NFS's
+ * actimeo and lookupcache, our tests' caching mounts) shows for a while after another node
+ * wrote them. 60 s by default (NFS's acregmax and acdirmax); a stop ends the wait. */
+void es_verify_set_settle_secs(double secs);
+
 struct es_merge_follow;
 int es_verify_run_follow(const char *job_dir, const char *output, int expect_nodes, struct es_merge_follow *follow,
 			 int brief, struct es_verify_result *r);

@@ -6,6 +6,9 @@
  * anything is printed. stdout is captured to check the printed lines.
  */
 #include "testlib.h"
+#include "eshard/util.h"
+
+#include <pthread.h>
 #include "jobfix.h"
 
 #include "eshard/log.h"
@@ -163,11 +166,91 @@ static void test_output_in_job_folder(void)
 	free(r.output);
 }
 
+/* Puts a result back after a delay: another node's result that this client's cache hid. */
+struct restore {
+	char from[2048], to[2048];
+	double delay;
+};
+
+static void *restore_later(void *arg)
+{
+	struct restore *r = arg;
+	es_sleep(r->delay);
+	if (rename(r->from, r->to) != 0)
+		perror("rename");
+	return NULL;
+}
+
+/* Every shard done, a result not visible: verify waits for it (up to the settle time) and
+ * passes when it shows; one that never shows fails after the wait, naming it; a problem that
+ * no cache explains (the result is a folder) fails at once. */
+static void test_results_settle(void)
+{
+	int rows[] = { 1, 2 };
+	struct jf j;
+	struct es_verify_result r;
+	jf_make(&j, T, "settle", 2, rows, NULL);
+	jf_done(&j, 0, "node-a");
+	jf_done(&j, 1, "node-b");
+	struct restore back;
+	jf_path(&j, back.to, sizeof(back.to), "%s/processed.jsonl", j.attempt[1]);
+	snprintf(back.from, sizeof(back.from), "%s/hidden.jsonl", T);
+	CHECK_INT_EQ(rename(back.to, back.from), 0);
+	back.delay = 1.2;
+	pthread_t th;
+	es_verify_set_settle_secs(30);
+	double t0 = es_time_mono();
+	CHECK_INT_EQ(pthread_create(&th, NULL, restore_later, &back), 0);
+	capture_begin();
+	int rc = es_verify_run(j.dir, NULL, 1, &r);
+	free(capture_end());
+	pthread_join(th, NULL);
+	double took = es_time_mono() - t0;
+	CHECK_INT_EQ(rc, 0);
+	CHECK_INT_EQ(r.exit_code, 0);
+	CHECK_INT_EQ(r.rows, 3);
+	CHECK(took >= 1.0);
+	free(r.output);
+
+	/* Never shows: the wait ends, the error names the result. */
+	char merged[2048];
+	snprintf(merged, sizeof(merged), "%s/merged.jsonl", j.dir);
+	unlink(merged);
+	CHECK_INT_EQ(rename(back.to, back.from), 0);
+	es_verify_set_settle_secs(1.5);
+	t0 = es_time_mono();
+	capture_begin();
+	rc = es_verify_run(j.dir, NULL, 1, &r);
+	free(capture_end());
+	took = es_time_mono() - t0;
+	CHECK(rc < 0);
+	CHECK_INT_EQ(r.exit_code, 2);
+	CHECK(took >= 1.4);
+	char want[4096];
+	snprintf(want, sizeof(want), "1 done record(s) cannot be merged, the first: Result of %s not found: %s", j.id[1], back.to);
+	CHECK(strstr(es_last_error(), want) != NULL);
+	CHECK(!jf_exists(merged));
+
+	/* A folder in its place is no cache's doing: no wait. */
+	CHECK_INT_EQ(mkdir(back.to, 0755), 0);
+	es_verify_set_settle_secs(30);
+	t0 = es_time_mono();
+	capture_begin();
+	rc = es_verify_run(j.dir, NULL, 1, &r);
+	free(capture_end());
+	took = es_time_mono() - t0;
+	CHECK(rc < 0);
+	CHECK(took < 5);
+	CHECK(strstr(es_last_error(), "is not a regular file") != NULL);
+	es_verify_set_settle_secs(60);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
 	test_two_owners();
 	test_incomplete_and_bad_records();
 	test_output_in_job_folder();
+	test_results_settle();
 	return test_done();
 }
