@@ -1,6 +1,7 @@
 #!/bin/bash
 # The worker through the real binary, with real child processes and real files
-# (REFERENCE.md §5, §9 tests 10 and 11, and the leases, supervision and events of DESIGN.md):
+# (docs/design.md#the-worker-loop, docs/design.md#reference-tests 10 and 11, and the leases,
+# supervision and events of docs/design.md):
 # a whole job, failures and the retry limit, retry + ordered merge, corrupt output, folder
 # materialization, SIGTERM (preemption), leases against a live slow shard and a SIGKILLed
 # worker, the attempt timeout, the event log, and start-up errors.
@@ -44,7 +45,8 @@ attempt_dir() { local d; d=$(ls -d "$1/attempts/$2/$3"-* 2>/dev/null | head -1);
 count_dirs() { if [ -d "$1" ]; then find "$1" -mindepth 1 -maxdepth 1 | wc -l; else echo 0; fi; }
 gone() { ! kill -0 "$1" 2>/dev/null; }
 group_gone() { ! kill -0 -- "-$1" 2>/dev/null; }
-# failures_of JOB SHARD: attempts whose status is failed or stale (REFERENCE §5.3 step 4).
+# failures_of JOB SHARD: attempts whose status is failed or stale
+# (docs/job-folder.md#claiming-a-shard, step 3).
 failures_of() {
   python3 - "$1" "$2" <<'PY'
 import glob, json, os, sys
@@ -98,7 +100,7 @@ cmp "$T/six.jsonl" "$T/six.expected" || fail "merged output is not the concatena
 [ "$(jget "$J/merge.json" '["sha256"]')" = "$(jget "$J/manifest.json" '["normalized_sha256"]')" ] || fail "merge sha vs manifest"
 pass "one worker completes a 6-shard job; ordered merge"
 
-# ==== 2. --max-shards 1 with a processor that always fails: exit 2 (§9 test 10).
+# ==== 2. --max-shards 1 with a processor that always fails: exit 2 (reference test 10).
 J=$T/maxone
 prep maxone 2 'sh -c "exit 3" {input} {output}'
 run_expect 2 "$BIN" worker --job-dir "$J" --max-shards 1
@@ -147,7 +149,7 @@ run_expect 2 "$BIN" worker --job-dir "$J"
 grep -q Claimed "$T/out" && fail "claimed a failed shard"
 pass "a failing shard ends failed after max_retries+1 attempts"
 
-# ==== 4. retry --shard-id, a fixed processor, ordered merge (§9 test 11).
+# ==== 4. retry --shard-id, a fixed processor, ordered merge (reference test 11).
 # The processor is fixed in the manifest; its behaviour depends on a flag file.
 cat >"$T/flaky.sh" <<EOF
 #!/bin/sh

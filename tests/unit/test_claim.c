@@ -1,9 +1,10 @@
 /*
- * Unit tests of claim with real processes and real files (REFERENCE.md §9 tests 6, 8 and 9,
- * and the leases of DESIGN.md): 16 processes racing for one shard, the reference's stale
- * takeover rule (lock mtime older than lock_timeout_secs), the token checks that keep a
- * taken-over worker from releasing or publishing, the lease rule judged on the observer's
- * monotonic clock against a live heartbeating owner and a silent one, and the retry limit.
+ * Unit tests of claim with real processes and real files (docs/design.md#reference-tests 6, 8
+ * and 9, and the leases of docs/job-folder.md#locks-and-fences): 16 processes racing for one shard,
+ * the reference's stale takeover rule (lock mtime older than lock_timeout_secs), the token checks
+ * that keep a taken-over worker from releasing or publishing, the lease rule judged on the
+ * observer's monotonic clock against a live heartbeating owner and a silent one, and the retry
+ * limit.
  *
  * Every job is made by es_prepare_run() with a command processor, exactly as `eshard-mpi
  * prepare --process-cmd` makes it.
@@ -200,8 +201,8 @@ static void set_attempt_status(const struct es_manifest *m, const char *rel, con
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* §9 test 6: 16 processes race for one shard; then the reference's stale takeover.           */
-/* §9 test 8: the taken-over token can neither release nor publish.                            */
+/* Reference test 6: 16 processes race for one shard; then the reference's stale takeover.    */
+/* Reference test 8: the taken-over token can neither release nor publish.                    */
 /* ------------------------------------------------------------------------------------------ */
 
 #define RACERS 16
@@ -317,7 +318,7 @@ static void test_race_and_stale_takeover(void)
 		cJSON_Delete(old);
 	}
 
-	/* §9 test 8: the old token cannot publish; nothing changes. */
+	/* Reference test 8: the old token cannot publish; nothing changes. */
 	const char *rec = "{\n  \"status\": \"done\"\n}\n";
 	int published = -1;
 	CHECK_INT_EQ(es_claim_publish(&c, 0, t1, "done", rec, strlen(rec), NULL, NULL, &published), 1);
@@ -535,7 +536,7 @@ static void test_lease(void)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* §9 test 9: max_retries are in addition to the first attempt.                               */
+/* Reference test 9: max_retries are in addition to the first attempt.                        */
 /* ------------------------------------------------------------------------------------------ */
 
 static void test_retry_limit(void)

@@ -1,10 +1,11 @@
 /*
- * Unit tests of merge (REFERENCE.md §7, §2.9, §9 test 11): an incomplete job is refused; done
- * records pointing at copies give the concatenated shards and a matching merge.json; a missing
- * final newline is added to the output only; tampered records and results are caught; a result
- * outside the job folder is refused; an existing output needs overwrite; invalid lines; long
- * lines and many blocks (the pipelined reader); a failure leaves the old output and no temporary;
- * merge while working (the follower); an output inside the job folder other than merged.jsonl.
+ * Unit tests of merge (docs/job-folder.md#merge-record, docs/design.md#reference-tests 11): an
+ * incomplete job is refused; done records pointing at copies give the concatenated shards and a
+ * matching merge.json; a missing final newline is added to the output only; tampered records and
+ * results are caught; a result outside the job folder is refused; an existing output needs
+ * overwrite; invalid lines; long lines and many blocks (the pipelined reader); a failure leaves the
+ * old output and no temporary; merge while working (the follower); an output inside the job folder
+ * other than merged.jsonl.
  */
 #include "testlib.h"
 
