@@ -46,7 +46,7 @@ stop_daemons() {
     kill -KILL "$p" 2>/dev/null || true
   done
 }
-trap 'stop_daemons; cleanup_t' EXIT
+trap 'stop_daemons; test_done' EXIT
 
 dd if=/dev/urandom of="$S/munge.key" bs=1024 count=1 2>/dev/null
 chmod 400 "$S/munge.key"

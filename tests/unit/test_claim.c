@@ -214,16 +214,20 @@ static void test_race_and_stale_takeover(void)
 	const char *id = m.shards[0].id;
 	char p[PATH_MAX], q[PATH_MAX];
 
-	/* Every racer waits on a pipe; closing its write end starts all of them at once. */
-	int go[2];
-	if (!CHECK(pipe(go) == 0))
+	/* Every racer says it is ready on one pipe, then waits on another; closing the second
+	 * one's write end, once all are ready, starts all of them at once. */
+	int go[2], ready[2];
+	if (!CHECK(pipe(go) == 0) || !CHECK(pipe(ready) == 0))
 		return;
 	pid_t pids[RACERS];
 	for (int k = 0; k < RACERS; k++) {
 		pids[k] = fork();
 		if (pids[k] == 0) {
 			close(go[1]);
-			char c;
+			close(ready[0]);
+			char c = 'r';
+			if (write(ready[1], &c, 1) != 1)
+				_exit(12);
 			while (read(go[0], &c, 1) < 0 && errno == EINTR)
 				;
 			struct es_claimer c1;
@@ -235,7 +239,16 @@ static void test_race_and_stale_takeover(void)
 		CHECK(pids[k] > 0);
 	}
 	close(go[0]);
-	usleep(200 * 1000); /* let all of them block on the pipe */
+	close(ready[1]);
+	/* Wait until every racer is ready (a racer that died early closes its end too, so the
+	 * read ends; its exit code then fails the count below). */
+	int n_ready = 0;
+	char r;
+	ssize_t got;
+	while (n_ready < RACERS && ((got = read(ready[0], &r, 1)) == 1 || (got < 0 && errno == EINTR)))
+		n_ready += got == 1;
+	close(ready[0]);
+	CHECK_INT_EQ(n_ready, RACERS);
 	close(go[1]);
 	int ok = 0, none = 0, other = 0;
 	for (int k = 0; k < RACERS; k++) {
