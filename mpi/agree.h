@@ -1,6 +1,6 @@
 /*
- * agree: the MPI hand-offs of `eshard-mpi run` and nothing else (DESIGN.md: MPI only for the
- * phase hand-offs, every rank agreeing before it moves on).
+ * agree: the MPI hand-offs of `eshard-mpi run` and nothing else (MPI only for the phase
+ * hand-offs, every rank agreeing before it moves on: docs/design.md#mpi-only-in-mpi).
  *
  * Every wait is a non-blocking collective polled with a short, growing sleep: Open MPI
  * busy-polls inside blocking collectives, and a waiting rank must not burn the core its node's

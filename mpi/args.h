@@ -1,8 +1,9 @@
 /*
  * args: a small table-driven parser for long options ("--name value" and "--name=value").
  * Abbreviations are not accepted (argparse's prefix matching is an accident of the
- * reference, REFERENCE.md §10). Every subcommand has --help and --version. An unknown option
- * is reported with the closest known one when there is one ("did you mean --job-dir?").
+ * reference, docs/design.md#where-we-differ-from-the-reference). Every subcommand has --help and
+ * --version. An unknown option is reported with the closest known one when there is one ("did you
+ * mean --job-dir?").
  */
 #ifndef ESHARD_ARGS_H
 #define ESHARD_ARGS_H

@@ -2,7 +2,7 @@
 """Tell eshard-mpi what kind of operator each Data-Juicer op name is.
 
 eshard-mpi's prepare runs this helper once, with the configured Python, to
-check a recipe the way the reference does (REFERENCE.md section 4): the
+check a recipe the way the reference does (docs/design.md#recipe-checks): the
 operator kind comes from class inheritance in Data-Juicer's registry, after
 the recipe's custom operator paths have been loaded through Data-Juicer's own
 loader.

@@ -65,7 +65,7 @@ static int ends_with(const char *s, const char *suffix)
 	return ls > lx && !memcmp(s + ls - lx, suffix, lx);
 }
 
-/* The Data-Juicer naming convention (REFERENCE.md §4, option (c)). It differs from the
+/* The Data-Juicer naming convention (docs/design.md#recipe-checks). It differs from the
  * registry for names outside the convention and for custom operators: without the
  * registry, a custom operator is judged by its name like any other. */
 static enum es_dj_verdict kind_by_name(const char *name)

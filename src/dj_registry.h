@@ -2,7 +2,7 @@
  * dj_registry: is an operator shard-safe? Data-Juicer's registry says so through a helper
  * (scripts/dj_op_kinds.py) run once as a child process (posix_spawn, no shell, stdin from
  * /dev/null, killed after a generous timeout); without it the Data-Juicer naming convention
- * decides (REFERENCE.md §4, option (c)).
+ * decides (docs/design.md#recipe-checks).
  *
  * The helper's public side, es_recipe_dj_identity() and es_recipe_default_helper(), is
  * declared in eshard/recipe.h, where prepare and the worker find it; it is defined here.

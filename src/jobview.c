@@ -137,7 +137,8 @@ static void parse_leaf(const char *name, struct es_jv_attempt *a)
 	a->number = (int)n;
 }
 
-/* The fields of attempt.json (REFERENCE.md §2.5); the end waits for the events (resolve). */
+/* The fields of attempt.json (docs/job-folder.md#attempt-records); the end waits for the events
+ * (resolve). */
 static void fill_from_json(struct es_jobview *r, struct es_jv_attempt *a, const cJSON *doc)
 {
 	const char *host = es_json_get_str(doc, "hostname");
@@ -147,7 +148,8 @@ static void fill_from_json(struct es_jobview *r, struct es_jv_attempt *a, const 
 	a->backup = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "backup"));
 	a->status = status_index(st);
 	if (a->status < 0) {
-		/* Only the values of §5.7 are known; an attempt.json without one is still an attempt. */
+		/* Only the values of docs/job-folder.md#attempt-states are known; an attempt.json
+		 * without one is still an attempt. */
 		a->status = st ? ES_JV_LOST : ES_JV_RUNNING;
 		a->raw_status = st ? strdup(st) : NULL;
 	}

@@ -2,10 +2,10 @@
  * json: metadata JSON (manifest, attempt, done, failed, merge, lock files) through cJSON.
  *
  * Internal to libeshard (it exposes cJSON). Written the way Python's json module writes the
- * reference's files (REFERENCE.md §2.2): keys sorted, ensure_ascii=False, floats as Python's
- * repr. Integers are kept exact: the parser stores every integer literal as a cJSON raw node
- * holding its digits, and es_json_add_int() does the same, so a file read and written back
- * keeps 1 as 1 and 1.0 as 1.0, and nanosecond times do not lose precision.
+ * reference's files (docs/job-folder.md#how-files-are-written): keys sorted, ensure_ascii=False,
+ * floats as Python's repr. Integers are kept exact: the parser stores every integer literal as a
+ * cJSON raw node holding its digits, and es_json_add_int() does the same, so a file read and
+ * written back keeps 1 as 1 and 1.0 as 1.0, and nanosecond times do not lose precision.
  */
 #ifndef ESHARD_JSON_H
 #define ESHARD_JSON_H

@@ -244,8 +244,8 @@ struct es_jsonl *es_jsonl_new(const struct es_jsonl_opts *opts)
 	es_buf_init(&j->item, 0);
 	if (!opts)
 		return j;
-	/* Recipe media keys are de-duplicated with their order kept (REFERENCE §2.3); Python
-	 * appends index keys in sorted order, so sort and de-duplicate them to be safe. */
+	/* Recipe media keys are de-duplicated with their order kept (docs/job-folder.md#manifest);
+	 * Python appends index keys in sorted order, so sort and de-duplicate them to be safe. */
 	if (make_keys(opts->media_keys, opts->n_media, 0, &j->media, &j->n_media) ||
 	    make_keys(opts->index_keys, opts->n_index, 1, &j->index, &j->n_index) ||
 	    (opts->media_root && !(j->media_root = strdup(opts->media_root)))) {
@@ -1051,8 +1051,8 @@ static size_t canonical_string_end(const char *v, size_t i)
 }
 
 /*
- * REFERENCE §3.3 on the final top-level object in out[orig..len): check every media field
- * and make its relative items absolute under media_root. A changed list is spliced in
+ * docs/job-folder.md#normalized-lines on the final top-level object in out[orig..len): check every
+ * media field and make its relative items absolute under media_root. A changed list is spliced in
  * place, so the key keeps its position; later members' offsets move with it.
  */
 static int apply_media(struct es_jsonl *j, struct es_buf *out, size_t top_n, const char *path,
@@ -1151,7 +1151,8 @@ static int apply_media(struct es_jsonl *j, struct es_buf *out, size_t top_n, con
 	return 0;
 }
 
-/* REFERENCE §3.3: each missing index key gets the global row index, at the end. */
+/* docs/job-folder.md#normalized-lines: each missing index key gets the global row index, at the
+ * end. */
 static int apply_index(struct es_jsonl *j, struct es_buf *out, size_t top_n, uint64_t global)
 {
 	int any = top_n > 0;

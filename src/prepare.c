@@ -1004,7 +1004,7 @@ static int prep_options(struct prep *P)
 	const struct es_prepare_opts *o = P->o;
 	if (!o->job_dir || !*o->job_dir)
 		return es_error(ES_EUSAGE, "prepare needs --job-dir");
-	/* A command processor may go without a recipe (README "Any processor"); its input then
+	/* A command processor may go without a recipe (README "Commands"); its input then
 	 * comes from --dataset-path alone. */
 	if ((!o->config || !*o->config) && o->processor.kind != ES_PROC_COMMAND)
 		return es_error(ES_EUSAGE, "prepare needs --config (a recipe), unless the processor is a --process-cmd");
@@ -1549,7 +1549,7 @@ static int prep_write(struct prep *P)
 {
 	es_path_join(&P->path, P->stage.data, "recipe.yaml");
 	/* Without a recipe the snapshot is empty, so that the reference's workers, which hash
-	 * recipe.yaml against the manifest, accept the job (README "Job folder"). */
+	 * recipe.yaml against the manifest, accept the job (README "The job folder"). */
 	int rc = P->with_recipe ? es_fs_copy_file(P->config.data, P->path.data)
 				: es_fs_write_atomic(P->path.data, "", 0);
 	if (rc)

@@ -1,7 +1,7 @@
 /*
  * recipe: read a recipe and check it, step by step in the reference's order and wording
- * (REFERENCE.md §4). The YAML tree comes from yaml.c (yamltree.h), what Python makes of its
- * values from pyval.c, the operator kinds from dj_registry.c.
+ * (docs/design.md#recipe-checks). The YAML tree comes from yaml.c (yamltree.h), what Python makes
+ * of its values from pyval.c, the operator kinds from dj_registry.c.
  */
 #include "eshard/recipe.h"
 #include "eshard/buf.h"
@@ -315,8 +315,8 @@ static int warn_option(struct check *c, const char *key, const char *why)
 
 /* Beyond the reference: the top-level settings of Data-Juicer 1.6.1 (config.py) that write
  * one global output or need the whole dataset, checked the way each behaves in a shard worker
- * (the Ray executor, export_path set per attempt; docs/dj-notes.md "Recipe settings per
- * shard" records what each did in a real run). */
+ * (the Ray executor, export_path set per attempt; what each did in a real run is in
+ * docs/dj-notes.md#recipe-settings-per-shard). */
 static int check_export(struct check *c)
 {
 	const struct es_ynode *v = es_yaml_get(c->root, "export_type");
@@ -414,7 +414,8 @@ static void hand_over(struct check *c, struct es_recipe *out)
 	memset(&c->index, 0, sizeof(c->index));
 }
 
-/* The checks of REFERENCE.md §4, in its order, so that the first failure is the reference's. */
+/* The checks of docs/design.md#recipe-checks, in the reference's order, so that the first failure
+ * is the reference's. */
 static int validate(const struct es_ynode *root, const char *path, const struct es_recipe_opts *opts,
 		    struct es_recipe *out)
 {

@@ -277,7 +277,8 @@ static void set_stop_why(struct worker *w)
 			 "for the next run");
 }
 
-/* Finish an attempt that failed: REFERENCE §5.6. Returns "failed" or "lost". */
+/* Finish an attempt that failed: docs/job-folder.md#failures-and-the-retry-limit. Returns "failed"
+ * or "lost". */
 static const char *finish_failure(struct worker *w, size_t i, cJSON *a, const char *error)
 {
 	const char *id = w->m.shards[i].id;
@@ -333,7 +334,8 @@ static const char *finish_failure(struct worker *w, size_t i, cJSON *a, const ch
 	return rc == 1 ? "lost" : "failed";
 }
 
-/* Not the owner any more: REFERENCE §5.5, "stale" if a reclaimer marked it, else "lost". */
+/* Not the owner any more (docs/job-folder.md#publishing-a-result): "stale" if a reclaimer marked
+ * it, else "lost". */
 static const char *finish_lost(struct worker *w, size_t i)
 {
 	cJSON *a = load_attempt(w);
@@ -435,7 +437,7 @@ static void describe_exit(const struct worker *w, const struct es_attempt_outcom
 }
 
 /* A SIGTERM cut the per-rank head's start short (preempted), or the head cannot start (a
- * failure; DESIGN: the worker start path starts the head before claiming, so this is a head
+ * failure; by design the worker start path starts the head before claiming, so this is a head
  * that died and could not be restarted). */
 static const char *head_unavailable(struct worker *w, size_t i)
 {
@@ -730,7 +732,7 @@ static const char *settle_unclean(struct shard_run *r)
 	return result;
 }
 
-/* The done record (REFERENCE §2.6). */
+/* The done record (docs/job-folder.md#done-records). */
 static cJSON *done_record(const struct shard_run *r, const struct es_materialized *mat)
 {
 	const struct worker *w = r->w;
@@ -769,7 +771,8 @@ static void settle_attempt(void *ctx, int published)
 	save_attempt(s->r->w, s->r->a);
 }
 
-/* A clean exit: materialize the export, then publish the done record (REFERENCE §5.5). */
+/* A clean exit: materialize the export, then publish the done record
+ * (docs/job-folder.md#publishing-a-result). */
 static const char *publish_result(struct shard_run *r)
 {
 	struct worker *w = r->w;

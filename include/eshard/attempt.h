@@ -1,6 +1,6 @@
 /*
  * attempt: run one processor child for one claimed shard attempt and supervise it
- * (REFERENCE.md §5.4); materialize.h turns its output into processed.jsonl.
+ * (docs/design.md#running-a-processor); materialize.h turns its output into processed.jsonl.
  *
  * Contract after a crash at any point:
  *  - The child never outlives its worker by much more than the grace period. It does not

@@ -1,6 +1,6 @@
 /*
- * claim: lock files, leases and heartbeats, stale takeover, token checks (REFERENCE.md §5.3,
- * §5.5, §5.6, with the leases of DESIGN.md "Beyond the reference").
+ * claim: lock files, leases and heartbeats, stale takeover, token checks
+ * (docs/job-folder.md#locks-and-fences, docs/job-folder.md#claiming-a-shard).
  *
  * Who processes a shard is decided by O_CREAT|O_EXCL on state/locks/<id>.lock; whether a result
  * counts is decided by the token check done under flock() at publish time, so a worker whose
@@ -153,8 +153,9 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 		     const char *record, size_t record_len, es_claim_settle_fn settle, void *settle_ctx,
 		     int *published);
 
-/* Count the attempts of a shard whose attempt.json says failed or stale (REFERENCE §5.3 step 4;
- * not read when failures is NULL), and the number of attempt sub-folders. */
+/* Count the attempts of a shard whose attempt.json says failed or stale
+ * (docs/job-folder.md#claiming-a-shard, step 3; not read when failures is NULL), and the number of
+ * attempt sub-folders. */
 int es_claim_count_failures(const char *job_dir, const char *shard_id, int *failures, int *folders);
 
 /* What a lock file says, read once from one open descriptor (mtime and content of the same

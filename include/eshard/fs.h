@@ -163,9 +163,10 @@ int es_fs_check_output(const char *output, const char *job_dir, const char *own,
 int es_fs_expand_user(const char *path, struct es_buf *out);
 /* Does a file that another node publishes exist? 1 yes, 0 no, negative on an I/O error.
  * open(), not stat(): on NFS an open revalidates the entry (close-to-open consistency), where
- * a cached negative lookup could hide a fresh marker (DESIGN.md "NFS caches metadata"). A path
- * that is there but cannot be opened (permissions, a folder, socket or FIFO in the way) exists;
- * the open is O_NONBLOCK, so a FIFO does not block it. */
+ * a cached negative lookup could hide a fresh marker
+ * (docs/design.md#terminal-fences-never-trust-an-absent-file). A path that is there but cannot be
+ * opened (permissions, a folder, socket or FIFO in the way) exists; the open is O_NONBLOCK, so a
+ * FIFO does not block it. */
 int es_fs_exists_fresh(const char *path);
 /* 1 if path exists (lstat), 0 if not, negative on another error. */
 int es_fs_exists(const char *path);

@@ -1,6 +1,6 @@
 /*
  * jsonl: the data path. A strict JSONL line validator, the canonical re-encoder of
- * REFERENCE.md §3.1-3.3 (Python's json.loads then json.dumps(ensure_ascii=False,
+ * docs/job-folder.md#normalized-lines (Python's json.loads then json.dumps(ensure_ascii=False,
  * separators=(",", ":")), byte for byte). Lines come from the line reader (linereader.h);
  * floats are written by pyfloat.h.
  *

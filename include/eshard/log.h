@@ -52,7 +52,7 @@ void es_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void es_say_sticky(const char *line);
 
 /* Exit status for a library result: 0 stays 0, a stop by signal N (ES_EINTR while the process
- * is stopping) 128+N, any other error 2 (REFERENCE.md §1.1). */
+ * is stopping) 128+N, any other error 2 (docs/design.md#exit-codes). */
 int es_exit_code(int rc);
 
 #endif

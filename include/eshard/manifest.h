@@ -1,5 +1,6 @@
 /*
- * manifest: the job folder's manifest.json (REFERENCE.md §2.3, schema_version 2), read side.
+ * manifest: the job folder's manifest.json (docs/job-folder.md#manifest, schema_version 2), read
+ * side.
  *
  * es_manifest_load() applies the reference's reader checks (schema_version 2, a non-empty
  * shards list, execution.executor_type "ray" and a non-empty ray_address) and fills the

@@ -1,6 +1,6 @@
 /*
  * materialize: turn an attempt's export A/ray-output.jsonl (a file, or a folder of part files)
- * into one verified A/processed.jsonl (REFERENCE.md §5.4).
+ * into one verified A/processed.jsonl (docs/job-folder.md#attempt-output).
  *
  * Contract after a crash at any point: processed.jsonl either does not exist or is complete:
  * it appears by one rename of a fully written and fsynced "A/.processed.jsonl.<32hex>.tmp". A
@@ -26,8 +26,8 @@ struct es_materialized {
 };
 
 /*
- * REFERENCE.md §5.4: A/ray-output.jsonl (a file, or a folder whose regular files below it
- * with a basename not starting with '.' or '_' are taken, sorted by relative path; folder
+ * docs/job-folder.md#attempt-output: A/ray-output.jsonl (a file, or a folder whose regular files
+ * below it with a basename not starting with '.' or '_' are taken, sorted by relative path; folder
  * names are not filtered, like the reference) becomes A/processed.jsonl. Every line is
  * validated strictly (es_jsonl_validate) and copied raw; a missing final '\n' is added.
  * No source file at all gives an empty, valid processed.jsonl.

@@ -1,6 +1,6 @@
 /*
- * merge: concatenate the shard results in manifest order into one JSONL file (REFERENCE.md §7
- * "merge", §2.9).
+ * merge: concatenate the shard results in manifest order into one JSONL file
+ * (docs/job-folder.md#merge-record).
  *
  * Every line of every result is validated strictly (blank, UTF-8, JSON, object) and its raw
  * bytes are copied; a result whose last line lacks '\n' gets one in the output only. Each

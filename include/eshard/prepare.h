@@ -1,6 +1,7 @@
 /*
  * prepare: validate the recipe and the input, cut the input into deterministic, contiguous,
- * byte-balanced, non-empty shards, and publish the job folder (REFERENCE.md §3).
+ * byte-balanced, non-empty shards, and publish the job folder
+ * (docs/job-folder.md#publishing-a-prepared-job).
  *
  * The job folder may be missing, this very job (a no-op), or an existing folder that holds no
  * job: an empty one, or one holding only what a prepare of it leaves (stage folders, temporaries).
@@ -114,7 +115,7 @@ int es_prepare_find_stage(const char *job_dir, struct es_buf *stage, double *idl
 void es_prepare_opts_init(struct es_prepare_opts *o);
 int es_prepare_run(const struct es_prepare_opts *o, struct es_prepare_result *res);
 
-/* The split rule of REFERENCE.md §3.4: after appending a row, does shard k end here?
+/* The split rule of docs/design.md#the-split-rule: after appending a row, does shard k end here?
  * w: bytes written so far (all shards), r: rows written so far, t/rows: totals, n: shards. */
 int es_prepare_split_after(uint64_t w, uint64_t r, uint64_t t, uint64_t rows, uint64_t n, uint64_t k);
 /* The shard id: "part-<index>-of-<n>", both zero-padded to max(5, digits of n). */

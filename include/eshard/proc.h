@@ -102,9 +102,9 @@ int es_proc_capture(const struct es_proc_spec *s, size_t max_out, size_t max_err
 void es_proc_result_free(struct es_proc_result *r);
 
 /*
- * The environment of every child (DESIGN.md "Known pitfalls"): base (NULL: environ) without
- * the launcher identity that would make Data-Juicer or a library think it is one rank of many
- * (es_env_is_launcher_identity(), RAY_ADDRESS included), the names in drop and those set by
+ * The environment of every child (docs/design.md#a-clean-child-environment): base (NULL: environ)
+ * without the launcher identity that would make Data-Juicer or a library think it is one rank of
+ * many (es_env_is_launcher_identity(), RAY_ADDRESS included), the names in drop and those set by
  * vars, then:
  *   DJ_ELASTIC_SHARD_CHILD=1;
  *   cache_dir set: XDG_CACHE_HOME=<cache_dir> when base has none, and HF_HOME=<XDG_CACHE_HOME

@@ -1,6 +1,6 @@
 /*
  * recipe: read a Data-Juicer YAML recipe and prove that it is safe to run shard by shard
- * (REFERENCE.md §3 steps 2-3 and §4).
+ * (docs/design.md#recipe-checks).
  *
  * The recipe is parsed with libyaml into a private tree that types plain scalars the way
  * PyYAML's safe_load does (YAML 1.1: null/~, yes/no/on/off, 0x/0b/leading-0 octal ints,

@@ -1,5 +1,5 @@
 /*
- * report: one self-contained HTML file that shows how a job ran (DESIGN.md "Observability").
+ * report: one self-contained HTML file that shows how a job ran (docs/design.md#observability).
  *
  * Contract: the job folder is only read (manifest, attempt folders, done and failed records,
  * locks, the event logs of state/events); the one file written is the output (in the job folder

@@ -1,5 +1,5 @@
 /*
- * retry: requeue failed shards (REFERENCE.md §7 "retry", §2.8).
+ * retry: requeue failed shards (docs/job-folder.md#retry-and-history).
  *
  * For each selected shard that has a failed marker, the attempt folder attempts/<id>/ is moved
  * to state/history/attempts/<id>.<suffix>/ and then the marker state/failed/<id>.json to

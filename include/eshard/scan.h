@@ -1,5 +1,5 @@
 /*
- * scan: input discovery and ordering (REFERENCE.md §3 step 5).
+ * scan: input discovery and ordering (docs/design.md#input-discovery).
  *
  * A dataset path that names one file takes it when its last suffix, lower-cased, is ".jsonl"
  * (Python's Path.suffix: a name like ".jsonl" has none), or when it ends in ".jsonl.gz" or

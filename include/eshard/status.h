@@ -1,6 +1,6 @@
 /*
- * status: a read-only snapshot of a job folder (REFERENCE.md §6), plus progress, rate, ETA and
- * a per-host table (DESIGN.md "Observability").
+ * status: a read-only snapshot of a job folder (docs/job-folder.md#status-of-a-shard), plus
+ * progress, rate, ETA and a per-host table (docs/design.md#observability).
  *
  * Contract: nothing here creates, changes or removes a file, so it is safe to run at any time,
  * from any node, while workers run; a crash has no effect on the job. The snapshot is not

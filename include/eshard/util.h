@@ -33,9 +33,9 @@ int64_t es_i64_of_double(double d);
 /* The decimal digits of v into out, without a NUL; returns how many (1 to 20). */
 int es_format_u64(uint64_t v, char out[20]);
 /* 1 when the environment entry kv ("NAME=value") tells a launcher's identity that a child
- * must not see (DESIGN.md "Known pitfalls"): Open MPI, PMIx/PMI, Slurm, torch-style WORLD_SIZE
- * and RANK, MASTER_*, the job ids that make newer Data-Juicer versions start an elastic run of
- * their own (PAI_JOB_ID, DLC_JOB_ID, JOB_ID, DJ_ELASTIC_*), and an inherited RAY_ADDRESS. */
+ * must not see (docs/design.md#a-clean-child-environment): Open MPI, PMIx/PMI, Slurm, torch-style
+ * WORLD_SIZE and RANK, MASTER_*, the job ids that make newer Data-Juicer versions start an elastic
+ * run of their own (PAI_JOB_ID, DLC_JOB_ID, JOB_ID, DJ_ELASTIC_*), and an inherited RAY_ADDRESS. */
 int es_env_is_launcher_identity(const char *kv);
 /* Where a helper script shipped with eshard-mpi is (dj_op_kinds.py, dj_runner.py): the
  * environment variable env_var when set; else <dir of the binary>/../share/eshard-mpi/<name>

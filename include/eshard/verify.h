@@ -1,5 +1,5 @@
 /*
- * verify: the final check of a job (REFERENCE.md §8 step 9): complete, finished by enough
+ * verify: the final check of a job (docs/design.md#verify): complete, finished by enough
  * distinct hosts, merged, and the merged file re-read line by line.
  *
  * Contract: verify changes nothing but what merge writes (the output and merge.json), so a

@@ -1,6 +1,6 @@
 /*
- * worker: the main loop of REFERENCE.md §5.2 with leases, supervised children and an event
- * log. It claims shards in manifest order, runs each through the manifest's processor, and
+ * worker: the main loop of docs/design.md#the-worker-loop with leases, supervised children and an
+ * event log. It claims shards in manifest order, runs each through the manifest's processor, and
  * publishes a done or failed record; it ends when the job is terminal, when --max-shards
  * claims were handled, or when it is told to stop (SIGTERM/SIGINT through stop_flag).
  *

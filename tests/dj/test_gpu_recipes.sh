@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The bundled GPU recipes (REFERENCE.md §9 tests 4 and 5), without a GPU: the structure of
+# The bundled GPU recipes (docs/design.md#reference-tests 4 and 5), without a GPU: the structure of
 # configs/gpu_demo.yaml and configs/gpu_demo_4gpu.yaml, their demo data, that Data-Juicer's own
 # config parser and registry accept them (operator names, argument names, CUDA operators), and
 # that `eshard-mpi prepare` accepts them through the real registry with no warning.

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Operator kinds from the REAL Data-Juicer registry (REFERENCE.md §4), through the helper
-# scripts/dj_op_kinds.py and through `eshard-mpi prepare --python <venv python>`: a Mapper and a
-# Filter are accepted, a Deduplicator and a Selector are rejected with the reference's message,
-# unknown names are rejected (also one that only looks like a Mapper, which the naming-convention
-# fallback would accept: proof that the registry answered), and a custom Mapper registered by
-# tests/dj/custom_ops/eshard_test_ops.py is accepted once loaded through custom_operator_paths;
-# a mistyped name gets the closest registered one as a hint.
+# Operator kinds from the REAL Data-Juicer registry (docs/design.md#recipe-checks), through the
+# helper scripts/dj_op_kinds.py and through `eshard-mpi prepare --python <venv python>`: a Mapper
+# and a Filter are accepted, a Deduplicator and a Selector are rejected with the reference's
+# message, unknown names are rejected (also one that only looks like a Mapper, which the
+# naming-convention fallback would accept: proof that the registry answered), and a custom Mapper
+# registered by tests/dj/custom_ops/eshard_test_ops.py is accepted once loaded through
+# custom_operator_paths; a mistyped name gets the closest registered one as a hint.
 . "$(dirname "$0")/../e2e/lib.sh"
 
 VENV=${ESHARD_DJ_VENV:-$SRC/.venv-dj}

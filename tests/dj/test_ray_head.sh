@@ -57,7 +57,7 @@ cleanup_all() {
     if [ -n "$(leftovers "ESHARD_RAY_HEAD=$tok")" ]; then kill -KILL -- "-$pg" 2>/dev/null || true; fi
   done
   rm -rf "$BASE"
-  cleanup_t
+  test_done
 }
 trap cleanup_all EXIT
 

@@ -10,10 +10,51 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl=self,tcp
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
 
+# ---- The test library, in the spirit of git's t/test-lib.sh. Each helper has one meaning:
+#   check NAME CMD...     run CMD; count it passed or failed under NAME, and go on either way
+#   pass TEXT             count a check the script made by itself as passed, and say so
+#   fail TEXT             count a failure and end the test at once
+#   wait_for SECS CMD...  poll CMD every 0.1 s until it succeeds; fail after SECS seconds
+#   now                   the wall clock in seconds, with a fraction (for messages only)
+#   test_done             the EXIT trap: print the counts, remove $T, fail if a check failed
+# A pass/fail test waits for a condition with wait_for, never sleeps a fixed time to assert a
+# duration afterwards: how long something takes is a figure for tests/bench/, where a busy
+# machine makes it slower, not wrong.
+ES_PASSED=0
+ES_FAILED=0
+check() {
+  local name=$1; shift
+  if "$@" >"$T/check.log" 2>&1; then
+    ES_PASSED=$((ES_PASSED + 1))
+    echo "ok: $name"
+  else
+    ES_FAILED=$((ES_FAILED + 1))
+    sed 's/^/  | /' "$T/check.log" >&2
+    echo "not ok: $name (failed: $*)" >&2
+  fi
+}
+pass() { ES_PASSED=$((ES_PASSED + 1)); echo "ok: $*"; }
+fail() { ES_FAILED=$((ES_FAILED + 1)); echo "FAIL: $*" >&2; exit 1; }
+now() { local t=$EPOCHREALTIME; echo "${t/,/.}"; }
+wait_for() {
+  local secs=$1 end; shift
+  end=$(( ${EPOCHREALTIME//[!0-9]/} + $(awk -v s="$secs" 'BEGIN { printf "%d", s * 1000000 }') ))
+  until "$@"; do
+    (( ${EPOCHREALTIME//[!0-9]/} < end )) || fail "timed out after $secs s waiting for: $*"
+    sleep 0.1
+  done
+}
+# A test that sets its own EXIT trap ends it with test_done. The trap keeps the script's own
+# exit status unless a check failed.
+test_done() {
+  echo "# $ES_PASSED passed, $ES_FAILED failed: $(basename "$0")"
+  if [ -z "${KEEP_TMP:-}" ]; then rm -rf "$T"; else echo "kept $T" >&2; fi
+  if [ "$ES_FAILED" != 0 ]; then exit 1; fi
+}
+
 # A short fixed prefix: the reference fixture (test_prepare_fixture) needs a 22-byte input path.
 T=$(mktemp -d /tmp/es.XXXXXX)
-cleanup_t() { if [ -z "${KEEP_TMP:-}" ]; then rm -rf "$T"; else echo "kept $T" >&2; fi; }
-trap cleanup_t EXIT
+trap test_done EXIT
 
 # The sanitizer build's options (CTest sets them: ESHARD_SANITIZER_ENV in CMakeLists.txt), for
 # a command started under `env -i`: put "${SAN_ENV[@]}" after env -i to keep them (empty in
@@ -22,13 +63,11 @@ SAN_ENV=()
 for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
   if [ -n "${!v:-}" ]; then SAN_ENV+=("$v=${!v}"); fi
 done
-fail() { echo "FAIL: $*" >&2; exit 1; }
 # need_test_hooks: crash points and test hooks exist only in a test build.
 need_test_hooks() {
   [ "${ESHARD_TEST_HOOKS_BUILT:-0}" = 1 ] ||
     fail "this test needs a test build (cmake -DESHARD_TEST_HOOKS=ON; scripts/test.sh makes one)"
 }
-pass() { echo "ok: $*"; }
 
 # run_expect CODE CMD...: run, capture stdout/stderr into $T/out and $T/err, check the exit code.
 run_expect() {

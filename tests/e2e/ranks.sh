@@ -95,21 +95,6 @@ ranks_expect() {
   done
 }
 
-ranks_wait_pids() {
-  local n=$1 secs=$2 i
-  for i in $(seq 1 $((secs * 10))); do
-    [ "$(find "$T/ranks" -name 'pid.*' | wc -l)" -ge "$n" ] && return 0
-    sleep 0.1
-  done
-  fail "the $n ranks did not start within $secs s"
-}
-
-# wait_for SECS CMD...: poll CMD every 0.1 s until it succeeds; fail after SECS.
-wait_for() {
-  local secs=$1 i; shift
-  for i in $(seq 1 $((secs * 10))); do
-    if "$@"; then return 0; fi
-    sleep 0.1
-  done
-  fail "timed out after ${secs}s waiting for: $*"
-}
+# ranks_started N: at least N ranks have recorded their pid.
+ranks_started() { [ "$(find "$T/ranks" -name 'pid.*' | wc -l)" -ge "$1" ]; }
+ranks_wait_pids() { wait_for "$2" ranks_started "$1"; }

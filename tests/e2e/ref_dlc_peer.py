@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One instance of the reference's worker-broadcast job (dlc_job.py dlc), by the rules of its
-coordination (README "Worker-broadcast jobs": the coordination folder, its files, elections and
-waits), for the interop test. Like the reference it runs the single-step commands as children:
+coordination (README "PAI-DLC worker-broadcast jobs": the coordination folder, its files, elections
+and waits), for the interop test. Like the reference it runs the single-step commands as children:
 here eshard-mpi's prepare, worker and verify play shard_job's part.
 
 usage: ref_dlc_peer.py BIN JOB RUN_ID TIMEOUT POLL -- PREPARE_ARGS... -- WORKER_ARGS...

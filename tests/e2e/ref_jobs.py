@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The reference implementation's `status` and `merge`, as ../shared/REFERENCE.md §6 and §7
-describe them, for checking that the reference still reads eshard-mpi's job folders.
+"""The reference implementation's `status` and `merge`, as docs/job-folder.md#status-of-a-shard and
+docs/job-folder.md#merge-record describe them, for checking that the reference still reads
+eshard-mpi's job folders.
 
     ref_jobs.py status JOB            prints the status object; exit 0 complete, 2 failed, 1 else
     ref_jobs.py merge JOB OUTPUT      merges like `shard_job.py merge --overwrite`; exit 0 or 2

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Test oracle: what the reference prepare (REFERENCE.md §3) writes for an input, computed with
-Python's own json module. Usage: ref_prepare.py DATASET NUM_SHARDS OUT_DIR [--media K]... [--index K]...
+"""Test oracle: what the reference prepare (docs/job-folder.md#normalized-lines,
+docs/design.md#the-split-rule) writes for an input, computed with Python's own json module.
+Usage: ref_prepare.py DATASET NUM_SHARDS OUT_DIR [--media K]... [--index K]...
 Writes OUT_DIR/shards/<id>.jsonl and OUT_DIR/facts.json (rows, sizes, hashes, input files)."""
 import hashlib, json, os, sys
 

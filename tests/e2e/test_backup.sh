@@ -41,9 +41,10 @@ run_expect 0 "$BIN" prepare "${IN[@]}" --job-dir "$T/ref" --process-cmd "$T/cp.s
 run_expect 0 "$BIN" worker --job-dir "$T/ref"
 run_expect 0 "$BIN" merge --job-dir "$T/ref" --output "$T/ref.jsonl"
 
-# check JOB OUTPUT [STALE_OK]: identical output, one done record per shard whose token is the one attempt
-# that says done, no running lock left, and the reference's status and merge agree.
-check() {
+# exactly_once_result JOB OUTPUT [STALE_OK]: identical output, one done record per shard whose
+# token is the one attempt that says done, no running lock left, and the reference's status and
+# merge agree.
+exactly_once_result() {
   local job=$1 out=$2 stale_ok=${3:-0}
   cmp -s "$T/ref.jsonl" "$out" || fail "$job: merged output differs from the one-process run"
   local stale=()
@@ -66,14 +67,15 @@ PY
 }
 
 # ---- 1. a straggler host
-cat >"$T/slow-host.sh" <<'EOF'
+# node2's processor sleeps 30 s and then leaves a mark; the others take 1 s.
+cat >"$T/slow-host.sh" <<EOF
 #!/bin/sh
-if [ "$(hostname)" = node2 ]; then sleep 12; else sleep 1; fi
-cp "$1" "$2"
+if [ "\$(hostname)" = node2 ]; then sleep 30; touch "$T/straggler-slept"; else sleep 1; fi
+cp "\$1" "\$2"
 EOF
 chmod +x "$T/slow-host.sh"
 J=$T/straggler
-t0=$(date +%s.%N)
+t0=$(now)
 # shellcheck disable=SC2086
 timeout 60 "$MPIRUN" $FAKEHOSTS_MPIRUN_ARGS -np 2 $FAKEHOSTS_PER_NODE_1 "$T/rank.sh" "$BIN" run "${IN[@]}" --job-dir "$J" \
   --max-retries 0 --poll-interval-secs 1 --process-cmd "$T/slow-host.sh {input} {output}" >"$T/out" 2>"$T/err" ||
@@ -81,51 +83,38 @@ timeout 60 "$MPIRUN" $FAKEHOSTS_MPIRUN_ARGS -np 2 $FAKEHOSTS_PER_NODE_1 "$T/rank
 wall=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
 ranks_expect 2 0
 expect_out "PASS: 4 shards were completed by"
+# The backup ended the job before the straggler's own attempt could: the straggler never got
+# to its mark, its child was stopped when the backup's record appeared. (How long the job took
+# is a figure for tests/bench/backup.sh, not a condition: a busy machine makes it slower.)
+[ ! -e "$T/straggler-slept" ] || fail "the job waited for the straggler's own attempt (wall $wall s)"
 grep -q '^.*Backup of part-' "$T/out" || { cat "$T/out"; fail "no backup was started"; }
 attempts "$J" >"$T/att"
 grep -q ' node1 done backup$' "$T/att" || { cat "$T/att"; fail "the backup on node1 did not win"; }
 grep -q ' node2 superseded primary$' "$T/att" || { cat "$T/att"; fail "node2's primary was not recorded as superseded"; }
-# The backup must end the job before the straggler's own attempt could (it sleeps 12 s): from
-# the job's first claim to the last shard's done event (state/events), which leaves out the
-# launcher, MPI start, merge and report, whose time grows with the machine's load (the whole
-# run took 12.5 s in the sanitizer build beside four other test runs). The wall time is printed
-# for a look; tests/bench/backup.sh measures it.
-span=$(python3 - "$J" <<'PY'
-import glob, json, sys
-ev = [json.loads(l) for f in glob.glob(sys.argv[1] + "/state/events/*.jsonl") for l in open(f) if l.strip()]
-claims = [e["time"] for e in ev if e.get("event") == "claim"]
-dones = {}
-for e in ev:
-    if e.get("event") == "done":
-        dones[e["shard"]] = min(e["time"], dones.get(e["shard"], e["time"]))
-print(round(max(dones.values()) - min(claims), 1) if claims and len(dones) == 4 else "none")
-PY
-)
-python3 -c "import sys; sys.exit(0 if '$span' != 'none' and float('$span') < 10 else 1)" ||
-  fail "the straggler job's shards took $span s from the first claim to the last done (target: under 10 s; the straggler alone sleeps 12 s; wall $wall s)"
-echo "straggler job: $span s from the first claim to the last done, $wall s in all"
-check "$J" "$J/merged.jsonl"
+echo "straggler job: $wall s in all"
+exactly_once_result "$J" "$J/merged.jsonl"
 grep -h '"event": *"backup"' "$J"/state/events/*.jsonl >/dev/null || fail "no backup event in state/events"
 grep -q '<g class="attempt" data-shard="part-[0-9-]*of-00004" data-host="node1" data-status="done" [^>]*data-backup="1"' "$J/report.html" ||
   fail "run's report does not show the backup that won"
 grep -q 'data-host="node2" data-status="superseded"' "$J/report.html" || fail "run's report does not show the superseded primary"
-pass "straggler: node2 12x slower, 4 shards, done in $wall s; the backup won, node2's primary superseded, exactly once"
+pass "straggler: node2 30x slower, 4 shards; the backup won, node2's primary superseded, exactly once"
 
 # ---- 2. a backup that loses
 F=$T/flags
 mkdir -p "$F"
 cat >"$T/first-fast.sh" <<EOF
 #!/bin/sh
-# shard 1: the first run takes 4 s, a second (the backup) 60 s; the others 0.5 s.
+# shard 1: the first run takes 4 s, a second (the backup) 60 s and then leaves a mark; the
+# others 0.5 s.
 case "\$3" in
-  part-00001-*) if mkdir "$F/\$3" 2>/dev/null; then sleep 4; else sleep 60; fi ;;
+  part-00001-*) if mkdir "$F/\$3" 2>/dev/null; then sleep 4; else sleep 60; touch "$F/backup-slept"; fi ;;
   *) sleep 0.5 ;;
 esac
 cp "\$1" "\$2"
 EOF
 chmod +x "$T/first-fast.sh"
 J=$T/loses
-t0=$(date +%s.%N)
+t0=$(now)
 # shellcheck disable=SC2086
 timeout 60 "$MPIRUN" $FAKEHOSTS_MPIRUN_ARGS -np 2 $FAKEHOSTS_PER_NODE_1 "$T/rank.sh" "$BIN" run "${IN[@]}" --job-dir "$J" \
   --max-retries 0 --poll-interval-secs 1 --process-cmd "$T/first-fast.sh {input} {output} {shard_id}" >"$T/out" 2>"$T/err" ||
@@ -135,8 +124,8 @@ ranks_expect 2 0
 attempts "$J" >"$T/att"
 grep -q '^part-00001-of-00004 .* superseded backup$' "$T/att" || { cat "$T/att" "$T/out"; fail "the losing backup is not recorded as superseded"; }
 grep -q '^part-00001-of-00004 .* done primary$' "$T/att" || { cat "$T/att"; fail "the primary did not win"; }
-python3 -c "import sys; sys.exit(0 if $wall < 15 else 1)" || fail "the job waited for the losing backup ($wall s)"
-check "$J" "$J/merged.jsonl"
+[ ! -e "$F/backup-slept" ] || fail "the job waited for the losing backup ($wall s)"
+exactly_once_result "$J" "$J/merged.jsonl"
 pass "a backup that loses is stopped when the primary publishes (job $wall s, the backup would take 60 s)"
 
 # ---- 3. the primary dies after the backup won
@@ -169,7 +158,7 @@ rc=0; wait "$B" || rc=$?
 [ "$rc" = 0 ] || { cat "$T/a.out" "$T/b.out"; fail "the surviving worker exited $rc"; }
 grep -q "Backup of part-00001-of-00004" "$T/b.out" || { cat "$T/a.out" "$T/b.out"; fail "worker B ran no backup"; }
 run_expect 0 "$BIN" merge --job-dir "$J" --output "$T/dies.jsonl"
-check "$J" "$T/dies.jsonl" 1
+exactly_once_result "$J" "$T/dies.jsonl" 1
 python3 - "$J" <<'PY' || fail "the dead primary's attempt is not marked stale"
 import glob, json, os, sys
 atts = [json.load(open(p)) for p in glob.glob(os.path.join(sys.argv[1], "attempts", "part-00001-of-00004", "*", "attempt.json"))]
@@ -188,5 +177,5 @@ wait "$A" || fail "worker A failed"
 ! grep -q "Backup of" "$T/a.out" "$T/b.out" || fail "--no-backup ran a backup"
 [ "$(attempts "$J" | wc -l)" = 4 ] || { attempts "$J"; fail "--no-backup: expected exactly 4 attempts"; }
 run_expect 0 "$BIN" merge --job-dir "$J" --output "$T/nb.jsonl"
-check "$J" "$T/nb.jsonl"
+exactly_once_result "$J" "$T/nb.jsonl"
 pass "--no-backup: no backup attempt, 4 attempts for 4 shards"

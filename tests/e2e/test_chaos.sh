@@ -57,7 +57,6 @@ CMD=(--config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards $SHARDS
   --lease-secs 2 --heartbeat-secs 0.4 --max-retries 3 --preempt-grace-secs 0.5 --retry-failed)
 # shellcheck disable=SC2086
 fake_mpirun() { timeout 90 "$MPIRUN" $FAKEHOSTS_MPIRUN_ARGS -np 4 -npernode 1 "$T/rank.sh" "$BIN" run "$@"; }
-now() { date +%s.%N; }
 secs() { python3 -c 'import sys; print("%.1f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$1" "$2"; }
 
 # ---- the run without faults: the reference output and wall time

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The code's own rules (DESIGN.md), checked on every run so that they hold after every change:
+# The code's own rules (docs/design.md), checked on every run so that they hold after every change:
 #   - exactly one file of the library starts processes (src/proc.c);
 #   - MPI only in mpi/; no cJSON or libyaml type in the public headers;
 #   - only fs.c and claim.c touch shared files with rename/link/O_EXCL/flock;
@@ -74,3 +74,196 @@ for n in $names; do
   ! grep -q -a -F "$n" "$O"/*.o || fail "crash point name '$n' is in a release object"
 done
 pass "a release build carries no crash point ($(echo "$names" | wc -l) names checked)"
+
+# Every document a comment or document cites is in the repository, and so is the heading it
+# names (docs/design.md, "Citing documents"): docs/x.md#anchor, docs/x.md "Heading" or
+# README "Heading", and any other name ending in .md. A clone has nothing else to follow.
+check "every cited document and heading exists in the repository" python3 - <<'PY'
+import os, re, sys
+
+def slug(h):
+    h = re.sub(r"[^\w\- ]", "", h.strip().lower())
+    return h.replace(" ", "-")
+
+def titles(path):
+    """The headings of a markdown file (outside code blocks) and the README's bold paragraph
+    titles ("**Resubmitting a job.**"), as written and as anchors."""
+    heads, fenced = [], False
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            m = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+            if m:
+                heads.append(m.group(1).replace("`", ""))
+            m = re.match(r"\*\*([^*]+?)\.?\*\*", line)
+            if m:
+                heads.append(m.group(1))
+    return heads, {slug(h) for h in heads}
+
+docs = {}
+def doc(rel):
+    if rel not in docs:
+        docs[rel] = titles(rel) if os.path.isfile(rel) else None
+    return docs[rel]
+
+def canon(name, here):
+    """The repository path a cited name means, relative to the file that cites it or the root."""
+    name = {"README": "README.md", "README_ZH": "README_ZH.md"}.get(name, name)
+    for cand in (os.path.normpath(os.path.join(os.path.dirname(here), name)), os.path.normpath(name)):
+        if os.path.isfile(cand):
+            return cand
+    return None
+
+roots = ["src", "include", "mpi", "scripts", "tests", "docs", "cmake", "configs"]
+files = ["README.md", "README_ZH.md", "CMakeLists.txt"]
+for r in roots:
+    for d, sub, names in os.walk(r):
+        sub[:] = [s for s in sub if s not in ("data", "corpus", "__pycache__")]
+        files += [os.path.join(d, n) for n in names if re.search(r"\.(c|h|sh|py|md|txt|cmake|sbatch|yaml)$|^[^.]+$", n)]
+NAME = r"(docs/[\w.-]+\.md|README(?:_ZH)?(?:\.md)?|[\w-]+\.md)"
+bad = []
+for f in sorted(files):
+    if f == "tests/e2e/test_code_rules.sh":
+        continue
+    try:
+        text = open(f, encoding="utf-8").read()
+    except (UnicodeDecodeError, OSError):
+        continue
+    for n, line in enumerate(text.split("\n"), 1):
+        where = f"{f}:{n}"
+        if "\u00a7" in line:
+            bad.append(f"{where}: a section sign: cite a heading of the repository's documents")
+        for m in re.finditer(r"(?<![\w/.$-])([\w./-]*[\w-]\.md)\b", line):
+            if "://" in line[max(0, m.start() - 60):m.start()] or m.group(1).startswith("$"):
+                continue
+            # An installed copy of a document (share/doc/eshard-mpi/README.md) is one too.
+            name = re.sub(r"^share/doc/eshard-mpi/", "", m.group(1))
+            if canon(name, f) is None:
+                bad.append(f"{where}: {m.group(1)} is not a file of the repository")
+        for m in re.finditer(NAME + r"#([\w-]+)", line):
+            p = canon(m.group(1), f)
+            if p and p.endswith(".md") and m.group(2) not in doc(p)[1]:
+                bad.append(f"{where}: {p} has no heading for #{m.group(2)}")
+        for m in re.finditer(r"(?<![\w/\"$.-])" + NAME + r",?\s+\"([^\"]+)\"", line):
+            p = canon(m.group(1), f)
+            if p and p.endswith(".md") and not any(h.startswith(m.group(2)) for h in doc(p)[0]):
+                bad.append(f"{where}: {p} has no heading \"{m.group(2)}\"")
+        if f.endswith(".md"):
+            for m in re.finditer(r"\]\(([^)#\s]*)(?:#([\w-]+))?\)", line):
+                target, anchor = m.group(1), m.group(2)
+                if re.match(r"[a-z]+:", target):
+                    continue
+                p = os.path.normpath(os.path.join(os.path.dirname(f), target)) if target else f
+                if not os.path.exists(p):
+                    bad.append(f"{where}: link to {target}, which is not in the repository")
+                elif anchor and p.endswith(".md") and anchor not in doc(p)[1]:
+                    bad.append(f"{where}: {p} has no heading for #{anchor}")
+for b in bad:
+    print(b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+
+# The layer map of docs/design.md ("Layers"), read from its table: a module includes only the
+# headers of its own layer and the layers above it, only mpi/ includes mpi.h, a public header
+# only public headers, a private header of src/ is included only from src/, and no two library
+# modules include each other, directly or through others, but the known cycles below.
+check "every #include follows the layer map of docs/design.md; no include cycle but the known ones" python3 - <<'PY'
+import os, re, sys
+
+# Known cycles (docs/design.md, "Known include cycles"): log and util call each other, and
+# claim.c includes record.h without using it. The split of util.c by job and the split of
+# claim.c (issue 33) remove them; then the entry must go, so that the cycle cannot come back
+# unnoticed.
+KNOWN_CYCLES = [{"log", "util"}, {"claim", "record"}]
+
+layer, part_of, in_table = {}, {"yamltree": "yaml"}, False
+for line in open("docs/design.md", encoding="utf-8"):
+    if line.startswith("## "):
+        in_table = line.strip() == "## Layers"
+    m = re.match(r"\|\s*(\d+)\s*\|[^|]*\|([^|]*)\|", line) if in_table else None
+    if m:
+        # `recipe` (`yaml`, `pyval`): a module and the private parts that belong to it.
+        for mod, parts in re.findall(r"`(\w+)`(?:\s*\(([^)]*)\))?", m.group(2)):
+            layer[mod] = int(m.group(1))
+            for part in re.findall(r"`(\w+)`", parts):
+                part_of[part] = mod
+if "mpi" not in layer or len(layer) < 10:
+    sys.exit("docs/design.md has no layer table under '## Layers'")
+
+def module(path):
+    d, name = os.path.split(path)
+    if d == "mpi":
+        return "mpi"
+    base = name.rsplit(".", 1)[0]
+    base = part_of.get(base, base)
+    return part_of.get(base, base)
+
+files = sorted(f"{d}/{n}" for d in ("src", "include/eshard", "mpi") for n in os.listdir(d)
+               if n.endswith((".c", ".h")))
+private = {n for n in os.listdir("src") if n.endswith(".h")}
+bad, edges = [], {}
+for f in files:
+    src = module(f)
+    if src not in layer:
+        bad.append(f"{f}: module '{src}' is in no layer of docs/design.md")
+        continue
+    for n, line in enumerate(open(f, encoding="utf-8"), 1):
+        m = re.match(r'\s*#\s*include\s*([<"])([^>"]+)[>"]', line)
+        if not m:
+            continue
+        inc, where = m.group(2), f"{f}:{n}"
+        if inc == "mpi.h":
+            if src != "mpi":
+                bad.append(f"{where}: mpi.h outside mpi/")
+            continue
+        if inc.startswith("eshard/"):
+            dst = module(inc)
+        elif m.group(1) == '"' and f.startswith("src/") and inc in private:
+            dst = module(inc)
+        elif m.group(1) == '"' and inc in private:
+            bad.append(f"{where}: the private header src/{inc} outside src/")
+            continue
+        else:
+            continue  # a system header, or mpi/'s own
+        if f.startswith("include/") and not inc.startswith("eshard/"):
+            bad.append(f"{where}: a public header includes the private {inc}")
+        if dst not in layer:
+            bad.append(f"{where}: {inc} belongs to no layer of docs/design.md")
+        elif layer[dst] > layer[src]:
+            bad.append(f"{where}: {src} (layer {layer[src]}) includes {inc} of {dst} (layer {layer[dst]})")
+        elif dst != src and src != "mpi":
+            edges.setdefault(src, set()).add(dst)
+
+# Strongly connected components (Tarjan): each one with more than one module is a cycle.
+index, low, stack, on, sccs = {}, {}, [], set(), []
+def visit(v):
+    index[v] = low[v] = len(index)
+    stack.append(v); on.add(v)
+    for w in edges.get(v, ()):
+        if w not in index:
+            visit(w); low[v] = min(low[v], low[w])
+        elif w in on:
+            low[v] = min(low[v], index[w])
+    if low[v] == index[v]:
+        comp = set()
+        while True:
+            w = stack.pop(); on.discard(w); comp.add(w)
+            if w == v:
+                break
+        if len(comp) > 1:
+            sccs.append(comp)
+for v in sorted(edges):
+    if v not in index:
+        visit(v)
+for c in sccs:
+    if c not in KNOWN_CYCLES:
+        bad.append(f"an include cycle between modules: {', '.join(sorted(c))}")
+for c in KNOWN_CYCLES:
+    if c not in sccs:
+        bad.append(f"the known cycle {', '.join(sorted(c))} is gone: drop it from KNOWN_CYCLES "
+                   "and from docs/design.md, \"Known include cycles\"")
+for b in bad:
+    print(b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY

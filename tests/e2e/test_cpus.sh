@@ -99,7 +99,7 @@ elif [ -f /sys/fs/cgroup/cgroup.subtree_control ]; then
 else
   fail "no writable cpuset cgroup (v1 /sys/fs/cgroup/cpuset or v2 /sys/fs/cgroup) to confine the job"
 fi
-trap 'rmdir "$cg" 2>/dev/null; cleanup_t' EXIT
+trap 'rmdir "$cg" 2>/dev/null; test_done' EXIT
 : >"$T/cpus.log"
 run_expect 0 "$BIN" prepare "${COMMON[@]}" --job-dir "$T/cpuset"
 run_expect 0 sh -c 'echo $$ >"$1/cgroup.procs" && exec "$2" worker --job-dir "$3"' sh "$cg" "$BIN" "$T/cpuset"

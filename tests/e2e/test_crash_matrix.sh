@@ -38,8 +38,8 @@ run_expect 0 "$BIN" merge --job-dir "$T/ref" --output "$T/ref.jsonl"
 
 # crashed CODE: 0 or 99 (the crash point), anything else is a failure of the test.
 crashed() { [ "$1" = 0 ] || [ "$1" = 99 ] || fail "$point ($mode): exit $1, expected 0 or the crash (99)"; }
-# check JOB OUTPUT: the three properties.
-check() {
+# clean_finish JOB OUTPUT: the three properties.
+clean_finish() {
   local job=$1 out=$2
   cmp -s "$REF" "$out" || fail "$point ($mode): merged output differs from a run without faults"
   exactly_once "$job" || fail "$point ($mode): accepted results are not one per shard"
@@ -93,7 +93,7 @@ single() {
   crashed "$rc"
   unset ESHARD_TEST_CRASH_AT
   run_expect 0 "$BIN" merge --job-dir "$J" --output "$T/s-$point.jsonl" --overwrite
-  check "$J" "$T/s-$point.jsonl"
+  clean_finish "$J" "$T/s-$point.jsonl"
 }
 
 # ---- mpirun -np 2 run
@@ -132,7 +132,7 @@ run_mode() {
   done
   [ "$rc" = 0 ] || { cat "$T/out" "$T/err"; fail "$point (run): no PASS after two resubmissions"; }
   expect_out "PASS: 4 shards were completed"
-  check "$J" "$J/merged.jsonl"
+  clean_finish "$J" "$J/merged.jsonl"
 }
 
 POINTS=$(grep -ohE 'es_crash_point\("[a-z-]+"\)|"[a-z]+-(before|after|mid|while)-[a-z-]+"|"worker-child-running"' "$SRC"/src/*.c "$SRC"/mpi/*.c |

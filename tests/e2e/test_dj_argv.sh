@@ -1,9 +1,9 @@
 #!/bin/bash
-# The Data-Juicer processor's argv, environment and cwd (REFERENCE.md §5.4, §9 test 7, and the
-# clean child environment of DESIGN.md "Known pitfalls"), with a fake Data-Juicer that records
-# what it got and writes its export as a folder of 2 part files plus "_SUCCESS" (not JSON).
-# Three ways to name Data-Juicer: dj-process on PATH (the default), --dj-process CMD, and
-# --dj-root DIR (python3 DIR/tools/process_data.py).
+# The Data-Juicer processor's argv, environment and cwd (docs/design.md#running-a-processor,
+# docs/design.md#reference-tests 7, and docs/design.md#a-clean-child-environment), with a fake
+# Data-Juicer that records what it got and writes its export as a folder of 2 part files plus
+# "_SUCCESS" (not JSON). Three ways to name Data-Juicer: dj-process on PATH (the default),
+# --dj-process CMD, and --dj-root DIR (python3 DIR/tools/process_data.py).
 . "$(dirname "$0")/lib.sh"
 
 write_recipe "$T/recipe.yaml"

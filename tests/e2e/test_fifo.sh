@@ -54,9 +54,9 @@ replace() {
 }
 
 n=0
-# check STATE PLACE KIND CMD CODE [TEXT]: on a copy of base-STATE with PLACE replaced by KIND,
+# bad_entry STATE PLACE KIND CMD CODE [TEXT]: on a copy of base-STATE with PLACE replaced by KIND,
 # CMD exits CODE within 20 s; with TEXT, its stdout or stderr names the entry and holds TEXT.
-check() {
+bad_entry() {
   local state=$1 place=$2 kind=$3 cmd=$4 want=$5 text=${6:-} J p got=0
   n=$((n + 1))
   J=$T/j$n
@@ -86,38 +86,38 @@ check() {
 
 # An event log that is not a regular file is a bad event file (as one that cannot be read),
 # never a reason to fail; the report says how many could not be read.
-for cmd in status merge verify report; do check done events fifo "$cmd" 0; done
+for cmd in status merge verify report; do bad_entry done events fifo "$cmd" 0; done
 grep -q "could not be read" "$T/out$n.html" || fail "the report does not say an event file could not be read"
-check done events socket status 0
-check pending events fifo worker 0
+bad_entry done events socket status 0
+bad_entry pending events fifo worker 0
 pass "a FIFO or socket in state/events: status, merge, report, verify and worker finish (0)"
 
 # A done record: bad (as one that is not JSON), the job not complete for status, merge, verify.
-check done record fifo status 2 "a FIFO, not a regular file"
-check done record fifo merge 2 "a FIFO, not a regular file"
-check done record fifo verify 2 "a FIFO, not a regular file"
-check done record fifo report 0
-check done record fifo worker 0
-check done record socket merge 2 "not a regular file"
-check done record folder merge 2 "a folder, not a regular file"
+bad_entry done record fifo status 2 "a FIFO, not a regular file"
+bad_entry done record fifo merge 2 "a FIFO, not a regular file"
+bad_entry done record fifo verify 2 "a FIFO, not a regular file"
+bad_entry done record fifo report 0
+bad_entry done record fifo worker 0
+bad_entry done record socket merge 2 "not a regular file"
+bad_entry done record folder merge 2 "a folder, not a regular file"
 pass "a FIFO, socket or folder for a done record: status, merge, verify exit 2 naming it; report, worker finish"
 
 # The manifest: no command gets further than reading it.
 for cmd in status merge report verify worker retry; do
-  check done manifest fifo "$cmd" 2 "a FIFO, not a regular file"
+  bad_entry done manifest fifo "$cmd" 2 "a FIFO, not a regular file"
 done
 pass "a FIFO for manifest.json: every command exits 2 naming it"
 
 # An attempt's output, its attempt.json, a failed attempt's log, a lock, a shard.
-check done output fifo merge 2 "a FIFO, not a regular file"
-check done output fifo verify 2
-check done output fifo status 2
-check done output fifo report 0
-for cmd in status report verify; do check done attempt fifo "$cmd" 0; done
-check failed log fifo status 2
-check failed log fifo report 0
-check pending lock fifo status 2 "a FIFO, not a regular file"
-check pending lock fifo worker 2 "a FIFO, not a regular file"
-check failed lock fifo retry 2 "a FIFO, not a regular file"
-check pending shard fifo worker 2
+bad_entry done output fifo merge 2 "a FIFO, not a regular file"
+bad_entry done output fifo verify 2
+bad_entry done output fifo status 2
+bad_entry done output fifo report 0
+for cmd in status report verify; do bad_entry done attempt fifo "$cmd" 0; done
+bad_entry failed log fifo status 2
+bad_entry failed log fifo report 0
+bad_entry pending lock fifo status 2 "a FIFO, not a regular file"
+bad_entry pending lock fifo worker 2 "a FIFO, not a regular file"
+bad_entry failed lock fifo retry 2 "a FIFO, not a regular file"
+bad_entry pending shard fifo worker 2
 pass "a FIFO for an output, attempt.json, process.log, lock or shard: each command finishes with its code ($n cases)"

@@ -20,8 +20,6 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"id": i, "text": "row %d" % i}) + "\n")
 PY
 S0=part-00000-of-00002
-# wait_for FILE: up to 30 s.
-wait_for() { for _ in $(seq 300); do [ -e "$1" ] && return 0; sleep 0.1; done; fail "timed out waiting for $1"; }
 
 # prep JOB [CMD]: a 2-shard job at JOB processed by CMD (default cp).
 CP='cp {input} {output}'
@@ -94,7 +92,7 @@ for rel in state/done state/locks attempts; do
   rm -f "$T/running" "$T/planted"
   prep "$J" "sh $T/slow.sh {input} {output}"
   "$BIN" worker --job-dir "$J" >"$T/wout" 2>"$T/werr" & wpid=$!
-  wait_for "$T/running"
+  wait_for 30 test -e "$T/running"
   evil=$T/evil/late-$(echo "$rel" | tr / _); mkdir -p "$evil"
   mv "$J/$rel" "$T/moved-$$-$(echo "$rel" | tr / _)"; ln -s "$evil" "$J/$rel"
   touch "$T/planted"
@@ -167,7 +165,7 @@ prep_bg() {  # prep_bg FLAG [WRAPPER...]: in the background ($!), a prepare of $
 }
 # A prepare SIGKILLed once staged leaves its stage folder.
 rm -f "$T/go"
-prep_bg "$T/staged1"; pid=$!; wait_for "$T/staged1"; kill -KILL "$pid"; wait "$pid" 2>/dev/null || true
+prep_bg "$T/staged1"; pid=$!; wait_for 30 test -e "$T/staged1"; kill -KILL "$pid"; wait "$pid" 2>/dev/null || true
 dead=$(stages job); [ -n "$dead" ] || fail "a killed prepare left no stage folder (test setup)"
 # A dead one whose pid now belongs to another process (pid reuse): the same token but the pid
 # of a live sleep; its start time says that process is not the maker.
@@ -175,11 +173,11 @@ sleep 120 </dev/null >/dev/null 2>&1 & sleeper=$!
 reused=$T/deb/.job.preparing.$(printf '%08x' "$sleeper")$(basename "$dead" | sed 's/.*\.preparing\.........//')
 cp -a "$dead" "$reused"
 # Another host's dead one (its own host name): it cannot be checked from here.
-prep_bg "$T/staged2" unshare --uts sh -c 'hostname node9 && exec "$@"' sh; pid=$!; wait_for "$T/staged2"
+prep_bg "$T/staged2" unshare --uts sh -c 'hostname node9 && exec "$@"' sh; pid=$!; wait_for 30 test -e "$T/staged2"
 kill -KILL "$pid"; wait "$pid" 2>/dev/null || true
 other=$(comm -13 <(printf '%s\n%s\n' "$dead" "$reused" | sort) <(stages job)); [ -n "$other" ] || fail "no stage folder from node9 (test setup)"
 # A live one (stopped in its hook until $T/go appears).
-prep_bg "$T/staged3"; live_pid=$!; wait_for "$T/staged3"
+prep_bg "$T/staged3"; live_pid=$!; wait_for 30 test -e "$T/staged3"
 live=$(comm -13 <(printf '%s\n%s\n%s\n' "$dead" "$reused" "$other" | sort) <(stages job))
 [ -n "$live" ] || fail "no live stage folder (test setup)"
 # The next successful prepare removes the dead one only, and says so in one line.
@@ -207,9 +205,9 @@ merge_bg() {
 }
 temps() { find "$T/deb" -maxdepth 1 -name ".merged.jsonl.*.tmp" | sort; }
 rm -f "$T/go2"
-merge_bg "$T/merging1"; pid=$!; wait_for "$T/merging1"; kill -KILL "$pid"; wait "$pid" 2>/dev/null || true
+merge_bg "$T/merging1"; pid=$!; wait_for 30 test -e "$T/merging1"; kill -KILL "$pid"; wait "$pid" 2>/dev/null || true
 dead=$(temps); [ -n "$dead" ] || fail "a killed merge left no temporary (test setup)"
-merge_bg "$T/merging2"; live_pid=$!; wait_for "$T/merging2"
+merge_bg "$T/merging2"; live_pid=$!; wait_for 30 test -e "$T/merging2"
 live=$(comm -13 <(echo "$dead") <(temps)); [ -n "$live" ] || fail "no live merge temporary (test setup)"
 run_expect 0 "$BIN" merge --job-dir "$D" --output "$O"
 [ ! -e "$dead" ] || fail "the killed merge's temporary $dead was not removed"
@@ -230,7 +228,7 @@ rm -f "$T/running" "$T/planted"
 run_expect 0 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "$J" --num-shards 1 \
   --process-cmd "sh $T/slow.sh {input} {output}" --heartbeat-secs 0.5 --lease-secs 2 --poll-interval-secs 1
 "$BIN" worker --job-dir "$J" >/dev/null 2>&1 & wpid=$!
-wait_for "$T/running"
+wait_for 30 test -e "$T/running"
 kill -KILL "$wpid"; wait "$wpid" 2>/dev/null || true
 touch "$T/planted"
 S=part-00000-of-00001

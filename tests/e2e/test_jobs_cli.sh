@@ -1,7 +1,8 @@
 #!/bin/bash
 # status, retry, merge and verify through the real binary on a prepared job whose shards are
 # "processed" by hand: done records (made with python3) point at copies of the shards.
-# Checks exit codes and the reference's messages (REFERENCE.md §1.1, §6, §7, §8 step 9).
+# Checks exit codes and the reference's messages (docs/design.md#exit-codes,
+# docs/job-folder.md#status-of-a-shard, docs/design.md#verify).
 . "$(dirname "$0")/lib.sh"
 
 write_recipe "$T/recipe.yaml"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# REFERENCE.md §9 test 1: order, global_index, media paths, the split rule, idempotency, and an
-# edit that keeps size and mtime detected by the hash.
+# docs/design.md#reference-tests 1: order, global_index, media paths, the split rule, idempotency,
+# and an edit that keeps size and mtime detected by the hash.
 . "$(dirname "$0")/lib.sh"
 
 # The worked example's sizes (85,116,37,76,77,37 bytes) hold for a 22-byte input folder path.

@@ -22,7 +22,7 @@ fi
 need_test_hooks
 MPIRUN=${MPIEXEC:-mpirun}
 MOUNTS=()
-trap 'for m in "${MOUNTS[@]}"; do umount -l "$m" 2>/dev/null || true; done; cleanup_t' EXIT
+trap 'for m in "${MOUNTS[@]}"; do umount -l "$m" 2>/dev/null || true; done; test_done' EXIT
 
 write_recipe "$T/recipe.yaml"
 python3 - "$T/in.jsonl" <<'PY'
@@ -34,7 +34,6 @@ PY
 CP='cp {input} {output}'
 P=(--config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --process-cmd "$CP")
 prep() { run_expect "$1" "$BIN" prepare "${P[@]}" --num-shards "$2" --job-dir "$3"; }
-wait_for() { for _ in $(seq 300); do [ -e "$1" ] && return 0; sleep 0.1; done; fail "timed out waiting for $1"; }
 # mnt DIR: a fresh tmpfs on DIR, the root of a file system as a volume's is.
 mnt() { mkdir -p "$1"; mount -t tmpfs -o size=64m tmpfs "$1"; MOUNTS+=("$1"); }
 # no_debris JOB: no stage folder or temporary inside the job folder nor beside it.
@@ -198,7 +197,7 @@ race() {
   ESHARD_TEST_HOOK_PREPARE_STAGED="$(hold "$T/staged" "$T/go")" \
     "$BIN" prepare "${P[@]}" --num-shards "$2" --job-dir "$job" >"$T/a.out" 2>"$T/a.err" &
   local a=$!
-  wait_for "$T/staged"
+  wait_for 30 test -e "$T/staged"
   A_STAGE=$(find "$job" "$(dirname "$job")" -maxdepth 1 -name ".$(basename "$job").preparing.*")
   [ -n "$A_STAGE" ] || fail "no stage folder of the held prepare (test setup)"
   prep 0 2 "$job"

@@ -59,7 +59,7 @@ JR=$T/running
 prep "$JR" "$T/hold.sh"
 "$BIN" worker --job-dir "$JR" --max-shards 1 >"$T/worker.out" 2>&1 &
 worker=$!
-trap 'kill "$worker" 2>/dev/null || true; cleanup_t' EXIT
+trap 'kill "$worker" 2>/dev/null || true; test_done' EXIT
 has_lock() { [ -n "$(ls "$JR/state/locks" 2>/dev/null)" ]; }
 wait_for 30 has_lock
 publish "$JR"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # scripts/slurm-eshard.sbatch on a real single-node Slurm started by this test (munged,
-# slurmctld and slurmd with a private configuration, ports and state under $T; see
-# shared/notes/local-slurm.md). Installs slurm-wlm and munge when they are missing.
+# slurmctld and slurmd with a private configuration, ports and state under $T). Installs
+# slurm-wlm and munge when they are missing.
 #   - sbatch --wait: the job passes, the run id defaults to SLURM_JOB_ID, the output equals a
 #     single-process run;
 #   - bad input: the batch job exits 2;
@@ -46,7 +46,7 @@ stop_daemons() {
     kill -KILL "$p" 2>/dev/null || true
   done
 }
-trap 'stop_daemons; cleanup_t' EXIT
+trap 'stop_daemons; test_done' EXIT
 
 dd if=/dev/urandom of="$S/munge.key" bs=1024 count=1 2>/dev/null
 chmod 400 "$S/munge.key"

@@ -20,7 +20,7 @@ PREP=(prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --job-dir "
 ESHARD_TEST_HOOK_AFTER_SCAN="touch '$T/scanned'; while [ ! -e '$T/go' ]; do sleep 0.1; done" \
   "$BIN" "${PREP[@]}" >"$T/prep.out" 2>"$T/prep.err" &
 prep=$!
-trap 'touch "$T/go"; kill "$prep" 2>/dev/null || true; cleanup_t' EXIT
+trap 'touch "$T/go"; kill "$prep" 2>/dev/null || true; test_done' EXIT
 wait_for 30 test -e "$T/scanned"
 stage=$(ls -d "$T/jobs/.j1.preparing."*)
 [ ! -e "$J" ] || fail "the job folder exists before prepare published it"

@@ -1,9 +1,9 @@
 /*
  * jobfix: hand-made job folders for the status, retry, merge and verify unit tests.
  *
- * A job is laid out as prepare lays it out (REFERENCE.md §2.1) with a small manifest holding
- * what the readers need; shard files hold rows {"id": k, "text": "..."}. Done records point at
- * byte copies of the shards in an attempt folder, as if each shard had been processed by `cp`.
+ * A job is laid out as prepare lays it out (docs/job-folder.md#layout) with a small manifest
+ * holding what the readers need; shard files hold rows {"id": k, "text": "..."}. Done records point
+ * at byte copies of the shards in an attempt folder, as if each shard had been processed by `cp`.
  * Header-only (static inline functions), so every test executable gets its own copy.
  */
 #ifndef ESHARD_TEST_JOBFIX_H

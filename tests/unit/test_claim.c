@@ -1,9 +1,10 @@
 /*
- * Unit tests of claim with real processes and real files (REFERENCE.md §9 tests 6, 8 and 9,
- * and the leases of DESIGN.md): 16 processes racing for one shard, the reference's stale
- * takeover rule (lock mtime older than lock_timeout_secs), the token checks that keep a
- * taken-over worker from releasing or publishing, the lease rule judged on the observer's
- * monotonic clock against a live heartbeating owner and a silent one, and the retry limit.
+ * Unit tests of claim with real processes and real files (docs/design.md#reference-tests 6, 8
+ * and 9, and the leases of docs/job-folder.md#locks-and-fences): 16 processes racing for one shard,
+ * the reference's stale takeover rule (lock mtime older than lock_timeout_secs), the token checks
+ * that keep a taken-over worker from releasing or publishing, the lease rule judged on the
+ * observer's monotonic clock against a live heartbeating owner and a silent one, and the retry
+ * limit.
  *
  * Every job is made by es_prepare_run() with a command processor, exactly as `eshard-mpi
  * prepare --process-cmd` makes it.
@@ -200,8 +201,8 @@ static void set_attempt_status(const struct es_manifest *m, const char *rel, con
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* §9 test 6: 16 processes race for one shard; then the reference's stale takeover.           */
-/* §9 test 8: the taken-over token can neither release nor publish.                            */
+/* Reference test 6: 16 processes race for one shard; then the reference's stale takeover.    */
+/* Reference test 8: the taken-over token can neither release nor publish.                    */
 /* ------------------------------------------------------------------------------------------ */
 
 #define RACERS 16
@@ -213,16 +214,20 @@ static void test_race_and_stale_takeover(void)
 	const char *id = m.shards[0].id;
 	char p[PATH_MAX], q[PATH_MAX];
 
-	/* Every racer waits on a pipe; closing its write end starts all of them at once. */
-	int go[2];
-	if (!CHECK(pipe(go) == 0))
+	/* Every racer says it is ready on one pipe, then waits on another; closing the second
+	 * one's write end, once all are ready, starts all of them at once. */
+	int go[2], ready[2];
+	if (!CHECK(pipe(go) == 0) || !CHECK(pipe(ready) == 0))
 		return;
 	pid_t pids[RACERS];
 	for (int k = 0; k < RACERS; k++) {
 		pids[k] = fork();
 		if (pids[k] == 0) {
 			close(go[1]);
-			char c;
+			close(ready[0]);
+			char c = 'r';
+			if (write(ready[1], &c, 1) != 1)
+				_exit(12);
 			while (read(go[0], &c, 1) < 0 && errno == EINTR)
 				;
 			struct es_claimer c1;
@@ -234,7 +239,16 @@ static void test_race_and_stale_takeover(void)
 		CHECK(pids[k] > 0);
 	}
 	close(go[0]);
-	usleep(200 * 1000); /* let all of them block on the pipe */
+	close(ready[1]);
+	/* Wait until every racer is ready (a racer that died early closes its end too, so the
+	 * read ends; its exit code then fails the count below). */
+	int n_ready = 0;
+	char r;
+	ssize_t got;
+	while (n_ready < RACERS && ((got = read(ready[0], &r, 1)) == 1 || (got < 0 && errno == EINTR)))
+		n_ready += got == 1;
+	close(ready[0]);
+	CHECK_INT_EQ(n_ready, RACERS);
 	close(go[1]);
 	int ok = 0, none = 0, other = 0;
 	for (int k = 0; k < RACERS; k++) {
@@ -317,7 +331,7 @@ static void test_race_and_stale_takeover(void)
 		cJSON_Delete(old);
 	}
 
-	/* §9 test 8: the old token cannot publish; nothing changes. */
+	/* Reference test 8: the old token cannot publish; nothing changes. */
 	const char *rec = "{\n  \"status\": \"done\"\n}\n";
 	int published = -1;
 	CHECK_INT_EQ(es_claim_publish(&c, 0, t1, "done", rec, strlen(rec), NULL, NULL, &published), 1);
@@ -535,7 +549,7 @@ static void test_lease(void)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* §9 test 9: max_retries are in addition to the first attempt.                               */
+/* Reference test 9: max_retries are in addition to the first attempt.                        */
 /* ------------------------------------------------------------------------------------------ */
 
 static void test_retry_limit(void)

@@ -134,7 +134,7 @@ static void test_full_event(void)
 	read_all(e.path, &text);
 	CHECK_INT_EQ(count_char(text.data, text.len, '\n'), 1);
 	CHECK(text.len > 0 && text.data[text.len - 1] == '\n');
-	/* The one-line form of REFERENCE.md §2.2: ", " and ": " separators. */
+	/* The one-line form (docs/job-folder.md#how-files-are-written): ", " and ": " separators. */
 	CHECK(strncmp(text.data, "{\"at\": \"", 8) == 0);
 	CHECK(strstr(text.data, "\"attempt\": 3, ") != NULL);
 	cJSON *o = line_json(text.data, 0);

@@ -1,9 +1,9 @@
 /*
- * Unit tests of src/json.c: the metadata JSON of REFERENCE.md §2.2 through cJSON. The
- * expected texts are Python's own output (json.dumps(v, sort_keys=True, ensure_ascii=False)
- * with indent=2 for the pretty form), so the files stay readable by the reference. Parsing
- * follows Python's json.loads where REFERENCE.md documents it; atomic writes and exclusive
- * publishes run on real files.
+ * Unit tests of src/json.c: the metadata JSON of docs/job-folder.md#how-files-are-written through
+ * cJSON. The expected texts are Python's own output (json.dumps(v, sort_keys=True,
+ * ensure_ascii=False) with indent=2 for the pretty form), so the files stay readable by the
+ * reference. Parsing follows Python's json.loads where the reference relies on it; atomic writes
+ * and exclusive publishes run on real files.
  */
 #include "testlib.h"
 
@@ -269,7 +269,8 @@ static void test_dump_key_order(void)
 		"\"\xc3\xa9\": 1, \"\xef\xbf\xbf\": 8, \"\xf0\x9f\x98\x80\": 9}\n");
 }
 
-/* Floats as Python's repr (REFERENCE.md §2.2 and §3.2). */
+/* Floats as Python's repr (docs/job-folder.md#how-files-are-written,
+ * docs/job-folder.md#normalized-lines). */
 static void test_dump_floats(void)
 {
 	static const struct {

@@ -1,6 +1,6 @@
 /*
- * Unit tests of src/jsonl.c: every rule of REFERENCE.md §3.1-3.3 with its exact message,
- * and the 3000-line canonical fixture (float text: test_pyfloat; lines: test_linereader).
+ * Unit tests of src/jsonl.c: every rule of docs/job-folder.md#normalized-lines with its exact
+ * message, and the 3000-line canonical fixture (float text: test_pyfloat; lines: test_linereader).
  */
 #include "testlib.h"
 
@@ -105,7 +105,7 @@ static void test_numbers(void)
 {
 	struct es_jsonl *j = es_jsonl_new(NULL);
 	static const char *const cases[][2] = {
-		/* REFERENCE §3.2, observed */
+		/* the reference's output, observed */
 		{ "1.0", "1.0" },
 		{ "1e5", "100000.0" },
 		{ "1.10", "1.1" },
@@ -619,7 +619,7 @@ static void test_index(void)
 	NORM_OK_GI(j, "{\"gi2\":1,\"a\":2,\"gi2\":3}", 9, "{\"gi2\":3,\"a\":2,\"global_index\":9}");
 	es_jsonl_free(j);
 
-	/* REFERENCE §3.4 worked example, media and index together. */
+	/* The reference's worked example of the split rule, media and index together. */
 	char *base = realpath(T, NULL);
 	if (!CHECK(base != NULL))
 		return;

@@ -1,4 +1,5 @@
-/* manifest: the reader checks of REFERENCE.md §2.3 and the safety of shard ids and paths. */
+/* manifest: the reader checks of docs/job-folder.md#manifest and the safety of shard ids and
+ * paths. */
 #include "testlib.h"
 
 #include "eshard/fs.h"

@@ -1,10 +1,11 @@
 /*
- * Unit tests of merge (REFERENCE.md §7, §2.9, §9 test 11): an incomplete job is refused; done
- * records pointing at copies give the concatenated shards and a matching merge.json; a missing
- * final newline is added to the output only; tampered records and results are caught; a result
- * outside the job folder is refused; an existing output needs overwrite; invalid lines; long
- * lines and many blocks (the pipelined reader); a failure leaves the old output and no temporary;
- * merge while working (the follower); an output inside the job folder other than merged.jsonl.
+ * Unit tests of merge (docs/job-folder.md#merge-record, docs/design.md#reference-tests 11): an
+ * incomplete job is refused; done records pointing at copies give the concatenated shards and a
+ * matching merge.json; a missing final newline is added to the output only; tampered records and
+ * results are caught; a result outside the job folder is refused; an existing output needs
+ * overwrite; invalid lines; long lines and many blocks (the pipelined reader); a failure leaves the
+ * old output and no temporary; merge while working (the follower); an output inside the job folder
+ * other than merged.jsonl.
  */
 #include "testlib.h"
 
@@ -16,6 +17,8 @@
 #include "json.h"
 
 #include <dirent.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -338,6 +341,36 @@ static int wait_temp_size(const char *dir, long size)
 	return 0;
 }
 
+/* Wait (up to 5 s) until path has been opened n times after this call. A follower that looks
+ * for a done record it does not find reads the shard's lock instead (a fence's copy of the
+ * record), so two opens of that lock mean that a whole look began after the call. */
+static int wait_opens(const char *path, int n)
+{
+	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd < 0 || inotify_add_watch(fd, path, IN_OPEN) < 0) {
+		perror(path);
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	int seen = 0;
+	double end = es_time_mono() + 5;
+	while (seen < n && es_time_mono() < end) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+		ssize_t len = poll(&p, 1, 100) > 0 ? read(fd, buf, sizeof(buf)) : 0;
+		for (ssize_t o = 0; o < len;) {
+			const struct inotify_event *e = (const struct inotify_event *)(buf + o);
+			seen += (e->mask & IN_OPEN) != 0;
+			o += (ssize_t)(sizeof(*e) + e->len);
+		}
+	}
+	close(fd);
+	if (seen < n)
+		fprintf(stderr, "%s: opened %d times in 5 s, expected %d\n", path, seen, n);
+	return seen >= n;
+}
+
 static long shard_size(const struct jf *j, int i)
 {
 	char p[2048];
@@ -363,8 +396,12 @@ static void test_follow(void)
 	CHECK(wait_temp_size(dir, 0));
 	jf_done(&j, 0, "a");
 	CHECK(wait_temp_size(dir, shard_size(&j, 0)));
+	/* Shard 1 runs: the follower's every look for its record ends in its lock. */
+	jf_lock(&j, 1, "b", 0, 1);
+	char lock1[2048];
+	jf_path(&j, lock1, sizeof(lock1), "state/locks/%s.lock", j.id[1]);
 	jf_done(&j, 2, "a");
-	usleep(300 * 1000);
+	CHECK(wait_opens(lock1, 2)); /* the follower looked again since shard 2 is done */
 	CHECK_INT_EQ(temp_size(dir), shard_size(&j, 0)); /* shard 1 is not done: 2 waits */
 	jf_done(&j, 1, "b");
 	CHECK(wait_temp_size(dir, shard_size(&j, 0) + shard_size(&j, 1) + shard_size(&j, 2)));

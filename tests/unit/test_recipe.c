@@ -1,7 +1,7 @@
 /*
  * Unit tests of recipe: YAML reading and typing, the alias-bomb and size caps, every rule and
- * message of REFERENCE.md §4, the naming-convention fallback and the registry helper protocol
- * (with fake helpers written as shell scripts and run with /bin/sh as the "python").
+ * message of docs/design.md#recipe-checks, the naming-convention fallback and the registry helper
+ * protocol (with fake helpers written as shell scripts and run with /bin/sh as the "python").
  */
 #include "testlib.h"
 

@@ -1,8 +1,8 @@
 /*
- * Unit tests of retry (REFERENCE.md §7, §2.8, §9 test 11): a failed marker and its attempts
- * move to state/history with one "<seconds>.<32hex>" suffix; unknown and unsafe ids; selected
- * shards that are not failed are skipped; a lock or a done marker refuses the whole call before
- * anything moves; --all-failed.
+ * Unit tests of retry (docs/job-folder.md#retry-and-history, docs/design.md#reference-tests 11): a
+ * failed marker and its attempts move to state/history with one "<seconds>.<32hex>" suffix; unknown
+ * and unsafe ids; selected shards that are not failed are skipped; a lock or a done marker refuses
+ * the whole call before anything moves; --all-failed.
  */
 #include "testlib.h"
 #include "jobfix.h"
@@ -59,7 +59,7 @@ static void test_requeue_moves_history(void)
 	struct jf j;
 	char p[2048], q[4096], name[512];
 	jf_make(&j, T, "retry", 3, rows, NULL);
-	/* §9 test 11: a manual failed marker plus attempts/<id>/old-attempt. */
+	/* Reference test 11: a manual failed marker plus attempts/<id>/old-attempt. */
 	jf_path(&j, p, sizeof(p), "state/failed/%s.json", j.id[1]);
 	jf_writes(p, "{\"shard_id\": \"part-00001-of-00003\", \"status\": \"failed\"}\n");
 	jf_path(&j, p, sizeof(p), "attempts/%s/old-attempt", j.id[1]);

@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/scan.c: input discovery and ordering (REFERENCE.md §3 step 5) on real
+ * Unit tests of src/scan.c: input discovery and ordering (docs/design.md#input-discovery) on real
  * folders with files, dot files, FIFOs and symlinks, the single-file case, compressed members
  * (left out by default, taken with ES_SCAN_COMPRESSED, twins refused) and the errors.
  */

@@ -1,8 +1,8 @@
 /*
- * Unit tests of status: the classification of REFERENCE.md §6 (done, metadata_error, failed,
- * running, stale by lock_timeout and by lease, pending), the counts-only path, the JSON object
- * and the text report (summary, progress, host table, --all lines), exit codes, that status
- * writes nothing, and the errors for a missing or foreign job folder.
+ * Unit tests of status: the classification of docs/job-folder.md#status-of-a-shard (done,
+ * metadata_error, failed, running, stale by lock_timeout and by lease, pending), the counts-only
+ * path, the JSON object and the text report (summary, progress, host table, --all lines), exit
+ * codes, that status writes nothing, and the errors for a missing or foreign job folder.
  */
 #include "testlib.h"
 #include "jobfix.h"

@@ -1,7 +1,7 @@
 /*
- * Unit tests of verify (REFERENCE.md §8 step 9, §9 test 12): two owners pass with
- * --expect-nodes 2 and J/merged.jsonl equals the concatenated shards; too few owners fail with
- * exit code 2; an incomplete job stops with status's exit code; a done record without a
+ * Unit tests of verify (docs/design.md#verify, docs/design.md#reference-tests 12): two owners
+ * pass with --expect-nodes 2 and J/merged.jsonl equals the concatenated shards; too few owners
+ * fail with exit code 2; an incomplete job stops with status's exit code; a done record without a
  * hostname is an error; an output inside the job folder (but merged.jsonl) is refused before
  * anything is printed. stdout is captured to check the printed lines.
  */
