@@ -812,6 +812,8 @@ static int range_to_tmp(struct par *P, size_t i, struct es_jsonl *jl)
 	/* No fsync, as for pass 1's temporary (run_pass1). */
 	if (close(fd) != 0 && !rc)
 		rc = es_error_errno(ES_EIO, "cannot write '%s'", g->tmp);
+	if (!rc)
+		es_crash_point("prepare-mid-ranges"); /* on a worker thread, other ranges under way */
 	return rc;
 }
 
@@ -1329,6 +1331,8 @@ static int run_par_pass1(const struct par_in *in, struct in_file *files, struct 
 		*n_pieces = P.n;
 		rc = par_merge(&P, res, *pieces);
 	}
+	if (!rc)
+		es_crash_point("prepare-after-ranges");
 	es_jsonl_free(jl);
 	free(plan_msg);
 	par_free(&P);
