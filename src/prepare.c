@@ -799,10 +799,11 @@ static int range_to_tmp(struct par *P, size_t i, struct es_jsonl *jl)
 {
 	struct prange *g = &P->rs[i];
 #ifdef ESHARD_TEST_HOOKS
-	/* A test of the progress line makes each range slow (milliseconds). */
-	int64_t ms;
-	const char *env = getenv("ESHARD_TEST_RANGE_DELAY_MS");
-	if (env && !es_parse_i64(env, &ms) && ms > 0)
+	/* Tests make each range slow (milliseconds), for the progress line, or one of them
+	 * (ESHARD_TEST_RANGE_DELAY_ONLY=<index>), so that a later range fails first. */
+	int64_t ms, only;
+	const char *env = getenv("ESHARD_TEST_RANGE_DELAY_MS"), *which = getenv("ESHARD_TEST_RANGE_DELAY_ONLY");
+	if (env && !es_parse_i64(env, &ms) && ms > 0 && (!which || (!es_parse_i64(which, &only) && (size_t)only == i)))
 		es_sleep((double)ms / 1e3);
 #endif
 	int fd, rc = es_fs_open_new(g->tmp, 0600, 1, &fd);
