@@ -729,30 +729,40 @@ static int write_out(int fd, struct es_buf *out, struct prange *g)
 	return rc;
 }
 
+/* A line reader over range g alone, its lines numbered from g->line0 + 1. */
+static int open_range(struct par *P, const struct prange *g, int *fd, struct es_line_reader **rd)
+{
+	const char *path = P->scan->files[g->r.file].path;
+	int codec = es_codec_of_name(path);
+	*rd = NULL;
+	if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return es_error_errno(ES_EIO, "cannot open input file '%s'", path);
+	posix_fadvise(*fd, (off_t)g->r.start, (off_t)(g->r.end - g->r.start), POSIX_FADV_SEQUENTIAL);
+	int rc = 0;
+	if (lseek(*fd, (off_t)g->r.start, SEEK_SET) < 0)
+		rc = es_error_errno(ES_EIO, "cannot read '%s'", path);
+	else if (!(*rd = es_line_reader_new_codec(*fd, P->max_line, path, codec)))
+		rc = es_error(ES_ENOMEM, "out of memory reading '%s'", path);
+	if (rc) {
+		close(*fd);
+		return rc;
+	}
+	if (codec == ES_CODEC_PLAIN)
+		es_line_reader_set_limit(*rd, g->r.end - g->r.start);
+	es_line_reader_set_lineno(*rd, g->line0);
+	return 0;
+}
+
 /* Range i through the line reader and the normalizer into out_fd (-1: nowhere, a rerun that
  * only says an error). 1 when it stopped because an earlier range failed. */
 static int run_range(struct par *P, size_t i, struct prange *g, struct es_jsonl *jl, int out_fd)
 {
 	const char *path = P->scan->files[g->r.file].path;
-	int codec = es_codec_of_name(path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return es_error_errno(ES_EIO, "cannot open input file '%s'", path);
-	posix_fadvise(fd, (off_t)g->r.start, (off_t)(g->r.end - g->r.start), POSIX_FADV_SEQUENTIAL);
-	struct es_line_reader *rd = NULL;
-	int rc = 0;
-	if (lseek(fd, (off_t)g->r.start, SEEK_SET) < 0)
-		rc = es_error_errno(ES_EIO, "cannot read '%s'", path);
-	else if (!(rd = es_line_reader_new_codec(fd, P->max_line, path, codec)))
-		rc = es_error(ES_ENOMEM, "out of memory reading '%s'", path);
-	if (rc) {
-		close(fd);
+	struct es_line_reader *rd;
+	int fd, rc = open_range(P, g, &fd, &rd);
+	if (rc)
 		return rc;
-	}
-	if (codec == ES_CODEC_PLAIN)
-		es_line_reader_set_limit(rd, g->r.end - g->r.start);
-	es_line_reader_set_lineno(rd, g->line0);
-	struct size_guard guard = { P->max_input, g->base, 0, g->r.end, codec != ES_CODEC_PLAIN };
+	struct size_guard guard = { P->max_input, g->base, 0, g->r.end, es_codec_of_name(path) != ES_CODEC_PLAIN };
 	struct es_buf out = ES_BUF_INIT;
 	const char *line;
 	size_t len;
