@@ -40,6 +40,7 @@ size_t prepare_cli_options(struct prepare_cli *c, struct es_opt *opts)
 		{ "max-input-bytes", ES_OPT_POS_INT, &o->max_input_bytes, NULL, NULL, "stop once the input decodes to more than N bytes (default: no such cap, but a compressed file may decode to at most 1000 times its size: a decompression bomb)" },
 		{ "compressed", ES_OPT_FLAG, &o->compressed, NULL, NULL, "a dataset folder's .jsonl.gz and .jsonl.zst files are read too, beside its .jsonl files (default: .jsonl only, as the reference; a compressed file named by --dataset-path is always read)" },
 		{ "allow-unsharded", ES_OPT_FLAG, &o->allow_unsharded, NULL, NULL, "a recipe that is not shard-safe (a whole-dataset operator such as a deduplicator, export_shard_size, ...) runs once over the whole dataset as one shard, on rank 0 while the other ranks wait (default: refused)" },
+		{ "threads", ES_OPT_POS_INT, &o->threads, NULL, NULL, "threads that read, validate and re-encode the input, cut into byte ranges at line ends (default: the CPUs this process may use; the job folder is the same for any count)" },
 		{ "bad-lines", ES_OPT_STR, &c->bad_lines, NULL, "POLICY", "strict (the default, as the reference): a blank line or bad record stops prepare; skip: such lines are left out, counted per file and listed (the first 100) in the manifest's bad_lines" },
 	};
 	memcpy(opts, t, sizeof(t));
@@ -94,6 +95,8 @@ int cmd_prepare(int argc, char **argv)
 	struct es_opt opts[ES_PREPARE_MAX_OPTS];
 	prepare_cli_init(&c);
 	size_t n = prepare_cli_options(&c, opts);
+	int64_t progress_secs = 10;
+	opts[n++] = (struct es_opt){ "progress-secs", ES_OPT_NONNEG_INT, &progress_secs, NULL, "N", "print a progress line of the input read (bytes done of the total, MB/s, ETA) on stderr every N seconds (default 10; 0: none)" };
 	opts[n++] = (struct es_opt){ "nodes", ES_OPT_POS_INT, &c.o.auto_ranks, NULL, NULL, "--num-shards auto: the nodes (ranks) that will work, for at least 4 shards each (default: the size rule alone; at most 2147483647)" };
 	static const struct es_cmd_help help = {
 		"prepare",
@@ -116,6 +119,7 @@ int cmd_prepare(int argc, char **argv)
 		es_error(ES_EUSAGE, "eshard-mpi prepare: --nodes goes with --num-shards auto, not with a count");
 		return 2;
 	}
+	c.o.progress_secs = (double)progress_secs;
 	install_stop_handlers(); /* SIGTERM/SIGINT: stop at once, removing the stage folder */
 	struct es_prepare_result res;
 	rc = es_prepare_run(&c.o, &res);

@@ -184,6 +184,7 @@ static int prepare_phase(struct run *r)
 		fflush(stdout);
 		/* At least 4 shards per rank; strict mode's nodes when it counts fewer ranks' hosts. */
 		o->auto_ranks = r->ag.size;
+		o->progress_secs = (double)r->cli->progress_secs; /* a long prepare says how far it is */
 		struct es_prepare_result pres;
 		int prc = es_prepare_run(o, &pres);
 		if (!prc && r->cli->retry_failed)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int es_cpus_node(cpu_set_t *node)
 {
@@ -245,4 +246,21 @@ int es_cpus_quota(const char *proc_cgroup, const char *cgroup_root)
 	fclose(f);
 	es_buf_free(&dir);
 	return best;
+}
+
+int es_cpus_usable(int ranks_on_host)
+{
+	cpu_set_t set;
+	int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+	if (n <= 0) {
+		long online = sysconf(_SC_NPROCESSORS_ONLN);
+		n = online > 0 ? (int)online : 1;
+	}
+	int quota = es_cpus_quota(NULL, NULL);
+	if (quota > 0 && ranks_on_host > 0) {
+		int share = (quota + ranks_on_host - 1) / ranks_on_host;
+		if (share < n)
+			n = share;
+	}
+	return n;
 }

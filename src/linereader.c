@@ -47,6 +47,7 @@ struct es_line_reader {
 	char *buf;
 	size_t cap, pos, fill, scan; /* next line starts at pos; no '\n' in [pos, scan) */
 	uint64_t lineno, bytes;
+	uint64_t limit;              /* 0: read to end of file; else the raw bytes to read at most */
 	void (*cb)(void *arg, const void *p, size_t n);
 	void *cb_arg;
 	struct codec c;
@@ -126,6 +127,10 @@ void es_line_reader_set_raw_cb(struct es_line_reader *r,
 static ssize_t raw_read(struct es_line_reader *r, void *p, size_t n)
 {
 	ssize_t got;
+	if (r->limit && n > r->limit - r->bytes)
+		n = (size_t)(r->limit - r->bytes);
+	if (!n)
+		return 0;
 	do
 		got = read(r->fd, p, n);
 	while (got < 0 && errno == EINTR);
@@ -288,6 +293,10 @@ int es_line_reader_next(struct es_line_reader *r, const char **line, size_t *len
 }
 
 uint64_t es_line_reader_lineno(const struct es_line_reader *r) { return r->lineno; }
+
+void es_line_reader_set_limit(struct es_line_reader *r, uint64_t limit) { r->limit = limit; }
+
+void es_line_reader_set_lineno(struct es_line_reader *r, uint64_t lineno) { r->lineno = lineno; }
 
 uint64_t es_line_reader_bytes(const struct es_line_reader *r) { return r->bytes; }
 

@@ -10,6 +10,8 @@
  * little more than one copy of the data on disk at any moment.
  */
 #include "eshard/prepare.h"
+#include "eshard/ranges.h"
+#include "eshard/cpus.h"
 #include "eshard/proc.h"
 #include "eshard/fs.h"
 #include "eshard/jsonl.h"
@@ -419,18 +421,84 @@ struct shard_out {
 	char sha[65];
 };
 
+/* The normalized stream, as the temporaries that hold it in order: one (pass 1 in order) or one
+ * per input range (the ranges in parallel). */
+struct piece {
+	char *path;
+	uint64_t off, len;   /* where its bytes lie in the normalized stream */
+};
+
+/* A reader of the normalized stream by offset; it keeps the piece it read last open. */
+struct stream_rd {
+	const struct piece *pieces;
+	size_t n, cur;
+	int fd;
+};
+
+static void stream_rd_close(struct stream_rd *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+}
+
+/* The piece holding byte off of the stream (n when off is past the end). */
+static size_t piece_at(const struct piece *p, size_t n, uint64_t off)
+{
+	size_t lo = 0, hi = n;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p[mid].off <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	while (lo < n && off >= p[lo].off + p[lo].len)
+		lo++;
+	return lo;
+}
+
+/* Read up to want bytes of the stream at off, within one piece; *fd_off gets where in that
+ * piece's file they were, so that the caller can punch them out. > 0 bytes, or an error. */
+static ssize_t stream_pread(struct stream_rd *r, char *buf, size_t want, uint64_t off, uint64_t *fd_off)
+{
+	size_t i = piece_at(r->pieces, r->n, off);
+	if (i >= r->n)
+		return es_error(ES_EINTERNAL, "normalized stream read past its end at byte %llu", (unsigned long long)off);
+	const struct piece *p = &r->pieces[i];
+	if (r->fd < 0 || r->cur != i) {
+		stream_rd_close(r);
+		if ((r->fd = open(p->path, O_RDWR | O_CLOEXEC)) < 0)
+			return es_error_errno(ES_EIO, "cannot open '%s'", p->path);
+		r->cur = i;
+	}
+	uint64_t in = off - p->off;
+	if (want > p->len - in)
+		want = (size_t)(p->len - in);
+	ssize_t n;
+	do
+		n = pread(r->fd, buf, want, (off_t)in);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return es_error_errno(ES_EIO, "cannot read '%s'", p->path);
+	*fd_off = in;
+	return n;
+}
+
 struct pass2 {
-	int fd;                 /* the normalized temporary */
-	const char *tmp_path;
+	const struct piece *pieces;
+	size_t n_pieces;
 	const char *shard_dir;
 	uint64_t n;
 	struct shard_out *shards;
 	atomic_ulong next;
 	atomic_int err;
-	pthread_mutex_t mu;     /* serializes error reporting only */
 };
 
-static int copy_shard(struct pass2 *p, uint64_t k, char *buf)
+/* Copy one shard's bytes from the stream into its file, hashing them; each chunk copied is
+ * punched out of its temporary (best effort), so that the job needs little more than one copy
+ * of the data on disk at any moment. */
+static int copy_shard(struct pass2 *p, struct stream_rd *rd, uint64_t k, char *buf)
 {
 	char id[64];
 	struct es_buf path = ES_BUF_INIT;
@@ -451,16 +519,16 @@ static int copy_shard(struct pass2 *p, uint64_t k, char *buf)
 	while (!rc && left) {
 		if ((rc = es_check_stop("prepare")) != 0)
 			break;
-		size_t want = left < CHUNK ? (size_t)left : CHUNK;
-		ssize_t n = pread(p->fd, buf, want, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = es_error_errno(ES_EIO, "cannot read '%s'", p->tmp_path);
+		uint64_t at;
+		ssize_t n = stream_pread(rd, buf, left < CHUNK ? (size_t)left : CHUNK, off, &at);
+		if (n < 0) {
+			rc = (int)n;
 			break;
 		}
 		es_sha_update(&sha, buf, (size_t)n);
 		rc = es_fs_write_all(fd, buf, (size_t)n, path.data);
+		if (!rc)
+			fallocate(rd->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)at, (off_t)n);
 		off += (uint64_t)n;
 		left -= (uint64_t)n;
 	}
@@ -472,9 +540,6 @@ static int copy_shard(struct pass2 *p, uint64_t k, char *buf)
 		rc = es_sha_final(&sha, s->sha);
 	else
 		es_sha_abort(&sha);
-	/* The range is in its shard now: give its disk space back (best effort). */
-	if (!rc)
-		fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)s->start, (off_t)s->len);
 	es_buf_free(&path);
 	return rc;
 }
@@ -482,6 +547,7 @@ static int copy_shard(struct pass2 *p, uint64_t k, char *buf)
 static void *pass2_main(void *arg)
 {
 	struct pass2 *p = arg;
+	struct stream_rd rd = { p->pieces, p->n_pieces, 0, -1 };
 	char *buf = malloc(CHUNK);
 	if (!buf) {
 		atomic_store(&p->err, es_error(ES_ENOMEM, "out of memory writing shards"));
@@ -493,19 +559,19 @@ static void *pass2_main(void *arg)
 		uint64_t k = atomic_fetch_add(&p->next, 1);
 		if (k >= p->n)
 			break;
-		int rc = copy_shard(p, k, buf);
+		int rc = copy_shard(p, &rd, k, buf);
 		if (rc) {
 			int zero = 0;
 			atomic_compare_exchange_strong(&p->err, &zero, rc);
 		}
 	}
+	stream_rd_close(&rd);
 	free(buf);
 	return NULL;
 }
 
 /* Find the shard ranges by the split rule, reading only newline positions. */
-static int plan_shards(int fd, const char *tmp_path, uint64_t total, uint64_t rows, uint64_t n,
-		       struct shard_out *shards)
+static int plan_shards(struct stream_rd *rd, uint64_t total, uint64_t rows, uint64_t n, struct shard_out *shards)
 {
 	char *buf = malloc(CHUNK);
 	if (!buf)
@@ -515,11 +581,10 @@ static int plan_shards(int fd, const char *tmp_path, uint64_t total, uint64_t ro
 	while (off < total) {
 		if ((rc = es_check_stop("prepare")) != 0)
 			break;
-		ssize_t got = pread(fd, buf, CHUNK, (off_t)off);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0) {
-			rc = es_error_errno(ES_EIO, "cannot read '%s'", tmp_path);
+		uint64_t at;
+		ssize_t got = stream_pread(rd, buf, CHUNK, off, &at);
+		if (got < 0) {
+			rc = (int)got;
 			break;
 		}
 		const char *p = buf, *end = buf + got;
@@ -558,28 +623,730 @@ static int plan_shards(int fd, const char *tmp_path, uint64_t total, uint64_t ro
 	return 0;
 }
 
-static int run_pass2(const char *tmp_path, const char *shard_dir, uint64_t total, uint64_t rows,
-		     uint64_t n, struct shard_out *shards)
+/* Plan the shards, then copy them on threads threads (at least 1), each shard whole by one. */
+static int run_pass2(const struct piece *pieces, size_t n_pieces, const char *shard_dir, uint64_t total,
+		     uint64_t rows, uint64_t n, struct shard_out *shards, int threads)
 {
 	struct pass2 p;
 	memset(&p, 0, sizeof(p));
-	p.fd = open(tmp_path, O_RDWR | O_CLOEXEC);
-	if (p.fd < 0)
-		return es_error_errno(ES_EIO, "cannot open '%s'", tmp_path);
-	p.tmp_path = tmp_path;
+	p.pieces = pieces;
+	p.n_pieces = n_pieces;
 	p.shard_dir = shard_dir;
 	p.n = n;
 	p.shards = shards;
-	int rc = plan_shards(p.fd, tmp_path, total, rows, n, shards);
-	if (!rc) {
-		pthread_t th;
-		int started = pthread_create(&th, NULL, pass2_main, &p) == 0;
-		pass2_main(&p);
-		if (started)
-			pthread_join(th, NULL);
-		rc = atomic_load(&p.err);
+	struct stream_rd rd = { pieces, n_pieces, 0, -1 };
+	int rc = plan_shards(&rd, total, rows, n, shards);
+	stream_rd_close(&rd);
+	if (rc)
+		return rc;
+	int extra = threads > 1 ? threads - 1 : 0;
+	if ((uint64_t)extra > n - 1)
+		extra = (int)(n - 1);
+	pthread_t *th = calloc((size_t)extra + 1, sizeof(*th));
+	if (!th)
+		return es_error(ES_ENOMEM, "out of memory starting shard writers");
+	int started = 0;
+	while (started < extra && pthread_create(&th[started], NULL, pass2_main, &p) == 0)
+		started++;
+	pass2_main(&p);
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	free(th);
+	return atomic_load(&p.err);
+}
+
+/* ---------------- pass 1 over ranges, in parallel ----------------
+ *
+ * The input is cut into byte ranges at line ends (ranges.h). Worker threads take the ranges in
+ * order, and each validates and re-encodes its range into a temporary of its own; the counts of
+ * the ranges, summed in order, place every row and every byte in the normalized stream, which
+ * is the temporaries one after another. Two more threads compute what is sequential by nature:
+ * one hashes each input file in order, the other the normalized stream, range after range as
+ * they are done. The outcome is the same as pass 1 in order, error messages included: a range
+ * that fails keeps its message, the first failure in input order is the one said, and a range
+ * that does not know how many lines its file has before it (that needs the earlier ranges)
+ * says its error again, quietly, once they are counted.
+ */
+
+struct prange {
+	struct es_range r;
+	char *tmp;                /* its normalized temporary */
+	uint64_t line0;           /* lines of its file before it, when known (line0_known) */
+	uint64_t row0;            /* rows of the input before it (the index keys' row number) */
+	uint64_t base;            /* stored bytes of the input before it (--max-input-bytes) */
+	int line0_known;
+	uint64_t lines, rows, out;
+	struct in_file f;         /* its bad line count */
+	struct pass1 p1;          /* its bad lines */
+	int rc, skipped, done;
+	char *msg;                /* rc's message */
+};
+
+struct par {
+	const struct es_scan *scan;
+	struct es_jsonl_opts jo;
+	size_t max_line;
+	int64_t max_input;
+	int skip;
+	atomic_int *abandon;
+	struct in_file *files;
+	size_t n_files;             /* the files planned (a file that cannot be planned ends them) */
+	struct prange *rs;
+	size_t n;
+	atomic_size_t next;
+	atomic_size_t failed;       /* the first range that failed so far (n: none) */
+	atomic_ullong done_bytes;   /* stored bytes read, for the progress line */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;          /* a range is done */
+	size_t n_done;
+	int raw_rc, norm_rc;        /* the hashing threads' errors and their messages */
+	char *raw_msg, *norm_msg;
+	size_t raw_file;
+	char norm_sha[65];
+};
+
+/* A failure kept to be said later: its message, or the failure to keep it. */
+static char *keep_msg(void)
+{
+	return strdup(es_last_error());
+}
+
+static int par_stopped(struct par *P, size_t i)
+{
+	int rc = es_check_stop("prepare");
+	if (!rc && atomic_load(P->abandon))
+		rc = es_error(ES_EINVAL, "prepare stopped: the recipe was refused");
+	if (!rc && atomic_load(&P->failed) < i)
+		rc = 1; /* an earlier range failed: what this one finds will not be said */
+	return rc;
+}
+
+static int write_out(int fd, struct es_buf *out, struct prange *g)
+{
+	int rc = fd >= 0 ? es_fs_write_all(fd, out->data, out->len, g->tmp) : 0;
+	g->out += out->len;
+	es_buf_reset(out);
+	return rc;
+}
+
+/* A line reader over range g alone, its lines numbered from g->line0 + 1. */
+static int open_range(struct par *P, const struct prange *g, int *fd, struct es_line_reader **rd)
+{
+	const char *path = P->scan->files[g->r.file].path;
+	int codec = es_codec_of_name(path);
+	*rd = NULL;
+	if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return es_error_errno(ES_EIO, "cannot open input file '%s'", path);
+	posix_fadvise(*fd, (off_t)g->r.start, (off_t)(g->r.end - g->r.start), POSIX_FADV_SEQUENTIAL);
+	int rc = 0;
+	if (lseek(*fd, (off_t)g->r.start, SEEK_SET) < 0)
+		rc = es_error_errno(ES_EIO, "cannot read '%s'", path);
+	else if (!(*rd = es_line_reader_new_codec(*fd, P->max_line, path, codec)))
+		rc = es_error(ES_ENOMEM, "out of memory reading '%s'", path);
+	if (rc) {
+		close(*fd);
+		return rc;
 	}
-	close(p.fd);
+	if (codec == ES_CODEC_PLAIN)
+		es_line_reader_set_limit(*rd, g->r.end - g->r.start);
+	es_line_reader_set_lineno(*rd, g->line0);
+	return 0;
+}
+
+/* Range i through the line reader and the normalizer into out_fd (-1: nowhere, a rerun that
+ * only says an error). 1 when it stopped because an earlier range failed. */
+static int run_range(struct par *P, size_t i, struct prange *g, struct es_jsonl *jl, int out_fd)
+{
+	const char *path = P->scan->files[g->r.file].path;
+	struct es_line_reader *rd;
+	int fd, rc = open_range(P, g, &fd, &rd);
+	if (rc)
+		return rc;
+	struct size_guard guard = { P->max_input, g->base, 0, g->r.end, es_codec_of_name(path) != ES_CODEC_PLAIN };
+	struct es_buf out = ES_BUF_INIT;
+	const char *line;
+	size_t len;
+	int has_nl, got;
+	uint64_t seen = 0, told = 0;
+	while ((got = es_line_reader_next(rd, &line, &len, &has_nl)) == 1) {
+		if ((++seen & 4095) == 0) {
+			if ((rc = par_stopped(P, i)) != 0)
+				break;
+			uint64_t now = es_line_reader_bytes(rd);
+			atomic_fetch_add(&P->done_bytes, now - told);
+			told = now;
+		}
+		uint64_t lineno = es_line_reader_lineno(rd);
+		rc = guard_line(&guard, len, has_nl, path, lineno);
+		if (!rc)
+			rc = normalize_line(jl, P->skip, line, len, g->row0 + g->rows, path, lineno, &out, &g->p1, &g->f, 0);
+		if (rc == 1) {
+			rc = 0;
+			continue;
+		}
+		if (rc)
+			break;
+		g->rows++;
+		if (out.len >= CHUNK && (rc = write_out(out_fd, &out, g)) != 0)
+			break;
+	}
+	if (!rc && got < 0)
+		rc = got;
+	if (!rc)
+		rc = write_out(out_fd, &out, g);
+	g->lines = es_line_reader_lineno(rd) - g->line0;
+	uint64_t read = es_line_reader_bytes(rd);
+	atomic_fetch_add(&P->done_bytes, read - told);
+	if (!rc && read != g->r.end - g->r.start)
+		rc = es_error(ES_EINVAL, "Input changed while it was read: %s", path);
+	es_buf_free(&out);
+	es_line_reader_free(rd);
+	close(fd);
+	return rc;
+}
+
+static int range_to_tmp(struct par *P, size_t i, struct es_jsonl *jl)
+{
+	struct prange *g = &P->rs[i];
+#ifdef ESHARD_TEST_HOOKS
+	/* Tests make each range slow (milliseconds), for the progress line, or one of them
+	 * (ESHARD_TEST_RANGE_DELAY_ONLY=<index>), so that a later range fails first. */
+	int64_t ms, only;
+	const char *env = getenv("ESHARD_TEST_RANGE_DELAY_MS"), *which = getenv("ESHARD_TEST_RANGE_DELAY_ONLY");
+	if (env && !es_parse_i64(env, &ms) && ms > 0 && (!which || (!es_parse_i64(which, &only) && (size_t)only == i)))
+		es_sleep((double)ms / 1e3);
+#endif
+	int fd, rc = es_fs_open_new(g->tmp, 0600, 1, &fd);
+	if (rc)
+		return rc;
+	rc = run_range(P, i, g, jl, fd);
+	/* No fsync, as for pass 1's temporary (run_pass1). */
+	if (close(fd) != 0 && !rc)
+		rc = es_error_errno(ES_EIO, "cannot write '%s'", g->tmp);
+	if (!rc)
+		es_crash_point("prepare-mid-ranges"); /* on a worker thread, other ranges under way */
+	return rc;
+}
+
+static void range_done(struct par *P, size_t i, int rc)
+{
+	struct prange *g = &P->rs[i];
+	if (rc == 1) {
+		g->skipped = 1;
+		rc = 0;
+	}
+	if (rc) {
+		g->rc = rc;
+		g->msg = keep_msg();
+		size_t f = atomic_load(&P->failed);
+		while (i < f && !atomic_compare_exchange_weak(&P->failed, &f, i))
+			;
+	}
+	pthread_mutex_lock(&P->mu);
+	g->done = 1;
+	P->n_done++;
+	pthread_cond_broadcast(&P->cv);
+	pthread_mutex_unlock(&P->mu);
+}
+
+static void *par_worker(void *arg)
+{
+	struct par *P = arg;
+	/* Messages are kept, not printed: only the first failure in input order is said. */
+	es_log_quiet_begin();
+	struct es_jsonl *jl = es_jsonl_new(&P->jo);
+	for (;;) {
+		size_t i = atomic_fetch_add(&P->next, 1);
+		if (i >= P->n)
+			break;
+		int rc = !jl ? es_error(ES_ENOMEM, "out of memory") : atomic_load(&P->failed) < i ? 1 : range_to_tmp(P, i, jl);
+		range_done(P, i, rc);
+	}
+	es_jsonl_free(jl);
+	es_log_quiet_end();
+	return NULL;
+}
+
+/* The raw hash of input file f, which must still have the size planned. */
+static int hash_input(struct par *P, size_t f, char *buf)
+{
+	const char *path = P->scan->files[f].path;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return es_error_errno(ES_EIO, "cannot open input file '%s'", path);
+	struct es_sha sha;
+	int rc = es_sha_init(&sha);
+	uint64_t total = 0, reads = 0;
+	while (!rc) {
+		if ((++reads & 63) == 0 && (rc = par_stopped(P, P->n)) != 0)
+			break;
+		ssize_t n = read(fd, buf, CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			rc = es_error_errno(ES_EIO, "cannot read '%s'", path);
+		if (n <= 0)
+			break;
+		es_sha_update(&sha, buf, (size_t)n);
+		total += (uint64_t)n;
+	}
+	close(fd);
+	if (!rc && total != P->files[f].size)
+		rc = es_error(ES_EINVAL, "Input changed while it was read: %s", path);
+	if (!rc)
+		return es_sha_final(&sha, P->files[f].sha);
+	es_sha_abort(&sha);
+	return rc;
+}
+
+static void *raw_hasher(void *arg)
+{
+	struct par *P = arg;
+	es_log_quiet_begin();
+	char *buf = malloc(CHUNK);
+	int rc = buf ? 0 : es_error(ES_ENOMEM, "out of memory hashing input");
+	for (size_t f = 0; !rc && f < P->n_files; f++) {
+		rc = hash_input(P, f, buf);
+		P->raw_file = f;
+	}
+	if (rc && rc != 1) {
+		P->raw_rc = rc;
+		P->raw_msg = keep_msg();
+	}
+	free(buf);
+	es_log_quiet_end();
+	return NULL;
+}
+
+/* Wait until range i is done; 0 when it succeeded whole. */
+static int wait_range(struct par *P, size_t i)
+{
+	pthread_mutex_lock(&P->mu);
+	while (!P->rs[i].done)
+		pthread_cond_wait(&P->cv, &P->mu);
+	pthread_mutex_unlock(&P->mu);
+	return P->rs[i].rc || P->rs[i].skipped;
+}
+
+static int hash_tmp(struct es_sha *sha, const char *path, char *buf)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return es_error_errno(ES_EIO, "cannot open '%s'", path);
+	int rc = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf, CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			rc = es_error_errno(ES_EIO, "cannot read '%s'", path);
+		if (n <= 0)
+			break;
+		es_sha_update(sha, buf, (size_t)n);
+	}
+	close(fd);
+	return rc;
+}
+
+static void *norm_hasher(void *arg)
+{
+	struct par *P = arg;
+	es_log_quiet_begin();
+	struct es_sha sha;
+	char *buf = malloc(CHUNK);
+	int rc = buf ? es_sha_init(&sha) : es_error(ES_ENOMEM, "out of memory hashing");
+	int open_sha = buf && !rc;
+	for (size_t i = 0; !rc && i < P->n; i++)
+		rc = wait_range(P, i) ? 1 : hash_tmp(&sha, P->rs[i].tmp, buf);
+	if (open_sha && !rc)
+		rc = es_sha_final(&sha, P->norm_sha);
+	else if (open_sha)
+		es_sha_abort(&sha);
+	if (rc && rc != 1) {
+		P->norm_rc = rc;
+		P->norm_msg = keep_msg();
+	}
+	free(buf);
+	es_log_quiet_end();
+	return NULL;
+}
+
+/* The ranges of every input file; a file that cannot be opened ends the plan there, its error
+ * kept in *plan_msg to be said after those of the files before it. */
+static int plan_ranges(struct par *P, const char *stage, uint64_t target, struct es_ranges *rs, int *plan_rc,
+		       char **plan_msg)
+{
+	int rc = 0;
+	es_log_quiet_begin();
+	for (size_t f = 0; !rc && f < P->scan->n_files; f++) {
+		const char *path = P->scan->files[f].path;
+		struct stat st;
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) != 0) {
+			*plan_rc = es_error_errno(ES_EIO, "cannot open input file '%s'", path);
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		P->files[f].size = (uint64_t)st.st_size;
+		P->files[f].mtime_ns = mtime_ns_of(&st);
+		if (es_codec_of_name(path) != ES_CODEC_PLAIN)
+			rc = es_ranges_add_whole(rs, f, (uint64_t)st.st_size);
+		else
+			rc = es_ranges_add_file(rs, f, fd, (uint64_t)st.st_size, target, path);
+		if (rc)
+			*plan_rc = rc;
+		close(fd);
+		P->n_files = f + 1;
+	}
+	if (*plan_rc && !(*plan_msg = keep_msg()))
+		rc = ES_ENOMEM;
+	es_log_quiet_end();
+	if (rc == ES_ENOMEM)
+		return es_error(ES_ENOMEM, "out of memory planning input ranges");
+	P->n = rs->n;
+	if (!(P->rs = calloc(rs->n ? rs->n : 1, sizeof(*P->rs))))
+		return es_error(ES_ENOMEM, "out of memory planning input ranges");
+	uint64_t base = 0;
+	for (size_t i = 0; i < rs->n; i++) {
+		struct prange *g = &P->rs[i];
+		g->r = rs->v[i];
+		g->base = base;
+		base += g->r.end - g->r.start;
+		g->line0_known = i == 0 || rs->v[i - 1].file != g->r.file;
+		struct es_buf name = ES_BUF_INIT;
+		g->tmp = es_buf_printf(&name, "%s/.normalized.%zu.tmp", stage, i) ? NULL : es_buf_detach(&name, NULL);
+		es_buf_free(&name);
+		if (!g->tmp)
+			return es_error(ES_ENOMEM, "out of memory planning input ranges");
+	}
+	return 0;
+}
+
+/* Index keys number the rows of the whole input: a range must know the rows before it before it
+ * starts. Without --bad-lines skip every line is a row (a bad one stops prepare), so a quick
+ * first pass that counts the '\n' of each range, in parallel, tells every range its first row
+ * and line number. */
+static int count_range(struct par *P, struct prange *g, char *buf)
+{
+	const char *path = P->scan->files[g->r.file].path;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return es_error_errno(ES_EIO, "cannot open input file '%s'", path);
+	int rc = 0;
+	char last = '\n';
+	for (uint64_t off = g->r.start; !rc && off < g->r.end;) {
+		uint64_t want = g->r.end - off < CHUNK ? g->r.end - off : CHUNK;
+		ssize_t n = pread(fd, buf, (size_t)want, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? es_error_errno(ES_EIO, "cannot read '%s'", path)
+				   : es_error(ES_EINVAL, "Input changed while it was read: %s", path);
+			break;
+		}
+		for (const char *p = buf, *end = buf + n; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
+			g->lines++;
+		last = buf[n - 1];
+		off += (uint64_t)n;
+	}
+	close(fd);
+	g->lines += last != '\n'; /* a last line without '\n' */
+	return rc;
+}
+
+static void *count_worker(void *arg)
+{
+	struct par *P = arg;
+	es_log_quiet_begin();
+	char *buf = malloc(CHUNK);
+	for (;;) {
+		size_t i = atomic_fetch_add(&P->next, 1);
+		if (i >= P->n)
+			break;
+		int rc = buf ? count_range(P, &P->rs[i], buf) : es_error(ES_ENOMEM, "out of memory");
+		if (rc)
+			range_done(P, i, rc);
+	}
+	free(buf);
+	es_log_quiet_end();
+	return NULL;
+}
+
+/* Run fn on n threads (at least one, on this one when no other can start). */
+static void on_threads(int n, void *(*fn)(void *), void *arg)
+{
+	pthread_t th[256];
+	int started = 0;
+	if (n > (int)(sizeof(th) / sizeof(th[0])))
+		n = (int)(sizeof(th) / sizeof(th[0]));
+	while (started < n && pthread_create(&th[started], NULL, fn, arg) == 0)
+		started++;
+	if (!started)
+		fn(arg);
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+}
+
+/* The count pass: every range's first row and line; 0, or the first failure (said). */
+static int count_rows(struct par *P, int threads)
+{
+	on_threads(threads, count_worker, P);
+	atomic_store(&P->next, 0);
+	uint64_t rows = 0, line0 = 0;
+	for (size_t i = 0; i < P->n; i++) {
+		struct prange *g = &P->rs[i];
+		if (g->rc)
+			return es_error(g->rc, "%s", g->msg ? g->msg : "out of memory");
+		if (i && P->rs[i - 1].r.file != g->r.file)
+			line0 = 0;
+		g->row0 = rows;
+		g->line0 = line0;
+		g->line0_known = 1;
+		rows += g->lines;
+		line0 += g->lines;
+		g->lines = 0;
+	}
+	return 0;
+}
+
+/* The main thread waits for the ranges, saying how far they are every every seconds (0:
+ * never) on stderr. */
+static void wait_ranges(struct par *P, double every, uint64_t total)
+{
+	double t0 = es_time_mono(), next = t0 + every;
+	pthread_mutex_lock(&P->mu);
+	while (P->n_done < P->n) {
+		if (every <= 0) {
+			pthread_cond_wait(&P->cv, &P->mu);
+			continue;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		double left = next - es_time_mono();
+		if (left > 0) {
+			ts.tv_sec += (time_t)left;
+			ts.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&P->cv, &P->mu, &ts);
+		}
+		double now = es_time_mono();
+		if (now < next || P->n_done >= P->n)
+			continue;
+		next = now + every;
+		double done = (double)atomic_load(&P->done_bytes), rate = done / (now - t0);
+		pthread_mutex_unlock(&P->mu);
+		es_log_note("prepare: %.0f of %.0f MB read (%.0f%%), %.0f MB/s, ETA %.0f s", done / 1e6,
+			    (double)total / 1e6, total ? 100.0 * done / (double)total : 100.0, rate / 1e6,
+			    rate > 0 && (double)total > done ? ((double)total - done) / rate : 0.0);
+		pthread_mutex_lock(&P->mu);
+	}
+	pthread_mutex_unlock(&P->mu);
+}
+
+/* Say range i's failure; when the range did not know its line numbers, run it again, quietly
+ * and writing nothing, numbered from the lines of its file before it (all counted by now). */
+static int say_range_error(struct par *P, size_t i, struct es_jsonl *jl)
+{
+	struct prange *g = &P->rs[i];
+	char *again = NULL;
+	int rc = g->rc;
+	if (!g->line0_known && jl) {
+		struct prange c;
+		memset(&c, 0, sizeof(c));
+		c.r = g->r;
+		c.base = g->base;
+		c.row0 = g->row0;
+		for (size_t j = i; j > 0 && P->rs[j - 1].r.file == g->r.file; j--)
+			c.line0 += P->rs[j - 1].lines;
+		es_log_quiet_begin();
+		int rc2 = run_range(P, i, &c, jl, -1);
+		if (rc2 < 0 && (again = keep_msg()) != NULL)
+			rc = rc2;
+		es_log_quiet_end();
+		free(c.p1.first);
+	}
+	rc = es_error(rc, "%s", again ? again : g->msg ? g->msg : "out of memory");
+	free(again);
+	return rc;
+}
+
+/* The first failure in input order: the ranges of each file, then its raw hash; then the file
+ * that could not be planned; then the normalized hash. Said once, here; 0 when none. */
+static int par_first_error(struct par *P, struct es_jsonl *jl, int plan_rc, const char *plan_msg)
+{
+	size_t i = 0;
+	for (size_t f = 0; f < P->n_files; f++) {
+		for (; i < P->n && P->rs[i].r.file == f; i++)
+			if (P->rs[i].rc)
+				return say_range_error(P, i, jl);
+		if (P->raw_rc && P->raw_file == f)
+			return es_error(P->raw_rc, "%s", P->raw_msg ? P->raw_msg : "out of memory");
+	}
+	if (plan_rc)
+		return es_error(plan_rc, "%s", plan_msg ? plan_msg : "out of memory");
+	if (P->norm_rc)
+		return es_error(P->norm_rc, "%s", P->norm_msg ? P->norm_msg : "out of memory");
+	return 0;
+}
+
+/* The ranges' counts summed in order into the files' and the input's, their bad lines (the
+ * first ES_BAD_LINES_KEPT in input order), and their temporaries as the stream's pieces. */
+static int par_merge(struct par *P, struct pass1 *res, struct piece *pieces)
+{
+	uint64_t line0 = 0;
+	for (size_t i = 0; i < P->n; i++) {
+		struct prange *g = &P->rs[i];
+		size_t f = g->r.file;
+		if (i && P->rs[i - 1].r.file != f)
+			line0 = 0;
+		P->files[f].rows += g->rows;
+		P->files[f].bad += g->f.bad;
+		res->rows += g->rows;
+		res->bad += g->p1.bad;
+		for (size_t k = 0; k < g->p1.n_first && res->n_first < ES_BAD_LINES_KEPT; k++) {
+			if (!res->first && !(res->first = calloc(ES_BAD_LINES_KEPT, sizeof(*res->first))))
+				return es_error(ES_ENOMEM, "out of memory noting bad lines");
+			struct bad_line *b = &res->first[res->n_first++];
+			*b = g->p1.first[k];
+			b->file = f;
+			b->lineno += g->line0_known ? 0 : line0;
+		}
+		pieces[i] = (struct piece){ g->tmp, res->bytes, g->out };
+		g->tmp = NULL;
+		res->bytes += g->out;
+		line0 += g->lines;
+	}
+	for (size_t f = 0; f < P->n_files; f++)
+		res->files_bad += P->files[f].bad != 0;
+	memcpy(res->norm_sha, P->norm_sha, sizeof(res->norm_sha));
+	return 0;
+}
+
+static void par_free(struct par *P)
+{
+	for (size_t i = 0; P->rs && i < P->n; i++) {
+		free(P->rs[i].tmp);
+		free(P->rs[i].msg);
+		free(P->rs[i].p1.first);
+	}
+	free(P->rs);
+	free(P->raw_msg);
+	free(P->norm_msg);
+	pthread_mutex_destroy(&P->mu);
+	pthread_cond_destroy(&P->cv);
+}
+
+/* The size of each range: about eight per thread, so that threads that finish early find
+ * more, within [1 MiB, 256 MiB] (a test build may ask for another with
+ * ESHARD_TEST_RANGE_BYTES, to cut small inputs into many ranges). */
+static uint64_t range_target(const struct es_scan *scan, int threads)
+{
+	uint64_t total = 0;
+	for (size_t f = 0; f < scan->n_files; f++) {
+		struct stat st;
+		if (stat(scan->files[f].path, &st) == 0)
+			total += (uint64_t)st.st_size;
+	}
+	uint64_t t = total / ((uint64_t)threads * 8);
+	t = t < ((uint64_t)1 << 20) ? (uint64_t)1 << 20 : t > ((uint64_t)256 << 20) ? (uint64_t)256 << 20 : t;
+#ifdef ESHARD_TEST_HOOKS
+	int64_t v;
+	const char *env = getenv("ESHARD_TEST_RANGE_BYTES");
+	if (env && !es_parse_i64(env, &v) && v > 0)
+		t = (uint64_t)v;
+#endif
+	return t;
+}
+
+/* The workers and both hashing threads, until every range is done and hashed. */
+static int par_run(struct par *P, int threads, double progress_secs, uint64_t total)
+{
+	int k = P->n < (size_t)threads ? (int)P->n : threads;
+	pthread_t *th = calloc((size_t)k + 2, sizeof(*th));
+	if (!th)
+		return es_error(ES_ENOMEM, "out of memory starting threads");
+	int have_raw = pthread_create(&th[0], NULL, raw_hasher, P) == 0;
+	int have_norm = pthread_create(&th[1], NULL, norm_hasher, P) == 0;
+	int started = 0;
+	while (started < k && pthread_create(&th[2 + started], NULL, par_worker, P) == 0)
+		started++;
+	/* Without a thread of their own, they run here, one after the other. */
+	if (!started)
+		par_worker(P);
+	wait_ranges(P, progress_secs, total);
+	for (int i = 0; i < started; i++)
+		pthread_join(th[2 + i], NULL);
+	if (have_raw)
+		pthread_join(th[0], NULL);
+	else
+		raw_hasher(P);
+	if (have_norm)
+		pthread_join(th[1], NULL);
+	else
+		norm_hasher(P);
+	free(th);
+	return 0;
+}
+
+struct par_in {
+	const struct es_prepare_opts *o;
+	const struct es_scan *scan;
+	const struct es_jsonl_opts *jo;
+	const char *stage;
+	size_t max_line;
+	int threads;
+	atomic_int *abandon;
+};
+
+/* Pass 1 over ranges on in->threads threads: files' facts into files, the input's into res,
+ * the normalized stream's pieces into *pieces (*n_pieces of them, the caller frees). */
+static int run_par_pass1(const struct par_in *in, struct in_file *files, struct pass1 *res, struct piece **pieces,
+			 size_t *n_pieces)
+{
+	struct par P;
+	memset(&P, 0, sizeof(P));
+	P.scan = in->scan;
+	P.jo = *in->jo;
+	P.max_line = in->max_line;
+	P.max_input = in->o->max_input_bytes;
+	P.skip = in->o->skip_bad_lines;
+	P.abandon = in->abandon;
+	P.files = files;
+	pthread_mutex_init(&P.mu, NULL);
+	pthread_cond_init(&P.cv, NULL);
+	free(res->first);
+	memset(res, 0, sizeof(*res));
+	struct es_ranges rs = ES_RANGES_INIT;
+	int plan_rc = 0;
+	char *plan_msg = NULL;
+	int rc = plan_ranges(&P, in->stage, range_target(in->scan, in->threads), &rs, &plan_rc, &plan_msg);
+	es_ranges_free(&rs);
+	atomic_store(&P.failed, P.n);
+	uint64_t total = P.n ? P.rs[P.n - 1].base + (P.rs[P.n - 1].r.end - P.rs[P.n - 1].r.start) : 0;
+	if (!rc && in->jo->n_index)
+		rc = count_rows(&P, in->threads);
+	struct es_jsonl *jl = rc ? NULL : es_jsonl_new(in->jo);
+	if (!rc && !jl)
+		rc = es_error(ES_ENOMEM, "out of memory");
+	if (!rc)
+		rc = par_run(&P, in->threads, in->o->progress_secs, total);
+	if (!rc)
+		rc = par_first_error(&P, jl, plan_rc, plan_msg);
+	if (!rc && !(*pieces = calloc(P.n ? P.n : 1, sizeof(**pieces))))
+		rc = es_error(ES_ENOMEM, "out of memory");
+	if (!rc) {
+		*n_pieces = P.n;
+		rc = par_merge(&P, res, *pieces);
+	}
+	if (!rc)
+		es_crash_point("prepare-after-ranges");
+	es_jsonl_free(jl);
+	free(plan_msg);
+	par_free(&P);
 	return rc;
 }
 
@@ -985,6 +1752,8 @@ struct prep {
 	struct in_file *files;
 	struct shard_out *shards;
 	struct pass1 p1;
+	struct piece *pieces;        /* the normalized stream's temporaries, in order */
+	size_t n_pieces;
 	uint64_t n;
 	char **warnings;
 	size_t n_warnings;
@@ -1502,7 +2271,25 @@ static int prep_stage(struct prep *P)
 	return es_fs_probe(P->stage.data, P->job_dir.data);
 }
 
-/* The stage folder, then step 8: pass 1. */
+/* The threads of --threads (prepare.h). */
+static int o_threads(const struct es_prepare_opts *o)
+{
+	return o->threads > 0 ? (o->threads > 1024 ? 1024 : (int)o->threads) : es_cpus_usable(1);
+}
+
+/* Whether pass 1 must read the input in order, on one thread: --max-input-bytes counts decoded
+ * bytes across files, which a range after a compressed file cannot know before that file is
+ * read; index keys number rows across the input, which a range knows beforehand only when
+ * every line is a row (no --bad-lines skip) and can be counted without decoding. */
+static int needs_order(const struct es_prepare_opts *o, const struct es_recipe *r, const struct es_scan *scan)
+{
+	int compressed = 0;
+	for (size_t i = 0; i < scan->n_files; i++)
+		compressed |= es_codec_of_name(scan->files[i].path) != ES_CODEC_PLAIN;
+	return (o->max_input_bytes > 0 && compressed) || (r->n_index && (o->skip_bad_lines || compressed));
+}
+
+/* The stage folder, then step 8: pass 1, in order or over ranges in parallel. */
 static int prep_scan(struct prep *P)
 {
 	const struct es_prepare_opts *o = P->o;
@@ -1512,14 +2299,27 @@ static int prep_scan(struct prep *P)
 	const struct es_recipe *r = &P->recipe;
 	struct es_jsonl_opts jo = { (const char *const *)r->media_keys, r->n_media, P->scan.media_root,
 				    (const char *const *)r->index_keys, r->n_index };
-	P->jl = es_jsonl_new(&jo);
 	P->files = calloc(P->scan.n_files, sizeof(*P->files));
-	if (!P->jl || !P->files)
+	if (!P->files)
+		return es_error(ES_ENOMEM, "out of memory");
+	size_t max_line = o->max_line_bytes ? o->max_line_bytes : ES_MAX_LINE_BYTES;
+	int threads = o_threads(o);
+	if (threads > 1 && !needs_order(o, r, &P->scan)) {
+		struct par_in in = { o, &P->scan, &jo, P->stage.data, max_line, threads, &P->bg.failed };
+		return run_par_pass1(&in, P->files, &P->p1, &P->pieces, &P->n_pieces);
+	}
+	P->jl = es_jsonl_new(&jo);
+	P->pieces = calloc(1, sizeof(*P->pieces));
+	if (!P->jl || !P->pieces)
 		return es_error(ES_ENOMEM, "out of memory");
 	es_path_join(&P->tmp, P->stage.data, ".normalized.jsonl.tmp");
-	size_t max_line = o->max_line_bytes ? o->max_line_bytes : ES_MAX_LINE_BYTES;
-	return run_pass1(&P->scan, P->jl, max_line, o->max_input_bytes, o->skip_bad_lines, P->tmp.data, P->files,
-			 &P->bg.failed, &P->p1);
+	if (!(P->pieces[0].path = strdup(P->tmp.data)))
+		return es_error(ES_ENOMEM, "out of memory");
+	P->n_pieces = 1;
+	rc = run_pass1(&P->scan, P->jl, max_line, o->max_input_bytes, o->skip_bad_lines, P->tmp.data, P->files,
+		       &P->bg.failed, &P->p1);
+	P->pieces[0].len = P->p1.bytes;
+	return rc;
 }
 
 /* After pass 1 and the recipe: the number of shards. */
@@ -1559,10 +2359,12 @@ static int prep_write(struct prep *P)
 		return es_error_errno(ES_EIO, "cannot create '%s'", P->path.data);
 	if (!(P->shards = calloc(P->n, sizeof(*P->shards))))
 		return es_error(ES_ENOMEM, "out of memory for %llu shards", (unsigned long long)P->n);
-	if ((rc = run_pass2(P->tmp.data, P->path.data, P->p1.bytes, P->p1.rows, P->n, P->shards)))
+	int threads = o_threads(P->o);
+	if ((rc = run_pass2(P->pieces, P->n_pieces, P->path.data, P->p1.bytes, P->p1.rows, P->n, P->shards, threads)))
 		return rc;
-	if (unlink(P->tmp.data) != 0)
-		return es_error_errno(ES_EIO, "cannot remove '%s'", P->tmp.data);
+	for (size_t i = 0; i < P->n_pieces; i++)
+		if (unlink(P->pieces[i].path) != 0)
+			return es_error_errno(ES_EIO, "cannot remove '%s'", P->pieces[i].path);
 	for (size_t i = 0; i < P->scan.n_files; i++) {
 		struct stat st;
 		if (stat(P->scan.files[i].path, &st) != 0 || (uint64_t)st.st_size != P->files[i].size ||
@@ -1762,6 +2564,9 @@ static void prep_free(struct prep *P)
 	free(P->files);
 	free(P->p1.first);
 	free(P->shards);
+	for (size_t i = 0; i < P->n_pieces; i++)
+		free(P->pieces[i].path);
+	free(P->pieces);
 	free(P->ray_address);
 	struct es_buf *bufs[] = { &P->config, &P->tmp, &P->dataset, &P->job_dir, &P->stage, &P->path, &P->parent };
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)

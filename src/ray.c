@@ -365,27 +365,6 @@ int es_ray_head_alive(const struct es_ray_head *h)
 
 /* ---- resources: CPUs, GPUs, object store ---- */
 
-/* The CPUs of the calling thread's mask: a rank has given it its share of the node before it
- * starts a head (cpus.h), and the head's processes inherit the same mask. A CFS quota (a
- * container limited by one, whose mask still shows every CPU of its host) caps it at the
- * rank's share of the quota. */
-static int usable_cpus(int ranks_on_host)
-{
-	cpu_set_t set;
-	int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-	if (n <= 0) {
-		long online = sysconf(_SC_NPROCESSORS_ONLN);
-		n = online > 0 ? (int)online : 1;
-	}
-	int quota = es_cpus_quota(NULL, NULL);
-	if (quota > 0) {
-		int share = (quota + ranks_on_host - 1) / ranks_on_host;
-		if (share < n)
-			n = share;
-	}
-	return n;
-}
-
 struct gpus {
 	char *id[MAX_GPUS];
 	int n;
@@ -1005,7 +984,7 @@ int es_ray_head_start(const struct es_ray_opts *o, struct es_ray_head *h)
 
 	/* Resources. */
 	/* lround of a count past INT_MAX would not fit the int Ray takes. */
-	int cpus = o->num_cpus >= INT_MAX ? INT_MAX : o->num_cpus > 0 ? (int)lround(o->num_cpus) : usable_cpus(o->ranks_on_host);
+	int cpus = o->num_cpus >= INT_MAX ? INT_MAX : o->num_cpus > 0 ? (int)lround(o->num_cpus) : es_cpus_usable(o->ranks_on_host);
 	h->num_cpus = cpus < 1 ? 1 : cpus;
 	if ((rc = find_gpus(o->env ? o->env : environ, &g)) != 0 || (rc = choose_gpus(o, &g, h)) != 0)
 		goto out;

@@ -54,6 +54,10 @@ int es_cpus_take_share(int k, int n, struct es_cpus *c);
  * /sys/fs/cgroup) are for tests. Reports nothing. */
 int es_cpus_quota(const char *proc_cgroup, const char *cgroup_root);
 
+/* How many CPUs the calling thread may run on (its mask; the online CPUs when it cannot be
+ * read), capped by a CFS quota's share for one of ranks_on_host ranks (es_cpus_quota): a
+ * container limited by a quota still shows every CPU of its host in its mask. At least 1. */
+int es_cpus_usable(int ranks_on_host);
 /* 1 when the launcher had bound the thread to fewer CPUs than its share. */
 int es_cpus_was_narrower(const struct es_cpus *c);
 

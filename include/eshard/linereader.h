@@ -48,6 +48,12 @@ void es_line_reader_set_raw_cb(struct es_line_reader *r,
 int es_line_reader_next(struct es_line_reader *r, const char **line, size_t *len, int *has_nl);
 /* 1-based number of the line last returned (0 before the first). */
 uint64_t es_line_reader_lineno(const struct es_line_reader *r);
+/* Read at most limit raw bytes from the fd (from where it stands), then see the end of the
+ * file: a byte range of a file (prepare's ranges) reads as a file of its own. 0: no limit. */
+void es_line_reader_set_limit(struct es_line_reader *r, uint64_t limit);
+/* Number the lines that follow from lineno + 1: a range that starts after line lineno of its
+ * file reports its lines (and an over-long one) by their place in the file. */
+void es_line_reader_set_lineno(struct es_line_reader *r, uint64_t lineno);
 /* Total bytes read from the fd so far (stored bytes, before any decoding). */
 uint64_t es_line_reader_bytes(const struct es_line_reader *r);
 /* Safe on NULL. */

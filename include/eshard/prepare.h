@@ -87,6 +87,13 @@ struct es_prepare_opts {
 	 * lines; the extra manifest field "bad_lines" records the policy, the count per file and
 	 * the first ES_BAD_LINES_KEPT places with their reason. */
 	int skip_bad_lines;
+	/* --threads: the threads that validate and re-encode the input (README "Prepare at
+	 * scale"), 0: the CPUs this process may use (es_cpus_usable). With more than one the input
+	 * is cut into byte ranges at line ends, read in parallel; the job folder is byte for byte
+	 * the one of a single thread, and an error the first in input order. Not recorded. */
+	int64_t threads;
+	/* > 0: a progress line on stderr every progress_secs seconds while the input is read. */
+	double progress_secs;
 };
 
 struct es_prepare_result {

@@ -29,8 +29,11 @@ cp "$1" "$2"
 EOF
 chmod +x "$T/proc.sh"
 S0=part-00000-of-00004
+# prepare reads the input on three threads, cut into small ranges (its crash points
+# prepare-mid-ranges and prepare-after-ranges come while and after they are read).
+export ESHARD_TEST_RANGE_BYTES=700
 POLICY=(--lease-secs 1 --heartbeat-secs 0.2 --poll-interval-secs 1)
-COMMON=(--config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards 4 --process-cmd "$T/proc.sh {input} {output} {shard_id} {job_dir}")
+COMMON=(--config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards 4 --threads 3 --process-cmd "$T/proc.sh {input} {output} {shard_id} {job_dir}")
 REF=$T/ref.jsonl
 run_expect 0 "$BIN" prepare "${COMMON[@]}" --job-dir "$T/ref"
 run_expect 0 "$BIN" worker --job-dir "$T/ref"
