@@ -26,6 +26,7 @@ shut down its writing side: end of file on the connection means "client gone".
 """
 
 import array
+import functools
 import json
 import os
 import signal
@@ -63,6 +64,238 @@ def _rss():
     except OSError:
         pass
     return "rss ?"
+
+
+# --------------------------------------------------------------------------- model reuse
+
+# What turns the reuse off (docs/dj-notes.md, "Models across shards").
+REUSE_ENV = "ESHARD_DJ_REUSE_MODELS"
+# The Data-Juicer versions whose prepare_model/get_model and RayDataset the reuse was checked
+# against: another version runs as if the reuse were off, with one warning.
+REUSE_DJ_VERSIONS = ("1.6.1",)
+# Operator arguments that are the shard's own (not what the operator is): OP._NON_FINGERPRINT_ATTRS.
+SHARD_ATTRS = ("work_dir",)
+# Rows per call from a forwarding task to an operator's actor (actor mode).
+FORWARD_ROWS = 256
+
+
+def _canon(v):
+    """A canonical, exact form of a plain value (None for anything else): what a model key or
+    an actor pool key may be built from. Objects of other types (a tokenizer, an open file)
+    have no trustworthy value form, so their model is not shared."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return (type(v).__name__, v)
+    if isinstance(v, (list, tuple)):
+        items = [_canon(x) for x in v]
+        return None if any(x is None for x in items) else (type(v).__name__, tuple(items))
+    if isinstance(v, dict) and all(isinstance(k, str) for k in v):
+        items = [(k, _canon(v[k])) for k in sorted(v)]
+        return None if any(x is None for _, x in items) else ("dict", tuple(items))
+    return None
+
+
+class ModelKey(functools.partial):
+    """What Data-Juicer's prepare_model returns (a partial of the loader), equal to and hashed
+    like every other key with the same loader and the same plain arguments, so that get_model's
+    MODEL_ZOO in a Ray worker finds the model a previous shard loaded (a plain partial is equal
+    only to itself, and every shard unpickles a new one). It travels to the workers by value
+    (this file is __main__ in the runner), so they need nothing installed."""
+
+    def __eq__(self, other):
+        mine = self.__dict__.get("eshard_key")
+        return mine is not None and mine == getattr(other, "__dict__", {}).get("eshard_key")
+
+    def __hash__(self):
+        return hash(self.__dict__.get("eshard_key"))
+
+    def __call__(self, *args, **kwargs):
+        # prepare_model calls the key once without arguments in the driver (to fetch the model
+        # files before workers start); the runner does that once per key, not once per shard.
+        seen = getattr(sys, "eshard_models_prepared", None)
+        if seen is not None and not args and not kwargs and \
+                sys._getframe(1).f_code.co_name == "prepare_model":
+            if self.__dict__["eshard_key"] in seen:
+                return None
+            model = functools.partial.__call__(self)
+            seen.add(self.__dict__["eshard_key"])
+            return model
+        return functools.partial.__call__(self, *args, **kwargs)
+
+
+def model_key(func, *args, **kwargs):
+    """Stands in for functools.partial inside data_juicer.utils.model_utils (prepare_model is
+    its only user): a ModelKey when the loader and its arguments are plain, else a partial."""
+    canon = _canon([list(args), kwargs])
+    name = (getattr(func, "__module__", None), getattr(func, "__qualname__", None))
+    if canon is None or None in name:
+        return functools.partial(func, *args, **kwargs)
+    key = ModelKey(func, *args, **kwargs)
+    key.eshard_key = repr((name, canon))
+    return key
+
+
+class OpActor:
+    """One long-lived actor of an operator that Data-Juicer runs in an actor pool: it builds the
+    operator (and so loads its model) once and serves the batches of every shard of the rank."""
+
+    def __init__(self, op_class, args, kwargs):
+        self.op = op_class(*args, **kwargs)
+
+    def call(self, batch, attrs, size):
+        """The operator's outputs for `batch` cut into batches of `size` rows (a pyarrow Table;
+        size None: the batch as it is)."""
+        # The shard's own execution-only settings (its work_dir) before its batches.
+        for k, v in attrs.items():
+            setattr(self.op, k, v)
+        if size is None or batch.num_rows <= size:
+            return [self.op(batch)]
+        return [self.op(batch.slice(i, size)) for i in range(0, batch.num_rows, size)]
+
+    def pid(self):
+        return os.getpid()
+
+
+def forward_to(actors, attrs, size):
+    """The task-pool function that replaces an actor pool in one shard's dataset: it sends a
+    batch of several of the operator's batches to one of the rank's actors of that operator,
+    which cuts it into the operator's batches (a call per batch of one row cost about 5 ms
+    each), and yields the outputs one by one, as the pool's actor would."""
+    def forward(batch):
+        import random
+        import ray
+        yield from ray.get(actors[random.randrange(len(actors))].call.remote(batch, attrs, size))
+    return forward
+
+
+def forward_batch_size(batch_size, batch_format):
+    """The forwarding map's batch size and the operator's own, which the actor cuts it into: a
+    multiple of it of about FORWARD_ROWS rows, so that the operator's batches are the ones Ray
+    Data would make (they start at multiples of it in a task's input either way). Only for
+    pyarrow batches (what Data-Juicer uses); others go as they are."""
+    if batch_format != "pyarrow" or not isinstance(batch_size, int) or batch_size < 1:
+        return batch_size, None
+    return batch_size * max(1, FORWARD_ROWS // batch_size), batch_size
+
+
+class ModelReuse:
+    """Keeps what model-bearing operators loaded alive across the shards of the rank.
+
+    Task mode: model_utils.partial becomes model_key, so a model loads once per Ray worker
+    process (and once per runner in the driver). Actor mode: Dataset.map_batches of an operator
+    class with an ActorPoolStrategy becomes a task-pool map that forwards to actors the runner
+    owns, made on first use and kept while later shards use the same operator with the same
+    arguments and resources; actors no run used are killed after it, all of them after a failed
+    run. Ray Data's own pools end with each dataset, hence the runner-owned ones."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.on = False
+        self.pools = {}  # key -> [actor handles]
+        self.used = set()
+        self.started = self.reused = 0
+
+    def install(self):
+        flag = os.environ.get(REUSE_ENV, "1").strip().lower()
+        if flag in ("0", "off", "no", "false"):
+            return "off (" + REUSE_ENV + "=" + os.environ[REUSE_ENV] + ")"
+        import data_juicer
+        version = getattr(data_juicer, "__version__", "unknown")
+        if version not in REUSE_DJ_VERSIONS:
+            sys.stderr.write(f"dj_runner: warning: model reuse across shards is off: it was checked "
+                             f"with Data-Juicer {', '.join(REUSE_DJ_VERSIONS)}, this is {version}\n")
+            return f"off (Data-Juicer {version})"
+        import ray.data
+        from data_juicer.ops.base_op import OP
+        from data_juicer.utils import model_utils
+        self.OP = OP
+        self.orig_map_batches = ray.data.Dataset.map_batches
+        model_utils.partial = model_key
+        sys.eshard_models_prepared = set()
+        reuse = self
+
+        def map_batches(ds, fn, *args, **kwargs):
+            return reuse.map_batches(ds, fn, *args, **kwargs)
+        functools.update_wrapper(map_batches, self.orig_map_batches)
+        ray.data.Dataset.map_batches = map_batches
+        self.on = True
+        return f"on (Data-Juicer {version})"
+
+    def map_batches(self, ds, fn, *args, **kwargs):
+        from ray.data import ActorPoolStrategy, TaskPoolStrategy
+        compute = kwargs.get("compute")
+        if args or not (isinstance(fn, type) and issubclass(fn, self.OP)
+                        and isinstance(compute, ActorPoolStrategy)):
+            if self.on and kwargs.get("num_gpus") and getattr(fn, "__self__", None) is not None \
+                    and isinstance(fn.__self__, self.OP) and "max_calls" not in kwargs:
+                # Ray ends a worker after one GPU task by default (max_calls=1), and its models
+                # with it: keep the worker, as its CPU twin is kept.
+                kwargs["max_calls"] = 0
+            return self.orig_map_batches(ds, fn, *args, **kwargs)
+        ctor_args = tuple(kwargs.pop("fn_constructor_args", None) or ())
+        ctor_kwargs = dict(kwargs.pop("fn_constructor_kwargs", None) or {})
+        size = compute.max_size if compute.max_size != float("inf") else compute.min_size
+        res = {"num_cpus": kwargs.pop("num_cpus", None), "num_gpus": kwargs.pop("num_gpus", None),
+               "runtime_env": kwargs.pop("runtime_env", None)}
+        # work_dir is per shard (per attempt) and, as Data-Juicer's own cache fingerprints say,
+        # does not change what an operator does: it is left out of the key and set in the
+        # actors for each shard (OpActor.call).
+        shard_attrs = {k: ctor_kwargs[k] for k in SHARD_ATTRS if k in ctor_kwargs}
+        canon = _canon([list(ctor_args), {k: v for k, v in ctor_kwargs.items() if k not in shard_attrs},
+                        res, int(size)])
+        if canon is None or kwargs.get("fn_args") or kwargs.get("fn_kwargs") or \
+                set(kwargs) - {"fn_args", "fn_kwargs", "compute", "batch_size", "batch_format"}:
+            kwargs.update(fn_constructor_args=ctor_args, fn_constructor_kwargs=ctor_kwargs, **res)
+            return self.orig_map_batches(ds, fn, **kwargs)
+        key = repr((fn.__module__, fn.__qualname__, canon))
+        actors = self.pools.get(key)
+        if actors is None:
+            sys.stderr.write(f"dj_runner: starting {max(1, int(size))} long-lived actor(s) of "
+                             f"{fn.__name__} (kept across shards)\n")
+            actors = self.pools[key] = self.start_pool(fn, ctor_args, ctor_kwargs, res, int(size))
+            self.started += 1
+        elif key not in self.used:
+            self.reused += 1
+        self.used.add(key)
+        # The forwarding tasks hold the operator's CPUs while its batches are in the actors
+        # (what the pool's actors hold in Ray Data); the idle actors between shards hold none.
+        fmt = kwargs.get("batch_format", "default")
+        outer, inner = forward_batch_size(kwargs.get("batch_size"), fmt)
+        return self.orig_map_batches(ds, forward_to(actors, shard_attrs, inner),
+                                     compute=TaskPoolStrategy(size=len(actors)),
+                                     batch_size=outer, batch_format=fmt,
+                                     num_cpus=res["num_cpus"])
+
+    def start_pool(self, op_class, args, kwargs, res, size):
+        ray = self.runner.ray
+        # No CPU for the actor itself (the forwarding tasks hold it): an actor that kept a CPU
+        # between shards would starve the next shard's reads on a head of few CPUs. A GPU it
+        # keeps: its model lives there.
+        opts = {k: v for k, v in res.items() if v is not None and k != "num_cpus"}
+        opts["num_cpus"] = 0
+        # As Ray Data's actor pools: a crashed actor is restarted and its call retried.
+        remote = ray.remote(OpActor).options(max_restarts=-1, max_task_retries=-1, **opts)
+        return [remote.remote(op_class, args, kwargs) for _ in range(max(1, size))]
+
+    def after_run(self, rc):
+        """Kill the actors this run did not use (all of them after a failed run: a model an
+        operator broke must not serve the next shard)."""
+        for key in [k for k in self.pools if rc != 0 or k not in self.used]:
+            for a in self.pools.pop(key):
+                try:
+                    self.runner.ray.kill(a)
+                except Exception:
+                    pass
+        self.used.clear()
+
+    def forget(self):
+        """A new Ray connection: the old job's actors are gone with it."""
+        self.pools.clear()
+        self.used.clear()
+
+    def summary(self):
+        s = f"actor pools started {self.started}, reused {self.reused}"
+        self.started = self.reused = 0
+        return s
 
 
 # --------------------------------------------------------------------------- client (run)
@@ -210,6 +443,8 @@ class Runner:
         self.logger = logger
         t_import = time.monotonic() - t0
 
+        self.reuse = ModelReuse(self)
+        reuse = self.reuse.install()
         # Connect once; Data-Juicer's initialize_ray() is replaced by one that reuses this
         # connection (and reconnects only when a recipe needs another address/runtime_env).
         self.conn_key = None
@@ -235,7 +470,8 @@ class Runner:
         self.reset_logger()
         self.install_sigterm()
         sys.stderr.write(f"dj_runner[{os.getpid()}]: ready on {self.sock_path} (imports {t_import:.2f} s, "
-                         f"Ray {self.ray_address}, started in {time.monotonic() - t0:.2f} s)\n")
+                         f"Ray {self.ray_address}, started in {time.monotonic() - t0:.2f} s, "
+                         f"model reuse {reuse})\n")
         sys.stderr.flush()
         # Readiness: exactly one line on stdout; afterwards fd 1 is the runner's stderr so that
         # nothing else ever reaches the pipe the worker read "ready" from.
@@ -272,6 +508,7 @@ class Runner:
         if ray.is_initialized():
             ray.shutdown()
         ray.init(address, ignore_reinit_error=True, runtime_env=runtime_env)
+        self.reuse.forget()
         self.conn_key = key
         self.conn_time = time.time()
         self.install_sigterm()
@@ -488,7 +725,7 @@ class Runner:
             getattr(warnings, "_filters_mutated", lambda: None)()
             sys.argv = ["dj_runner.py"]
             self.forget_custom_ops(saved_modules, saved_ops)
-            self.restore_dj_state(saved_state)
+            self.restore_dj_state(saved_state, keep_model_keys=self.reuse.on)
             self.reset_logger()
             self.install_sigterm()
             gc.collect()
@@ -515,7 +752,7 @@ class Runner:
         return st
 
     @staticmethod
-    def restore_dj_state(st):
+    def restore_dj_state(st, keep_model_keys=False):
         """Put back what save_dj_state() saw, and drop the run's configuration
         (data_juicer.config.config.global_cfg / global_parser hold its export_path and work_dir
         until the next run's init_configs)."""
@@ -526,7 +763,9 @@ class Runner:
             fp._CACHING_ENABLED = st["caching"]
         if "zoo" in st:
             from data_juicer.utils import model_utils
-            for k in [k for k in model_utils.MODEL_ZOO if k not in st["zoo"]]:
+            # A model under a ModelKey stays: the next shard asks for it again by value.
+            for k in [k for k in model_utils.MODEL_ZOO if k not in st["zoo"] and
+                      not (keep_model_keys and isinstance(k, ModelKey))]:
                 del model_utils.MODEL_ZOO[k]
         try:
             from data_juicer.config import config as djc
@@ -583,6 +822,7 @@ class Runner:
                 mon.start()
                 t0 = time.monotonic()
                 rc = self.run_one(req, fds)
+                self.reuse.after_run(rc)
                 with self.lock:
                     self.running = False
                 os.write(wake_w, b"x")
@@ -591,7 +831,8 @@ class Runner:
                 os.close(wake_w)
                 self.runs += 1
                 sys.stderr.write(f"dj_runner: run {self.runs} rc={rc} {time.monotonic() - t0:.2f} s "
-                                 f"(threads {self.threading.active_count()}, {_rss()})\n")
+                                 f"(threads {self.threading.active_count()}, {_rss()}, "
+                                 f"{self.reuse.summary()})\n")
                 sys.stderr.flush()
                 try:
                     conn.sendall(json.dumps({"rc": rc}).encode() + b"\n")
