@@ -42,14 +42,16 @@ die() { echo "ERROR: $*" >&2; exit 1; }
 
 [ -f "$constraints" ] || die "missing constraints file $constraints"
 
-# The venv "works" when both packages import and the dj-process entry point
+# The venv "works" when both packages (and sentencepiece, the tokenizer of
+# Data-Juicer's tokenization options, which tests/dj/test_dj_models_sp.sh trains a
+# real model with) import and the dj-process entry point
 # exists. Sets $have to "<data_juicer version> <ray version>" (one interpreter
 # start, about a second: importing data_juicer is the slow part).
 have=
 venv_works() {
     have=
     [ -x "$venv/bin/python" ] && [ -x "$venv/bin/dj-process" ] || return 1
-    have=$("$venv/bin/python" -c 'import data_juicer, ray; print(data_juicer.__version__, ray.__version__)' 2>/dev/null) || {
+    have=$("$venv/bin/python" -c 'import data_juicer, ray, sentencepiece; print(data_juicer.__version__, ray.__version__)' 2>/dev/null) || {
         have=
         return 1
     }
@@ -106,7 +108,7 @@ fi
 log "installing py-data-juicer and ray pinned by $constraints"
 # emoji and wget are published as sdists only; pip builds them (pure Python).
 "$venv/bin/python" -m pip install --no-input --disable-pip-version-check \
-    -c "$constraints" py-data-juicer ray >&2 ||
+    -c "$constraints" py-data-juicer ray sentencepiece >&2 ||
     die "pip install failed (see above)"
 "$venv/bin/python" -m pip check >&2 || log "WARNING: pip check reports problems (see above)"
 

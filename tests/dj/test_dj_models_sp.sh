@@ -8,12 +8,8 @@
 # ESHARD_DJ_REUSE_MODELS=0.
 . "$(dirname "$0")/lib_dj.sh"
 
-# The sentencepiece module (not among the venv's packages): installed into the test's folder.
-if ! "$PY" -c 'import sentencepiece' 2>/dev/null; then
-  PIP_NO_INDEX= "$PY" -m pip install -q --disable-pip-version-check --no-deps --target "$T/pysite" \
-    'sentencepiece==0.2.*' >"$T/pip.log" 2>&1 || { cat "$T/pip.log"; fail "cannot install sentencepiece"; }
-  export PYTHONPATH=$T/pysite${PYTHONPATH:+:$PYTHONPATH}
-fi
+# sentencepiece is one of the venv's packages (scripts/setup-dj-env.sh installs it).
+"$PY" -c 'import sentencepiece' 2>/dev/null || fail "sentencepiece is missing from the Data-Juicer venv (scripts/setup-dj-env.sh installs it)"
 mkdir -p "$T/in" "$T/models"
 python3 - "$T/in/rows.jsonl" "$T/corpus.txt" <<'PY'
 import json, sys
