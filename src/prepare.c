@@ -217,7 +217,7 @@ struct pass1 {
 	uint64_t bad;               /* lines left out, all files */
 	size_t files_bad;           /* files with a line left out */
 	struct bad_line *first;     /* the first ES_BAD_LINES_KEPT of them (malloc'd) */
-	size_t n_first;
+	size_t n_first, cap_first;  /* grown as lines come: a range (of thousands) may keep few */
 };
 
 /* The message of a bad line without its " at <path>:<lineno>", which the manifest keeps apart. */
@@ -243,8 +243,16 @@ static int note_bad_line(struct pass1 *res, struct in_file *files, size_t file, 
 		res->files_bad++;
 	if (res->bad++ >= ES_BAD_LINES_KEPT)
 		return 0;
-	if (!res->first && !(res->first = calloc(ES_BAD_LINES_KEPT, sizeof(*res->first))))
-		return es_error(ES_ENOMEM, "out of memory noting bad lines");
+	if (res->n_first == res->cap_first) {
+		size_t cap = res->cap_first ? 2 * res->cap_first : 4;
+		if (cap > ES_BAD_LINES_KEPT)
+			cap = ES_BAD_LINES_KEPT;
+		struct bad_line *p = realloc(res->first, cap * sizeof(*p));
+		if (!p)
+			return es_error(ES_ENOMEM, "out of memory noting the bad lines of '%s'", path);
+		res->first = p;
+		res->cap_first = cap;
+	}
 	struct bad_line *b = &res->first[res->n_first++];
 	b->file = file;
 	b->lineno = lineno;
@@ -768,11 +776,15 @@ static int run_range(struct par *P, size_t i, struct prange *g, struct es_jsonl 
 	size_t len;
 	int has_nl, got;
 	uint64_t seen = 0, told = 0;
-	while ((got = es_line_reader_next(rd, &line, &len, &has_nl)) == 1) {
-		if ((++seen & 4095) == 0) {
+	/* A stop (or an earlier range's failure) is looked for before the first line, then every
+	 * 4096 lines or 1 MiB, whichever comes first: ranges of few long lines must stop at once too. */
+	if ((rc = par_stopped(P, i)) != 0)
+		got = 0;
+	while (!rc && (got = es_line_reader_next(rd, &line, &len, &has_nl)) == 1) {
+		uint64_t now = es_line_reader_bytes(rd);
+		if ((++seen & 4095) == 0 || now - told >= ((uint64_t)1 << 20)) {
 			if ((rc = par_stopped(P, i)) != 0)
 				break;
-			uint64_t now = es_line_reader_bytes(rd);
 			atomic_fetch_add(&P->done_bytes, now - told);
 			told = now;
 		}
@@ -1036,6 +1048,8 @@ static int count_range(struct par *P, struct prange *g, char *buf)
 	int rc = 0;
 	char last = '\n';
 	for (uint64_t off = g->r.start; !rc && off < g->r.end;) {
+		if ((rc = es_check_stop("prepare")) != 0)
+			break;
 		uint64_t want = g->r.end - off < CHUNK ? g->r.end - off : CHUNK;
 		ssize_t n = pread(fd, buf, (size_t)want, (off_t)off);
 		if (n < 0 && errno == EINTR)
@@ -1209,7 +1223,8 @@ static int par_merge(struct par *P, struct pass1 *res, struct piece *pieces)
 		res->bad += g->p1.bad;
 		for (size_t k = 0; k < g->p1.n_first && res->n_first < ES_BAD_LINES_KEPT; k++) {
 			if (!res->first && !(res->first = calloc(ES_BAD_LINES_KEPT, sizeof(*res->first))))
-				return es_error(ES_ENOMEM, "out of memory noting bad lines");
+				return es_error(ES_ENOMEM, "out of memory noting the bad lines of the input");
+			res->cap_first = ES_BAD_LINES_KEPT;
 			struct bad_line *b = &res->first[res->n_first++];
 			*b = g->p1.first[k];
 			b->file = f;

@@ -142,3 +142,22 @@ ESHARD_TEST_RANGE_DELAY_MS=250 ESHARD_TEST_RANGE_BYTES=3000 run_expect 0 "$BIN" 
 grep -Eq '^prepare: [0-9]+ of [0-9]+ MB read \([0-9]+%\), [0-9]+ MB/s, ETA [0-9]+ s$' "$T/err" ||
   { cat "$T/err"; fail "no progress line"; }
 pass "a progress line every --progress-secs"
+
+# A stop during the parallel read is acted on at once, even in ranges of few lines (each range
+# here is one slow line-short range of 300 ms: 40 of them on 2 threads take 6 s); it leaves no
+# job folder and no stage folder.
+mkdir -p "$T/big"
+python3 -c 'import json; print("\n".join(json.dumps({"id": i, "text": "row %d " % i + "s" * 80}) for i in range(400)))' >"$T/big/a.jsonl"
+ESHARD_TEST_RANGE_DELAY_MS=300 ESHARD_TEST_RANGE_BYTES=1000 "$BIN" prepare "${PLAIN[@]}" --dataset-path "$T/big" \
+  --job-dir "$T/stop/job" --threads 2 --num-shards 2 --progress-secs 1 >"$T/stop.out" 2>"$T/stop.err" &
+pid=$!
+# The first progress line says the read is under way (after a second, of the six).
+wait_for 10 grep -q "MB read" "$T/stop.err"
+kill -TERM "$pid"
+wait_for 2.5 eval '! kill -0 "$pid" 2>/dev/null' || { kill -KILL "$pid"; fail "prepare went on reading for 2.5 s after SIGTERM"; }
+rc=0; wait "$pid" || rc=$?
+[ "$rc" = 143 ] || { cat "$T/stop.err"; fail "stopped prepare exited $rc, not 143"; }
+grep -q "prepare stopped by signal 15" "$T/stop.err" || { cat "$T/stop.err"; fail "no stop message"; }
+[ ! -e "$T/stop/job" ] || fail "a stopped prepare left a job folder"
+[ -z "$(ls -A "$T/stop" 2>/dev/null)" ] || { ls -la "$T/stop"; fail "a stopped prepare left: $(ls -A "$T/stop")"; }
+pass "SIGTERM during the parallel read: exit 143 at once, nothing left"
