@@ -42,11 +42,13 @@ gluster_cli() {
 
 gluster_teardown() {
   local f p
+  # The test's own background commands (workers on the volume) first: they hold its mounts.
+  for p in $(jobs -p); do kill -KILL "$p" 2>/dev/null || true; done
   for f in "$T"/gluster/pids/*.pid; do
     [ -f "$f" ] || continue
     p=$(cat "$f")
     # Only a client of this test's volume: the pid may have been reused since.
-    case $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) in
+    case $( (tr '\0' ' ' <"/proc/$p/cmdline") 2>/dev/null) in
       *"--volfile-id=$GLUSTER_VOL "*) kill -KILL "$p" 2>/dev/null || true ;;
     esac
   done
@@ -92,6 +94,16 @@ gluster_run() {
   "$SRC/tests/e2e/gluster-run.sh" "$GLUSTER_SERVER" "$GLUSTER_VOL" "$T/mnt" "$GLUSTER_PIDS/$name.pid" "$@"
 }
 gluster_client_pid() { cat "$GLUSTER_PIDS/$1.pid"; }
+# wait_bounded SECS PID: PID (a background job of the test) ends within SECS, or the test fails:
+# no process may hang on a file system that went away.
+wait_bounded() {
+  local i
+  for i in $(seq 1 $(($1 * 10))); do
+    kill -0 "$2" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  fail "process $2 still runs after $1 s"
+}
 gluster_brick_pid() {
   gluster_cli volume status "$GLUSTER_VOL" | awk -v b="$GLUSTER_SERVER:$GLUSTER_BRICK" '$1 == "Brick" && $2 == b { print $NF }'
 }
