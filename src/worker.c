@@ -52,6 +52,7 @@ struct worker {
 	int64_t done_here;           /* shards this worker completed */
 	long long work_left;         /* pending + stale shards at the last count; -1: not counted */
 	int broken;                  /* this node cannot start the processor: the error code */
+	double fs_failing_since;     /* steps fail transiently since (es_time_mono; 0: the last worked) */
 	char last_idle[256];
 	/* Backups (backup.h): the attempt in hand is one; the primary token each shard was last
 	 * tried for; scratch for the rule; since when a finished job waits for a yield. */
@@ -140,12 +141,14 @@ struct tick_arg {
 
 /* ---------------- a shared file system that goes away for a while ---------------- */
 
-/* How long a step that fails with a transient error (es_fs_transient) is retried: 4 s rides
- * through a file server's quick restart or failover (a Gluster client reconnects within 3 s of
- * the brick's return), and a dead mount still ends the worker within a heartbeat and 5 s. The budget also stays below the lease minus two heartbeats, so that the worker has
- * given up and stopped its child before its lease could run out and another worker take the
- * shard over. */
-#define ES_WORKER_OUTAGE_SECS 4.0
+/* How long a step that fails with a transient error (es_fs_transient) is retried: while the
+ * lease allows, the lease minus two heartbeats, so that the worker has given up and stopped its
+ * child before its lease could run out and another worker take the shard over. The lease is
+ * the time the job's owner accepts a silent worker for; a server's restart or failover takes
+ * seconds (a Gluster brick restarted a second after its death answered its clients again 3 to
+ * 7 s after it, on a loaded test machine). At most ES_WORKER_OUTAGE_SECS, so that with the
+ * default lease a dead mount ends the worker within a minute, not two. */
+#define ES_WORKER_OUTAGE_SECS 60.0
 
 static int stopped(const struct es_worker_opts *o);
 
@@ -155,6 +158,16 @@ static double outage_budget(const struct worker *w)
 	if (b > ES_WORKER_OUTAGE_SECS)
 		b = ES_WORKER_OUTAGE_SECS;
 	return b > 0.5 ? b : 0.5;
+}
+
+/* A step has just failed with a transient error: when the failures in a row began (es_time_mono),
+ * now unless a lease refresh or another step failed so before it without a success between.
+ * The outage budget counts from there, whichever steps the outage cuts. */
+static double outage_start(struct worker *w)
+{
+	if (!w->fs_failing_since)
+		w->fs_failing_since = es_time_mono();
+	return w->fs_failing_since;
 }
 
 /* 1 when rc (a failed step's code) is a transient file-system error; *err gets its errno. */
@@ -248,7 +261,8 @@ static int refresh_failed(struct tick_arg *t, int rc)
 		return 0;
 	double now = es_time_mono();
 	if (!t->io_since) {
-		t->io_since = now;
+		t->io_since = t->w->fs_failing_since ? t->w->fs_failing_since : now;
+		t->w->fs_failing_since = t->io_since;
 		t->io_errno = err;
 		t->io_seen = 1;
 		es_warning("cannot refresh the lease of %s (%s); retrying for up to %g s", t->w->m.shards[t->i].id,
@@ -301,6 +315,7 @@ static int tick(void *arg)
 	if (t->io_since) {
 		es_log_note("The job folder %s answers again after %.1f s", w->m.job_dir, now - t->io_since);
 		t->io_since = 0;
+		w->fs_failing_since = 0;
 	}
 	return 0;
 }
@@ -564,6 +579,7 @@ struct shard_run {
 	char now[40];                     /* when the attempt ended */
 	char hint[160];                   /* why its end may be a stop from outside */
 	int waited;                       /* the preemption grace was waited for */
+	int run_errno;                    /* es_last_errno() of a failed es_attempt_run */
 };
 
 static void shard_setup(struct shard_run *r, struct worker *w, size_t i)
@@ -693,6 +709,8 @@ static int run_child(struct shard_run *r)
 	struct worker *w = r->w;
 	struct es_attempt_outcome *oc = &r->oc;
 	int rc = es_attempt_run(&r->spec, oc);
+	/* Kept now: reading attempt.json again below may fail in other ways. */
+	r->run_errno = rc ? es_last_errno() : 0;
 	if (!rc && !oc->preempted && oc->return_code != 0) {
 		if (stopped(w->o)) {
 			oc->preempted = 1;
@@ -832,14 +850,16 @@ static const char *finish_outage(struct shard_run *r, double since, int err)
  * refresh failed so during the attempt or the folder does not answer now. */
 static int failed_in_outage(struct shard_run *r, double *since, int *err)
 {
-	*since = r->ta.io_since ? r->ta.io_since : es_time_mono();
 	*err = r->ta.io_errno;
-	if (r->ta.io_seen)
-		return 1;
-	es_log_quiet_begin();
-	int rc = es_fs_reachable(r->w->m.job_dir);
-	es_log_quiet_end();
-	return rc && transient(rc, err);
+	if (!r->ta.io_seen) {
+		es_log_quiet_begin();
+		int rc = es_fs_reachable(r->w->m.job_dir);
+		es_log_quiet_end();
+		if (!rc || !transient(rc, err))
+			return 0;
+	}
+	*since = outage_start(r->w);
+	return 1;
 }
 
 static const char *settle_unclean(struct shard_run *r)
@@ -924,8 +944,9 @@ static void settle_attempt(void *ctx, int published)
 static const char *publish_unsure(struct shard_run *r, int err)
 {
 	struct worker *w = r->w;
-	if (ride_out(w, es_time_mono(), err)) {
-		unreachable(w, es_time_mono(), err);
+	double since = outage_start(w);
+	if (ride_out(w, since, err)) {
+		unreachable(w, since, err);
 		return "unreachable";
 	}
 	snprintf(w->end_why, sizeof(w->end_why), "its done record may not be in place (%s); the worker that takes its lease over settles it",
@@ -947,7 +968,7 @@ static const char *publish_result(struct shard_run *r)
 		return finish_lost(w, r->i);
 	int err;
 	if (rc && transient(rc, &err)) /* the result is copied into the attempt's own folder: redone next time */
-		return finish_outage(r, es_time_mono(), err);
+		return finish_outage(r, outage_start(w), err);
 	if (rc) {
 		char *why = strdup(es_last_error());
 		reload_attempt(r);
@@ -1018,9 +1039,9 @@ static const char *process_shard(struct worker *w, size_t i)
 		rc = record_command(&r);
 	if (!rc)
 		rc = run_child(&r);
-	int err;
-	if (rc && transient(rc, &err)) /* the job folder went away under a step of the attempt */
-		result = finish_outage(&r, es_time_mono(), err);
+	int err = rc ? (r.run_errno ? r.run_errno : es_last_errno()) : 0;
+	if (rc == ES_EIO && es_fs_transient(err)) /* the job folder went away under a step */
+		result = finish_outage(&r, outage_start(w), err);
 	else if (rc)
 		result = finish_failure(w, i, r.a, es_last_error());
 	else if (!(result = settle_unclean(&r)))
@@ -1389,7 +1410,14 @@ static int step_outage(struct worker *w, int rc)
 	int err;
 	if (!transient(rc, &err))
 		return rc;
-	double since = es_time_mono();
+	double now = es_time_mono();
+	outage_start(w);
+	/* The folder may answer while one file in it keeps failing (a handle the restarted server
+	 * no longer knows, cached by the client): the budget counts from the first of the failures
+	 * in a row, so that the worker ends instead of trying forever. */
+	double since = w->fs_failing_since;
+	if (now - since >= outage_budget(w))
+		return es_error(rc, "%s (failing for %.1f s in a row; this worker stops)", es_last_error(), now - since);
 	return ride_out(w, since, err) ? unreachable(w, since, err) : 0;
 }
 
@@ -1419,6 +1447,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 				continue;
 			break;
 		}
+		w.fs_failing_since = 0;
 		if (rc == 1) {
 			rc = 0;
 			if (handle_claim(&w, i, res)) {
@@ -1435,6 +1464,8 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		end = idle(&w, res, &rc);
 		if (end && rc < 0 && !(rc = step_outage(&w, rc)))
 			end = 0;
+		else if (!end)
+			w.fs_failing_since = 0;
 	}
 	if (!end && !rc && stopped(o)) {
 		res->stopped_by_signal = 1;

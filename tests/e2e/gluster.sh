@@ -8,9 +8,12 @@
 # clients do (the volume gets the metadata-cache and nl-cache option groups: md-cache and the
 # negative-lookup cache for 600 s, with the server's cache invalidation).
 #
-#   gluster_setup               starts glusterd when it is not running, creates and starts a
+#   gluster_setup [--short-caches]
+#                               starts glusterd when it is not running, creates and starts a
 #                               volume of a name unique to this test (tests on different
-#                               volumes run in parallel), and exports:
+#                               volumes run in parallel), with the 600 s client caches unless
+#                               --short-caches (GlusterFS's defaults: md-cache 1 s, no nl-cache),
+#                               and exports:
 #     GLUSTER_SERVER GLUSTER_VOL  the server's host name and the volume's name
 #     GLUSTER_BRICK             the brick folder (the server's copy: read it, never write it)
 #     GLUSTER_PIDS              the folder where every client writes its pid (HOST.pid)
@@ -80,8 +83,10 @@ gluster_setup() {
   # force: the brick is a folder of the root file system, which glusterd refuses otherwise.
   gluster_cli volume create "$GLUSTER_VOL" "$GLUSTER_SERVER:$GLUSTER_BRICK" force >/dev/null ||
     fail "gluster volume create $GLUSTER_VOL failed"
-  gluster_cli volume set "$GLUSTER_VOL" group metadata-cache >/dev/null || fail "gluster: group metadata-cache"
-  gluster_cli volume set "$GLUSTER_VOL" group nl-cache >/dev/null || fail "gluster: group nl-cache"
+  if [ "${1:-}" != --short-caches ]; then
+    gluster_cli volume set "$GLUSTER_VOL" group metadata-cache >/dev/null || fail "gluster: group metadata-cache"
+    gluster_cli volume set "$GLUSTER_VOL" group nl-cache >/dev/null || fail "gluster: group nl-cache"
+  fi
   gluster_cli volume start "$GLUSTER_VOL" >/dev/null || fail "gluster volume start $GLUSTER_VOL failed"
   GLUSTER_FAKEHOSTS="$GLUSTER_SERVER $GLUSTER_VOL $T/mnt $GLUSTER_PIDS"
   export GLUSTER_SERVER GLUSTER_VOL GLUSTER_BRICK GLUSTER_PIDS GLUSTER_FAKEHOSTS

@@ -22,9 +22,9 @@ EOF2
 chmod +x "$T/proc-log.sh"
 COMMON=(--config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards 24)
 dfs_plain_run "$T/plain.jsonl"
-HB=1 LEASE=10
+HB=1 LEASE=6
 run_expect 0 gluster_run prep "$BIN" prepare "${COMMON[@]}" --job-dir "$T/mnt/job" \
-  --process-cmd "$T/proc-log.sh 1.5 {input} {output}" --heartbeat-secs $HB --lease-secs $LEASE
+  --process-cmd "$T/proc-log.sh 3 {input} {output}" --heartbeat-secs $HB --lease-secs $LEASE
 job=$GLUSTER_BRICK/job
 
 pids=()
@@ -34,25 +34,31 @@ for w in 1 2 3 4; do
   pids+=($!)
 done
 for w in 1 2 3 4; do wait_for 20 test -s "$T/w$w.pid"; done
-# held_by PID: the shard whose running lock worker PID holds (the brick is the server's copy).
+# held_by PID: the shard whose running lock worker PID took less than a second ago (its child
+# runs 2 s more at least; the brick is the server's copy).
 held_by() {
   python3 - "$job" "$1" <<'PY'
-import json, os, sys
+import json, os, sys, time
 d = os.path.join(sys.argv[1], "state", "locks")
 for n in sorted(os.listdir(d) if os.path.isdir(d) else []):
     try:
         l = json.load(open(os.path.join(d, n)))
     except Exception:
         continue
-    if l.get("pid") == int(sys.argv[2]) and l.get("status", "running") == "running":
+    if (l.get("pid") == int(sys.argv[2]) and l.get("status", "running") == "running"
+            and time.time() - l.get("claimed_at_epoch", 0) < 1):
         print(l["shard_id"]); break
 PY
 }
 w2=$(cat "$T/w2.pid")
-holds() { [ -n "$(held_by "$1")" ]; }
-wait_for 30 holds "$w2"
-sleep 0.5
-shard=$(held_by "$w2")
+shard=
+for _ in $(seq 1 600); do
+  shard=$(held_by "$w2")
+  [ -z "$shard" ] || break
+  sleep 0.1
+done
+[ -n "$shard" ] || fail "worker 2 took no shard within 60 s"
+
 t0=$(date +%s.%N)
 kill -KILL "$(gluster_client_pid node2)"
 rc2=0
