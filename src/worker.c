@@ -935,7 +935,6 @@ static void settle_attempt(void *ctx, int published)
 	save_attempt(s->r->w, s->r->a);
 }
 
-/* A clean exit: materialize the export, then publish the done record (REFERENCE §5.5). */
 /* The publish of the done record failed while the job folder was away: whether the record's
  * link reached the server is unknown, so the step cannot be retried or undone from here. The
  * lock is left as it is, as if this worker had died there: once its lease runs out the worker
@@ -954,6 +953,7 @@ static const char *publish_unsure(struct shard_run *r, int err)
 	return "released";
 }
 
+/* A clean exit: materialize the export, then publish the done record (REFERENCE §5.5). */
 static const char *publish_result(struct shard_run *r)
 {
 	struct worker *w = r->w;
@@ -1416,9 +1416,14 @@ static int step_outage(struct worker *w, int rc)
 	 * no longer knows, cached by the client): the budget counts from the first of the failures
 	 * in a row, so that the worker ends instead of trying forever. */
 	double since = w->fs_failing_since;
-	if (now - since >= outage_budget(w))
-		return es_error(rc, "%s (failing for %.1f s in a row; this worker stops)", es_last_error(), now - since);
-	return ride_out(w, since, err) ? unreachable(w, since, err) : 0;
+	if (now - since < outage_budget(w))
+		return ride_out(w, since, err) ? unreachable(w, since, err) : 0;
+	es_log_quiet_begin();
+	int away = es_fs_reachable(w->m.job_dir);
+	es_log_quiet_end();
+	if (away)
+		return unreachable(w, since, err);
+	return es_error(rc, "%s (failing for %.1f s in a row; this worker stops)", es_last_error(), now - since);
 }
 
 int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
