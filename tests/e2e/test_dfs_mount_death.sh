@@ -22,7 +22,7 @@ EOF2
 chmod +x "$T/proc-log.sh"
 COMMON=(--config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards 24)
 dfs_plain_run "$T/plain.jsonl"
-HB=1 LEASE=6
+HB=1 LEASE=5
 run_expect 0 gluster_run prep "$BIN" prepare "${COMMON[@]}" --job-dir "$T/mnt/job" \
   --process-cmd "$T/proc-log.sh 3 {input} {output}" --heartbeat-secs $HB --lease-secs $LEASE
 job=$GLUSTER_BRICK/job
