@@ -2,7 +2,8 @@
 # A host's mount of the job folder dies under a running shard (its GlusterFS client is
 # SIGKILLed; tests/e2e/gluster.sh), 4 workers, each through its own client:
 #   - that worker notices at its next lease refresh or step and, after the outage budget,
-#     exits 2, its last ERROR line naming the job folder and the errno, within heartbeat + 5 s of the death;
+#     exits 2, its last ERROR line naming the job folder and the errno, within heartbeat + 5 s
+#     of the death;
 #   - its child is stopped;
 #   - the others take its shard over once the lease runs out and exit 0;
 #   - exactly one done record per shard, no failure counted, output identical to local disk.
@@ -68,7 +69,7 @@ dt=$(python3 -c "import sys,time; print('%.1f' % (time.time() - float(sys.argv[1
 echo "node2's mount killed under $shard: its worker exited $rc2 after $dt s"
 [ "$rc2" = 2 ] || { cat "$T/w2.err"; fail "the worker whose mount died exited $rc2, expected 2"; }
 python3 -c "import sys; sys.exit(float(sys.argv[1]) > $HB + 5)" "$dt" || fail "it took $dt s to exit (bound: heartbeat + 5 s)"
-grep ERROR "$T/w2.err" | tail -1 | grep -qF "ERROR: the job folder $T/mnt/job cannot be reached: Transport endpoint is not connected (errno 107)" "$T/w2.err" ||
+grep ERROR "$T/w2.err" | tail -1 | grep -qF "ERROR: the job folder $T/mnt/job cannot be reached: Transport endpoint is not connected (errno 107)" ||
   { cat "$T/w2.err"; fail "the error does not name the job folder and the errno"; }
 child=$(awk -v s="/$shard.jsonl" 'index($2, s) { p = $1 } END { print p }' "$T/procs.log")
 [ -n "$child" ] || fail "no child was logged for $shard"
