@@ -35,11 +35,14 @@ runtime=(gcc libc6-dev make cmake pkg-config openmpi-bin libopenmpi-dev libcjson
 # mpich libmpich-dev: the second tested MPI (build-mpich/); Debian gives Open MPI the higher
 # alternatives priority, so mpirun, mpiexec and mpicc stay Open MPI's;
 # clang libclang-rt-14-dev: the fuzz build (libFuzzer's runtime is in libclang-rt-14-dev,
-# Debian 12's clang-14; tests/fuzz/run.sh).
+# Debian 12's clang-14; tests/fuzz/run.sh);
+# glusterfs-server glusterfs-client: a real distributed file system on one machine, for the
+# tests labelled dfs (tests/e2e/gluster.sh).
 test_only=(build-essential dpkg-dev zstd gzip python3 python3-venv time util-linux procps locales
            mpich libmpich-dev
            slurm-wlm munge
            python3-fusepy fuse strace
+           glusterfs-server glusterfs-client
            clang libclang-rt-14-dev
            groff-base man-db bash-completion
            chromium fonts-dejavu-core)

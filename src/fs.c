@@ -4,6 +4,7 @@
 #include "eshard/util.h"
 
 #include <errno.h>
+#include <sys/statfs.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -1154,4 +1155,20 @@ int es_fs_copy_file(const char *src, const char *dst)
 	close(in);
 	close(out);
 	return rc;
+}
+
+/* A Gluster or FUSE client whose server restarts answers ENOTCONN, NFS hard mounts EIO after a
+ * server failover, and a handle the server forgot ESTALE; a dead mount answers ENOTCONN for
+ * good. Which of the two it is only time tells: the worker retries for a bounded time. */
+int es_fs_transient(int err)
+{
+	return err == ENOTCONN || err == EIO || err == ESTALE;
+}
+
+int es_fs_reachable(const char *dir)
+{
+	struct statfs sf;
+	if (statfs(dir, &sf) != 0)
+		return es_error_errno(ES_EIO, "cannot reach '%s'", dir);
+	return 0;
 }

@@ -11,6 +11,7 @@
 
 static _Thread_local char last_msg[4096];
 static _Thread_local int quiet_depth;
+static _Thread_local int last_errno;
 static char prefix[256];
 static double clock_t0;       /* > 0: the elapsed time since it leads the prefix */
 /* stdout's sticky line (a terminal's redrawn progress line) and the lock that keeps the lines
@@ -111,6 +112,7 @@ int es_error(int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vreport("ERROR", 1, fmt, ap, NULL);
 	va_end(ap);
+	last_errno = 0;
 	return code;
 }
 
@@ -121,6 +123,7 @@ int es_error_errno(int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vreport("ERROR", 1, fmt, ap, strerror(e));
 	va_end(ap);
+	last_errno = e;
 	errno = e;
 	return code;
 }
@@ -134,6 +137,7 @@ void es_warning(const char *fmt, ...)
 }
 
 const char *es_last_error(void) { return last_msg; }
+int es_last_errno(void) { return last_errno; }
 void es_clear_error(void) { last_msg[0] = '\0'; }
 void es_log_quiet_begin(void) { quiet_depth++; }
 void es_log_quiet_end(void) { if (quiet_depth > 0) quiet_depth--; }

@@ -52,6 +52,7 @@ struct worker {
 	int64_t done_here;           /* shards this worker completed */
 	long long work_left;         /* pending + stale shards at the last count; -1: not counted */
 	int broken;                  /* this node cannot start the processor: the error code */
+	double fs_failing_since;     /* steps fail transiently since (es_time_mono; 0: the last worked) */
 	char last_idle[256];
 	/* Backups (backup.h): the attempt in hand is one; the primary token each shard was last
 	 * tried for; scratch for the rule; since when a finished job waits for a yield. */
@@ -129,7 +130,85 @@ struct tick_arg {
 	int released;        /* the lock was released on a stop, before the child was stopped */
 	int superseded;      /* the shard's done record is another attempt's: stop */
 	double last_beat;
+	/* The lease refresh fails with a transient error (es_fs_transient) since io_since
+	 * (es_time_mono; 0: it works), with io_errno; io_seen: it failed so at least once during
+	 * this attempt; unreachable: for longer than the outage budget, so the child was stopped. */
+	double io_since;
+	int io_errno;
+	int io_seen;
+	int unreachable;
 };
+
+/* ---------------- a shared file system that goes away for a while ---------------- */
+
+/* How long a step that fails with a transient error (es_fs_transient) is retried: while the
+ * lease allows, the lease minus two heartbeats, so that the worker has given up and stopped its
+ * child before its lease could run out and another worker take the shard over. The lease is
+ * the time the job's owner accepts a silent worker for; a server's restart or failover takes
+ * seconds (a Gluster brick restarted a second after its death answered its clients again 3 to
+ * 7 s after it, on a loaded test machine). At most ES_WORKER_OUTAGE_SECS, so that with the
+ * default lease a dead mount ends the worker within a minute, not two. */
+#define ES_WORKER_OUTAGE_SECS 60.0
+
+static int stopped(const struct es_worker_opts *o);
+
+static double outage_budget(const struct worker *w)
+{
+	double b = w->c.policy.lease_secs - 2 * w->c.policy.heartbeat_secs;
+	if (b > ES_WORKER_OUTAGE_SECS)
+		b = ES_WORKER_OUTAGE_SECS;
+	return b > 0.5 ? b : 0.5;
+}
+
+/* A step has just failed with a transient error: when the failures in a row began (es_time_mono),
+ * now unless a lease refresh or another step failed so before it without a success between.
+ * The outage budget counts from there, whichever steps the outage cuts. */
+static double outage_start(struct worker *w)
+{
+	if (!w->fs_failing_since)
+		w->fs_failing_since = es_time_mono();
+	return w->fs_failing_since;
+}
+
+/* 1 when rc (a failed step's code) is a transient file-system error; *err gets its errno. */
+static int transient(int rc, int *err)
+{
+	*err = es_last_errno();
+	return rc == ES_EIO && es_fs_transient(*err);
+}
+
+/* The job folder failed with errno err since `since` (es_time_mono): probe it (es_fs_reachable)
+ * with a bounded backoff, 0.25 s doubling to 2 s, until it answers (0) or the outage budget is
+ * spent or a stop is asked for (-1). */
+static int ride_out(struct worker *w, double since, int err)
+{
+	double delay = 0.25, budget = outage_budget(w);
+	es_warning("the job folder %s cannot be reached (%s); retrying for up to %g s", w->m.job_dir, strerror(err),
+		   budget);
+	for (double left; (left = budget - (es_time_mono() - since)) > 0 && !stopped(w->o);) {
+		es_sleep(delay < left ? delay : left);
+		es_log_quiet_begin();
+		int rc = es_fs_reachable(w->m.job_dir);
+		es_log_quiet_end();
+		if (!rc) {
+			es_log_note("The job folder %s answers again after %.1f s", w->m.job_dir, es_time_mono() - since);
+			return 0;
+		}
+		delay = delay * 2 > 2 ? 2 : delay * 2;
+	}
+	return -1;
+}
+
+/* The job folder stayed unreachable for the whole budget: a dead mount. Nothing can be written
+ * there, so this worker stops with one error; its shard, if it holds one, goes to another worker
+ * once its lease runs out (nobody refreshes it any more). Returns the code. */
+static int unreachable(struct worker *w, double since, int err)
+{
+	w->broken = es_error(ES_EIO, "the job folder %s cannot be reached: %s (errno %d) for %.1f s; this worker stops, "
+				     "its shard (if any) goes to another worker when its lease runs out",
+			     w->m.job_dir, strerror(err), err, es_time_mono() - since);
+	return w->broken;
+}
 
 /* SIGTERM/SIGINT seen while the child runs: give the shard back at once (token-checked), so a
  * resubmitted job can claim it even if this process is killed before its child is gone; the
@@ -171,6 +250,30 @@ static int backup_outrun(struct worker *w, size_t i)
 	return !rc && li.exists && li.terminal;
 }
 
+/* A lease refresh failed. An error that is not transient is not fatal: the next refresh may
+ * work, and the lease is long. A transient one (es_fs_transient) is retried at every tick
+ * (twice a second) for the outage budget; past it the job folder is unreachable (a dead mount):
+ * 1 stops the child. */
+static int refresh_failed(struct tick_arg *t, int rc)
+{
+	int err;
+	if (!transient(rc, &err))
+		return 0;
+	double now = es_time_mono();
+	if (!t->io_since) {
+		t->io_since = t->w->fs_failing_since ? t->w->fs_failing_since : now;
+		t->w->fs_failing_since = t->io_since;
+		t->io_errno = err;
+		t->io_seen = 1;
+		es_warning("cannot refresh the lease of %s (%s); retrying for up to %g s", t->w->m.shards[t->i].id,
+			   strerror(err), outage_budget(t->w));
+	}
+	if (now - t->io_since < outage_budget(t->w))
+		return 0;
+	t->unreachable = 1;
+	return 1;
+}
+
 /* Called twice a second while the child runs: refresh the lease when one is due, and
  * notice a stop asked for by the caller (the attempt sees *stop_flag at once). */
 static int tick(void *arg)
@@ -199,7 +302,7 @@ static int tick(void *arg)
 		t->superseded = 1;
 		return 1;
 	}
-	if (!beat)
+	if (!beat && !t->io_since)
 		return 0;
 	int rc = es_claim_heartbeat(&t->w->c, t->i);
 	if (rc == 1) {
@@ -207,7 +310,13 @@ static int tick(void *arg)
 		es_warning("lost the lease on %s (taken over by another worker); stopping its attempt", t->w->m.shards[t->i].id);
 		return 1;
 	}
-	/* An I/O error on one refresh is not fatal: the next one may work, and the lease is long. */
+	if (rc < 0)
+		return refresh_failed(t, rc);
+	if (t->io_since) {
+		es_log_note("The job folder %s answers again after %.1f s", w->m.job_dir, now - t->io_since);
+		t->io_since = 0;
+		w->fs_failing_since = 0;
+	}
 	return 0;
 }
 
@@ -472,6 +581,7 @@ struct shard_run {
 	char now[40];                     /* when the attempt ended */
 	char hint[160];                   /* why its end may be a stop from outside */
 	int waited;                       /* the preemption grace was waited for */
+	int run_errno;                    /* es_last_errno() of a failed es_attempt_run */
 };
 
 static void shard_setup(struct shard_run *r, struct worker *w, size_t i)
@@ -601,6 +711,8 @@ static int run_child(struct shard_run *r)
 	struct worker *w = r->w;
 	struct es_attempt_outcome *oc = &r->oc;
 	int rc = es_attempt_run(&r->spec, oc);
+	/* Kept now: reading attempt.json again below may fail in other ways. */
+	r->run_errno = rc ? es_last_errno() : 0;
 	if (!rc && !oc->preempted && oc->return_code != 0) {
 		if (stopped(w->o)) {
 			oc->preempted = 1;
@@ -704,12 +816,62 @@ static const char *finish_superseded(struct shard_run *r)
 	return "superseded";
 }
 
+/* The lease refresh gave up (tick): the child was stopped on a dead mount. */
+static const char *finish_unreachable(struct shard_run *r)
+{
+	unreachable(r->w, r->ta.io_since, r->ta.io_errno);
+	snprintf(r->w->end_why, sizeof(r->w->end_why), "the job folder cannot be reached; this worker stops");
+	return "unreachable";
+}
+
+/* A step of the attempt failed while the job folder was away (err since `since`): the shard is
+ * not to blame. Once the folder answers again the attempt ends "preempted" (not counted toward
+ * the retry limit) and the lock is released, so the shard runs again at once; "released" lets
+ * this worker go on claiming. A folder that does not come back is a dead mount. */
+static const char *finish_outage(struct shard_run *r, double since, int err)
+{
+	struct worker *w = r->w;
+	if (ride_out(w, since, err)) {
+		unreachable(w, since, err);
+		return "unreachable";
+	}
+	reload_attempt(r);
+	es_json_set_str(r->a, "status", "preempted");
+	es_json_set_str(r->a, "error", strerror(err));
+	save_attempt(w, r->a);
+	if (!w->backup)
+		es_claim_release(&w->c, r->i, w->c.token);
+	event(w, "preempted", r->i, -1, -1, r->oc.duration_secs, strerror(err));
+	snprintf(w->end_why, sizeof(w->end_why), "the job folder was unreachable (%s); not counted as a failure, the shard is released",
+		 strerror(err));
+	return "released";
+}
+
+/* A child that failed while the job folder was away failed because of it (it could not read
+ * its input or write its output there): 1 with the outage's start and errno when a lease
+ * refresh failed so during the attempt or the folder does not answer now. */
+static int failed_in_outage(struct shard_run *r, double *since, int *err)
+{
+	*err = r->ta.io_errno;
+	if (!r->ta.io_seen) {
+		es_log_quiet_begin();
+		int rc = es_fs_reachable(r->w->m.job_dir);
+		es_log_quiet_end();
+		if (!rc || !transient(rc, err))
+			return 0;
+	}
+	*since = outage_start(r->w);
+	return 1;
+}
+
 static const char *settle_unclean(struct shard_run *r)
 {
 	struct worker *w = r->w;
 	const struct es_attempt_outcome *oc = &r->oc;
 	if (oc->preempted)
 		return finish_preempted(r);
+	if (r->ta.unreachable)
+		return finish_unreachable(r);
 	if (r->ta.superseded)
 		return finish_superseded(r);
 	if (oc->aborted || r->ta.lost)
@@ -718,9 +880,13 @@ static const char *settle_unclean(struct shard_run *r)
 		return finish_not_started(r);
 	struct es_buf why = ES_BUF_INIT;
 	const char *result = NULL;
+	double since;
+	int err;
 	if (oc->timed_out) {
 		es_buf_printf(&why, "Attempt timed out after %g s (--attempt-timeout-secs)", w->o->attempt_timeout_secs);
 		result = finish_failure(w, r->i, r->a, why.data);
+	} else if (oc->return_code != 0 && failed_in_outage(r, &since, &err)) {
+		result = finish_outage(r, since, err);
 	} else if (!oc->started || oc->return_code != 0) {
 		describe_exit(w, oc, &why);
 		if (r->waited)
@@ -771,6 +937,24 @@ static void settle_attempt(void *ctx, int published)
 	save_attempt(s->r->w, s->r->a);
 }
 
+/* The publish of the done record failed while the job folder was away: whether the record's
+ * link reached the server is unknown, so the step cannot be retried or undone from here. The
+ * lock is left as it is, as if this worker had died there: once its lease runs out the worker
+ * that takes it over finds the record and fences it, or runs the shard again (the crash matrix's
+ * publish cases). Not the shard's fault: no failure is counted. */
+static const char *publish_unsure(struct shard_run *r, int err)
+{
+	struct worker *w = r->w;
+	double since = outage_start(w);
+	if (ride_out(w, since, err)) {
+		unreachable(w, since, err);
+		return "unreachable";
+	}
+	snprintf(w->end_why, sizeof(w->end_why), "its done record may not be in place (%s); the worker that takes its lease over settles it",
+		 strerror(err));
+	return "released";
+}
+
 /* A clean exit: materialize the export, then publish the done record
  * (docs/job-folder.md#publishing-a-result). */
 static const char *publish_result(struct shard_run *r)
@@ -785,6 +969,9 @@ static const char *publish_result(struct shard_run *r)
 	es_log_quiet_end();
 	if (rc == ES_EINTR && r->ta.lost)
 		return finish_lost(w, r->i);
+	int err;
+	if (rc && transient(rc, &err)) /* the result is copied into the attempt's own folder: redone next time */
+		return finish_outage(r, outage_start(w), err);
 	if (rc) {
 		char *why = strdup(es_last_error());
 		reload_attempt(r);
@@ -806,7 +993,9 @@ static const char *publish_result(struct shard_run *r)
 	es_buf_free(&rec);
 	cJSON_Delete(d);
 	const char *result;
-	if (rc < 0) {
+	if (rc < 0 && transient(rc, &err)) {
+		result = publish_unsure(r, err);
+	} else if (rc < 0) {
 		char *why = strdup(es_last_error());
 		reload_attempt(r);
 		result = finish_failure(w, r->i, r->a, why ? why : "cannot publish the done record");
@@ -853,7 +1042,10 @@ static const char *process_shard(struct worker *w, size_t i)
 		rc = record_command(&r);
 	if (!rc)
 		rc = run_child(&r);
-	if (rc)
+	int err = rc ? (r.run_errno ? r.run_errno : es_last_errno()) : 0;
+	if (rc == ES_EIO && es_fs_transient(err)) /* the job folder went away under a step */
+		result = finish_outage(&r, outage_start(w), err);
+	else if (rc)
 		result = finish_failure(w, i, r.a, es_last_error());
 	else if (!(result = settle_unclean(&r)))
 		result = publish_result(&r);
@@ -1044,6 +1236,8 @@ static int handle_claim(struct worker *w, size_t i, struct es_worker_result *res
 		       es_time_mono() - t0, w->end_why[0] ? ": " : "", w->end_why);
 	if (!strcmp(r, "preempted") || w->broken)
 		return 1;
+	if (!strcmp(r, "released"))
+		return 0; /* the file system was away (finish_outage): no shard of this worker's count */
 	res->processed++;
 	if (!strcmp(r, "done"))
 		w->done_here++;
@@ -1210,6 +1404,31 @@ static int reached_cap(struct worker *w, struct es_worker_result *res)
 
 /* ---------------- the loop ---------------- */
 
+/* A step of the loop (a claim, the idle count) failed with rc: 0 when it was a transient
+ * file-system error that went away (try the step again), else the code to end with. A claim cut
+ * off after its lock's create leaves that lock unrefreshed: another worker takes it over once its
+ * lease runs out, as after a crash there. */
+static int step_outage(struct worker *w, int rc)
+{
+	int err;
+	if (!transient(rc, &err))
+		return rc;
+	double now = es_time_mono();
+	outage_start(w);
+	/* The folder may answer while one file in it keeps failing (a handle the restarted server
+	 * no longer knows, cached by the client): the budget counts from the first of the failures
+	 * in a row, so that the worker ends instead of trying forever. */
+	double since = w->fs_failing_since;
+	if (now - since < outage_budget(w))
+		return ride_out(w, since, err) ? unreachable(w, since, err) : 0;
+	es_log_quiet_begin();
+	int away = es_fs_reachable(w->m.job_dir);
+	es_log_quiet_end();
+	if (away)
+		return unreachable(w, since, err);
+	return es_error(rc, "%s (failing for %.1f s in a row; this worker stops)", es_last_error(), now - since);
+}
+
 int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 {
 	struct worker w;
@@ -1231,8 +1450,12 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 			break;
 		}
 		size_t i = 0;
-		if ((rc = claim_next(&w, &i)) < 0)
+		if ((rc = claim_next(&w, &i)) < 0) {
+			if (!(rc = step_outage(&w, rc)))
+				continue;
 			break;
+		}
+		w.fs_failing_since = 0;
 		if (rc == 1) {
 			rc = 0;
 			if (handle_claim(&w, i, res)) {
@@ -1247,6 +1470,10 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		if (try_backup(&w, res))
 			continue;
 		end = idle(&w, res, &rc);
+		if (end && rc < 0 && !(rc = step_outage(&w, rc)))
+			end = 0;
+		else if (!end)
+			w.fs_failing_since = 0;
 	}
 	if (!end && !rc && stopped(o)) {
 		res->stopped_by_signal = 1;

@@ -104,6 +104,13 @@ int es_fs_is_mount_point(const char *path);
  * a caller probes in a fresh folder of its own (prepare's stage), so that a probe killed midway
  * leaves nothing where a reader looks, and names the folder the user chose. */
 int es_fs_probe(const char *dir, const char *shown);
+/* 1 when err is what a network file system answers while its server or mount is away
+ * (ENOTCONN, EIO, ESTALE): a step that failed so may work again once the server is back. */
+int es_fs_transient(int err);
+/* Whether the server of dir answers now: statfs(), which network file systems send to the
+ * server (a cached lookup or attribute could answer for a server that is away). 0, or ES_EIO
+ * after es_error_errno(). */
+int es_fs_reachable(const char *dir);
 /* fsync a folder so that a rename or create in it is durable. */
 int es_fs_fsync_dir(const char *dir);
 /* fsync the folder that holds path. */

@@ -31,6 +31,9 @@ int es_error_errno(int code, const char *fmt, ...) __attribute__((format(printf,
 void es_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The text of the last es_error() of this thread, without the "ERROR: " prefix ("" if none). */
 const char *es_last_error(void);
+/* The errno of the last es_error_errno() of this thread; 0 after a plain es_error(). It tells
+ * a caller what kind of system failure the code ES_EIO stands for (es_fs_transient). */
+int es_last_errno(void);
 void es_clear_error(void);
 /* Nested: while the depth is > 0, es_error() keeps the message but does not print it. */
 void es_log_quiet_begin(void);

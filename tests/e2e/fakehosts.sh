@@ -22,6 +22,9 @@
 # FAKEHOSTS_CACHEFS="BACKING MOUNTPOINT SECS" gives every host its own caching mount of BACKING
 # at MOUNTPOINT (tests/e2e/cachefs.py), like NFS clients of one server; it needs
 # OMPI_MCA_orte_leave_session_attached=1 too (no orted --daemonize, which would outlive the mount).
+# FAKEHOSTS_GLUSTER="SERVER VOLUME MOUNTPOINT PIDDIR" gives every host its own GlusterFS client
+# mount of VOLUME at MOUNTPOINT (tests/e2e/gluster.sh sets it up), the client's pid in
+# PIDDIR/HOST.pid; it needs OMPI_MCA_orte_leave_session_attached=1 too.
 #
 # Paths under $T have no spaces, so the option strings can be split on whitespace.
 
@@ -46,12 +49,20 @@ if [ -n "${FAKEHOSTS_CACHEFS:-}" ]; then
   exec unshare --uts sh -c "hostname $h; exec \"\$0\" \"\$1\" \"\$2\" \"\$3\" - /bin/sh -c \"\$4\"" \
     "$FAKEHOSTS_CACHEFS_RUN" "$1" "$2" "$3" "$4"
 fi
+# FAKEHOSTS_GLUSTER="SERVER VOLUME MOUNTPOINT PIDDIR": every host mounts the volume through its
+# own GlusterFS client (tests/e2e/gluster-run.sh), whose pid goes to PIDDIR/HOST.pid.
+if [ -n "${FAKEHOSTS_GLUSTER:-}" ]; then
+  set -- $FAKEHOSTS_GLUSTER "$*"
+  exec unshare --uts sh -c "hostname $h; exec \"\$0\" \"\$1\" \"\$2\" \"\$3\" \"\$4/$h.pid\" /bin/sh -c \"\$5\"" \
+    "$FAKEHOSTS_GLUSTER_RUN" "$1" "$2" "$3" "$4" "$5"
+fi
 exec unshare --uts sh -c "hostname $h; $*"
 EOF
   chmod +x "$d/agent.sh"
   : >"$d/hostfile"
   FAKEHOSTS_HOSTFILE=$d/hostfile
   FAKEHOSTS_CACHEFS_RUN=$SRC/tests/e2e/cachefs-run.sh
+  FAKEHOSTS_GLUSTER_RUN=$SRC/tests/e2e/gluster-run.sh
   if [ "${MPI_FLAVOR:-openmpi}" = mpich ]; then
     for i in $(seq 1 "$n"); do echo "node$i:2" >>"$d/hostfile"; done
     FAKEHOSTS_AGENT_ARGS="-launcher rsh -launcher-exec $d/agent.sh"
@@ -64,7 +75,8 @@ EOF
     FAKEHOSTS_MPIRUN_ARGS="--hostfile $d/hostfile $FAKEHOSTS_AGENT_ARGS"
     FAKEHOSTS_PER_NODE_1="-npernode 1"
   fi
-  export FAKEHOSTS_HOSTFILE FAKEHOSTS_AGENT_ARGS FAKEHOSTS_MPIRUN_ARGS FAKEHOSTS_PER_NODE_1 FAKEHOSTS_CACHEFS_RUN
+  export FAKEHOSTS_HOSTFILE FAKEHOSTS_AGENT_ARGS FAKEHOSTS_MPIRUN_ARGS FAKEHOSTS_PER_NODE_1 FAKEHOSTS_CACHEFS_RUN \
+    FAKEHOSTS_GLUSTER_RUN
 }
 
 # fakehosts_check: fail early with a clear message when this machine cannot make namespaces.

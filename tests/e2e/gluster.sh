@@ -1,0 +1,156 @@
+# shellcheck shell=bash
+# A real distributed file system for the end-to-end tests (label dfs): source it after lib.sh
+# (and fakehosts.sh for the MPI tests).
+#
+# GlusterFS (scripts/install-deps.sh installs glusterfs-server and glusterfs-client) runs on one
+# machine: glusterd as root, a one-brick volume whose brick is a folder of $T, and one FUSE
+# client per "host", each in its own mount namespace, which caches metadata the way production
+# clients do (the volume gets the metadata-cache and nl-cache option groups: md-cache and the
+# negative-lookup cache for 600 s, with the server's cache invalidation).
+#
+#   gluster_setup [--short-caches]
+#                               starts glusterd when it is not running, creates and starts a
+#                               volume of a name unique to this test (tests on different
+#                               volumes run in parallel), with the 600 s client caches unless
+#                               --short-caches (GlusterFS's defaults: md-cache 1 s, no nl-cache),
+#                               and exports:
+#     GLUSTER_SERVER GLUSTER_VOL  the server's host name and the volume's name
+#     GLUSTER_BRICK             the brick folder (the server's copy: read it, never write it)
+#     GLUSTER_PIDS              the folder where every client writes its pid (HOST.pid)
+#     GLUSTER_FAKEHOSTS         the value of FAKEHOSTS_GLUSTER that gives every fake host its
+#                               own client mount of the volume at $T/mnt
+#   gluster_run NAME CMD...     runs CMD as one more client (its mount at $T/mnt, its client's
+#                               pid in $GLUSTER_PIDS/NAME.pid)
+#   gluster_client_pid NAME     the pid of NAME's client (kill it: that host's mount dies)
+#   gluster_brick_pid           the pid of the brick process (kill it: the server goes away)
+#   gluster_cli ARGS...         the gluster command, retried while another transaction of
+#                               glusterd (another test's) holds its lock
+#
+# On exit, even on failure, every client of the volume that a test started is killed and the
+# volume stopped and deleted, before lib.sh removes $T.
+
+gluster_cli() {
+  local i out rc
+  for i in $(seq 1 60); do
+    rc=0
+    out=$(gluster --mode=script "$@" 2>&1) || rc=$?
+    case $out in
+      *"Another transaction is in progress"* | *"Locking failed"* | *"Connection failed"*) sleep 0.5 ;;
+      *) [ -z "$out" ] || echo "$out"; return "$rc" ;;
+    esac
+  done
+  echo "$out"
+  return 1
+}
+
+gluster_teardown() {
+  local f p
+  # The test's own background commands (workers on the volume) first: they hold its mounts.
+  for p in $(jobs -p); do kill -KILL "$p" 2>/dev/null || true; done
+  for f in "$T"/gluster/pids/*.pid; do
+    [ -f "$f" ] || continue
+    p=$(cat "$f")
+    # Only a client of this test's volume: the pid may have been reused since.
+    case $( (tr '\0' ' ' <"/proc/$p/cmdline") 2>/dev/null) in
+      *"--volfile-id=$GLUSTER_VOL "*) kill -KILL "$p" 2>/dev/null || true ;;
+    esac
+  done
+  if [ -n "${GLUSTER_VOL:-}" ]; then
+    gluster_cli volume stop "$GLUSTER_VOL" force >/dev/null 2>&1 || true
+    gluster_cli volume delete "$GLUSTER_VOL" >/dev/null 2>&1 ||
+      echo "gluster: could not delete the volume $GLUSTER_VOL" >&2
+  fi
+}
+
+gluster_setup() {
+  local i
+  for i in glusterd gluster glusterfs; do
+    command -v "$i" >/dev/null || fail "$i is missing (scripts/install-deps.sh installs glusterfs-server and glusterfs-client)"
+  done
+  [ -c /dev/fuse ] || fail "/dev/fuse is missing: the GlusterFS client needs FUSE"
+  GLUSTER_SERVER=$(hostname)
+  getent hosts "$GLUSTER_SERVER" >/dev/null || fail "this machine's name $GLUSTER_SERVER does not resolve: glusterd needs it"
+  # One glusterd serves every test; it stays for the next ones (as a server would).
+  if ! pgrep -x glusterd >/dev/null; then
+    glusterd || fail "glusterd did not start"
+  fi
+  wait_for 30 gluster_cli volume list >/dev/null
+  mkdir -p "$T/gluster/brick" "$T/gluster/pids" "$T/mnt"
+  GLUSTER_VOL=es_$(basename "$T" | tr -c 'A-Za-z0-9\n' _)
+  GLUSTER_BRICK=$T/gluster/brick
+  GLUSTER_PIDS=$T/gluster/pids
+  trap 'gluster_teardown; cleanup_t' EXIT
+  # force: the brick is a folder of the root file system, which glusterd refuses otherwise.
+  gluster_cli volume create "$GLUSTER_VOL" "$GLUSTER_SERVER:$GLUSTER_BRICK" force >/dev/null ||
+    fail "gluster volume create $GLUSTER_VOL failed"
+  if [ "${1:-}" != --short-caches ]; then
+    gluster_cli volume set "$GLUSTER_VOL" group metadata-cache >/dev/null || fail "gluster: group metadata-cache"
+    gluster_cli volume set "$GLUSTER_VOL" group nl-cache >/dev/null || fail "gluster: group nl-cache"
+  fi
+  gluster_cli volume start "$GLUSTER_VOL" >/dev/null || fail "gluster volume start $GLUSTER_VOL failed"
+  GLUSTER_FAKEHOSTS="$GLUSTER_SERVER $GLUSTER_VOL $T/mnt $GLUSTER_PIDS"
+  export GLUSTER_SERVER GLUSTER_VOL GLUSTER_BRICK GLUSTER_PIDS GLUSTER_FAKEHOSTS
+  export GLUSTER_CLIENT_LOG=$T/gluster/clients.log
+}
+
+gluster_run() {
+  local name=$1
+  shift
+  "$SRC/tests/e2e/gluster-run.sh" "$GLUSTER_SERVER" "$GLUSTER_VOL" "$T/mnt" "$GLUSTER_PIDS/$name.pid" "$@"
+}
+gluster_client_pid() { cat "$GLUSTER_PIDS/$1.pid"; }
+# wait_bounded SECS PID: PID (a background job of the test) ends within SECS, or the test fails:
+# no process may hang on a file system that went away.
+wait_bounded() {
+  local i
+  for i in $(seq 1 $(($1 * 10))); do
+    kill -0 "$2" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  fail "process $2 still runs after $1 s"
+}
+gluster_brick_pid() {
+  gluster_cli volume status "$GLUSTER_VOL" | awk -v b="$GLUSTER_SERVER:$GLUSTER_BRICK" '$1 == "Brick" && $2 == b { print $NF }'
+}
+
+# dfs_counts JOB: "attempts shards takeovers superseded done_records backups failed_records"
+# from the job folder (read it through the brick, once every client is gone).
+dfs_counts() {
+  python3 - "$1" <<'PY'
+import glob, json, os, sys
+job = sys.argv[1]
+att = [json.load(open(p)) for p in glob.glob(os.path.join(job, "attempts", "*", "*", "attempt.json"))]
+shards = len(json.load(open(os.path.join(job, "manifest.json")))["shards"])
+takeovers = len(os.listdir(os.path.join(job, "state", "stale_locks")))
+def records(kind):
+    return [n for n in os.listdir(os.path.join(job, "state", kind)) if not n.startswith(".")]
+print(len(att), shards, takeovers, sum(a.get("status") == "superseded" for a in att),
+      len(records("done")), sum(bool(a.get("backup")) for a in att), len(records("failed")))
+PY
+}
+
+# dfs_plain_run OUT: the reference output, the same job (COMMON, without its processor) run by
+# one worker on local disk with a processor that does not sleep.
+dfs_plain_run() {
+  run_expect 0 "$BIN" prepare "${COMMON[@]}" --process-cmd "$T/proc.sh 0 {input} {output}" --job-dir "$T/plain"
+  run_expect 0 "$BIN" worker --job-dir "$T/plain"
+  run_expect 0 "$BIN" merge --job-dir "$T/plain" --output "$1"
+}
+
+# dfs_input ROWS: $T/in.jsonl, $T/recipe.yaml and $T/proc.sh (a processor that takes SECS, the
+# first argument, per shard).
+dfs_input() {
+  write_recipe "$T/recipe.yaml"
+  python3 - "$T/in.jsonl" "$1" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(int(sys.argv[2])):
+        f.write(json.dumps({"id": i, "text": "dfs row %d " % i + "g" * (i % 29)}) + "\n")
+PY
+  cat >"$T/proc.sh" <<'EOF2'
+#!/bin/sh
+sleep "$1"
+cp "$2" "$3"
+EOF2
+  chmod +x "$T/proc.sh"
+}
