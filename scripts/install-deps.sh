@@ -20,8 +20,8 @@ through sudo).
 options:
   --runtime   only what building and running needs: compiler, CMake, Open MPI, cJSON, libyaml,
               OpenSSL, zlib, zstd (about 160 packages, 430 MiB on a minimal Debian 12)
-  --test      everything the tests need too: MPICH, Slurm, FUSE, clang, Chromium, ... (the
-              default; about 370 packages, 1.5 GiB)
+  --test      everything the tests need too: MPICH, Slurm, FUSE, GlusterFS, clang, Chromium, ...
+              (the default; about 400 packages, 1.6 GiB)
   --list      print the packages of the set, one a line, and install nothing
   -h, --help  this help
 USAGE
