@@ -79,7 +79,7 @@ gluster_setup() {
   GLUSTER_VOL=es_$(basename "$T" | tr -c 'A-Za-z0-9\n' _)
   GLUSTER_BRICK=$T/gluster/brick
   GLUSTER_PIDS=$T/gluster/pids
-  trap 'gluster_teardown; cleanup_t' EXIT
+  trap 'gluster_teardown; test_done' EXIT
   # force: the brick is a folder of the root file system, which glusterd refuses otherwise.
   gluster_cli volume create "$GLUSTER_VOL" "$GLUSTER_SERVER:$GLUSTER_BRICK" force >/dev/null ||
     fail "gluster volume create $GLUSTER_VOL failed"
