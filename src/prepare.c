@@ -879,16 +879,17 @@ static void *par_worker(void *arg)
 	return NULL;
 }
 
-/* The raw hash of input file f, which must still have the size planned. */
-static int hash_input(struct par *P, size_t f, char *buf)
+/* The bytes of the file at path (an input file when input) into sha, in CHUNK reads through
+ * buf; *total gets their count. A stop (or an earlier range's failure) is looked for every 64
+ * reads. */
+static int hash_file(struct par *P, struct es_sha *sha, const char *path, int input, char *buf, uint64_t *total)
 {
-	const char *path = P->scan->files[f].path;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return es_error_errno(ES_EIO, "cannot open input file '%s'", path);
-	struct es_sha sha;
-	int rc = es_sha_init(&sha);
-	uint64_t total = 0, reads = 0;
+		return es_error_errno(ES_EIO, "cannot open %s'%s'", input ? "input file " : "", path);
+	int rc = 0;
+	uint64_t reads = 0;
+	*total = 0;
 	while (!rc) {
 		if ((++reads & 63) == 0 && (rc = par_stopped(P, P->n)) != 0)
 			break;
@@ -899,10 +900,22 @@ static int hash_input(struct par *P, size_t f, char *buf)
 			rc = es_error_errno(ES_EIO, "cannot read '%s'", path);
 		if (n <= 0)
 			break;
-		es_sha_update(&sha, buf, (size_t)n);
-		total += (uint64_t)n;
+		es_sha_update(sha, buf, (size_t)n);
+		*total += (uint64_t)n;
 	}
 	close(fd);
+	return rc;
+}
+
+/* The raw hash of input file f, which must still have the size planned. */
+static int hash_input(struct par *P, size_t f, char *buf)
+{
+	const char *path = P->scan->files[f].path;
+	struct es_sha sha;
+	uint64_t total;
+	int rc = es_sha_init(&sha);
+	if (!rc)
+		rc = hash_file(P, &sha, path, 1, buf, &total);
 	if (!rc && total != P->files[f].size)
 		rc = es_error(ES_EINVAL, "Input changed while it was read: %s", path);
 	if (!rc)
@@ -940,26 +953,6 @@ static int wait_range(struct par *P, size_t i)
 	return P->rs[i].rc || P->rs[i].skipped;
 }
 
-static int hash_tmp(struct es_sha *sha, const char *path, char *buf)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return es_error_errno(ES_EIO, "cannot open '%s'", path);
-	int rc = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf, CHUNK);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			rc = es_error_errno(ES_EIO, "cannot read '%s'", path);
-		if (n <= 0)
-			break;
-		es_sha_update(sha, buf, (size_t)n);
-	}
-	close(fd);
-	return rc;
-}
-
 static void *norm_hasher(void *arg)
 {
 	struct par *P = arg;
@@ -969,7 +962,7 @@ static void *norm_hasher(void *arg)
 	int rc = buf ? es_sha_init(&sha) : es_error(ES_ENOMEM, "out of memory hashing");
 	int open_sha = buf && !rc;
 	for (size_t i = 0; !rc && i < P->n; i++)
-		rc = wait_range(P, i) ? 1 : hash_tmp(&sha, P->rs[i].tmp, buf);
+		rc = wait_range(P, i) ? 1 : hash_file(P, &sha, P->rs[i].tmp, 0, buf, &(uint64_t){ 0 });
 	if (open_sha && !rc)
 		rc = es_sha_final(&sha, P->norm_sha);
 	else if (open_sha)
