@@ -631,7 +631,9 @@ static int plan_shards(struct stream_rd *rd, uint64_t total, uint64_t rows, uint
 	return 0;
 }
 
-/* Plan the shards, then copy them on threads threads (at least 1), each shard whole by one. */
+/* Plan the shards, then copy them on threads threads (at least 2, as before --threads: a
+ * shard's copy waits on its fsync, so a second writer overlaps them even on one core), each
+ * shard whole by one. */
 static int run_pass2(const struct piece *pieces, size_t n_pieces, const char *shard_dir, uint64_t total,
 		     uint64_t rows, uint64_t n, struct shard_out *shards, int threads)
 {
@@ -647,7 +649,7 @@ static int run_pass2(const struct piece *pieces, size_t n_pieces, const char *sh
 	stream_rd_close(&rd);
 	if (rc)
 		return rc;
-	int extra = threads > 1 ? threads - 1 : 0;
+	int extra = threads > 1 ? threads - 1 : 1;
 	if ((uint64_t)extra > n - 1)
 		extra = (int)(n - 1);
 	pthread_t *th = calloc((size_t)extra + 1, sizeof(*th));
