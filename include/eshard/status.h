@@ -80,7 +80,8 @@ struct es_shard_status {
 	char *record_error;        /* done: why merge would refuse its record, or NULL */
 	int record_unseen;         /* record_error is what a caching client shows for a while: the
 	                            * result looks absent or of another size, or the fence's record
-	                            * is not visible yet (docs: verify waits for the cache) */
+	                            * is not visible yet (verify waits for it: es_verify_set_settle_secs
+	                            * in verify.h) */
 	int64_t attempt_number;    /* done, running, stale: the current attempt's number; failed: the
 	                            * last one; 0 when unknown */
 	int has_problem;           /* failed, or retried (attempt_number > 1): problem is filled */
