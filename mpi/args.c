@@ -1,7 +1,8 @@
 #include "args.h"
 
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "eshard/number.h"
+#include "eshard/suggest.h"
 
 #include <stdio.h>
 #include <stdlib.h>

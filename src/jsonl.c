@@ -16,8 +16,8 @@
 #include "eshard/jsonl.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
+#include "eshard/number.h"
 #include "eshard/pyfloat.h"
-#include "eshard/util.h"
 #include "utf8.h"
 
 #include <inttypes.h>

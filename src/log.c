@@ -1,5 +1,5 @@
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "eshard/clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -187,12 +187,4 @@ void es_say_sticky(const char *line)
 		sticky_redraw();
 	}
 	pthread_mutex_unlock(&out_lock);
-}
-
-int es_exit_code(int rc)
-{
-	if (rc == 0)
-		return 0;
-	int sig = es_stop_signal();
-	return rc == ES_EINTR && sig > 0 ? 128 + sig : 2;
 }

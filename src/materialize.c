@@ -4,6 +4,8 @@
  */
 #include "eshard/materialize.h"
 #include "eshard/buf.h"
+#include "eshard/clock.h"
+#include "eshard/crash.h"
 #include "eshard/fs.h"
 #include "eshard/jsonl.h"
 #include "eshard/linereader.h"
@@ -11,7 +13,7 @@
 #include "eshard/prepare.h"
 #include "eshard/proc.h"
 #include "eshard/sha.h"
-#include "eshard/util.h"
+#include "eshard/stop.h"
 
 #include <dirent.h>
 #include <errno.h>

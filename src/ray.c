@@ -3,12 +3,12 @@
  * behaviour of `ray start`/`ray stop` this follows is in docs/dj-notes.md.
  */
 #include "eshard/ray.h"
-#include "eshard/cpus.h"
 #include "eshard/buf.h"
+#include "eshard/clock.h"
+#include "eshard/cpus.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/proc.h"
-#include "eshard/util.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

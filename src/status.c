@@ -1,8 +1,9 @@
 #include "eshard/status.h"
 #include "eshard/claim.h"
+#include "eshard/clock.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "eshard/number.h"
 #include "json.h"
 #include "record.h"
 

@@ -11,9 +11,10 @@
  * death of the forking *thread*, not the process) gives reliably.
  */
 #include "eshard/attempt.h"
+#include "eshard/clock.h"
 #include "eshard/log.h"
+#include "eshard/number.h"
 #include "eshard/proc.h"
-#include "eshard/util.h"
 
 #include <ctype.h>
 #include <dirent.h>
