@@ -32,14 +32,9 @@ struct sources {
 
 static int sources_add(struct sources *s, const char *rel)
 {
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-		char **v = realloc(s->rel, cap * sizeof(*v));
-		if (!v)
-			return es_error(ES_ENOMEM, "out of memory");
-		s->rel = v;
-		s->cap = cap;
-	}
+	int rc = es_grow(&s->rel, &s->cap, s->n + 1, sizeof(*s->rel));
+	if (rc)
+		return rc;
 	if (!(s->rel[s->n] = strdup(rel)))
 		return es_error(ES_ENOMEM, "out of memory");
 	s->n++;
@@ -303,14 +298,9 @@ struct order {
 
 static int order_add(struct order *o, int64_t row, int64_t off, size_t len)
 {
-	if (o->n == o->cap) {
-		size_t cap = o->cap ? o->cap * 2 : 1024;
-		struct row_ix *v = realloc(o->v, cap * sizeof(*v));
-		if (!v)
-			return es_error(ES_ENOMEM, "out of memory");
-		o->v = v;
-		o->cap = cap;
-	}
+	int rc = es_grow(&o->v, &o->cap, o->n + 1, sizeof(*o->v));
+	if (rc)
+		return rc;
 	if (o->n && o->v[o->n - 1].row >= row)
 		o->sorted = 0;
 	o->v[o->n++] = (struct row_ix){ row, off, len };

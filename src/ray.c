@@ -147,15 +147,10 @@ static int list_members(const struct es_ray_head *h, struct members *out)
 			continue;
 		if (!proc_has_token(m.pid, h->token))
 			continue;
-		if (out->n == out->cap) {
-			size_t cap = out->cap ? 2 * out->cap : 32;
-			struct member *nv = realloc(out->v, cap * sizeof(*nv));
-			if (!nv) {
-				closedir(d);
-				return es_error(ES_ENOMEM, "out of memory");
-			}
-			out->v = nv;
-			out->cap = cap;
+		int rc = es_grow(&out->v, &out->cap, out->n + 1, sizeof(*out->v));
+		if (rc) {
+			closedir(d);
+			return rc;
 		}
 		out->v[out->n++] = m;
 	}

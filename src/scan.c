@@ -38,16 +38,11 @@ struct list {
 
 static int push(struct list *l, const char *root, const char *rel)
 {
-	if (l->n == l->cap) {
-		size_t nc = l->cap ? l->cap * 2 : 64;
-		void *p = realloc(l->v, nc * sizeof(*l->v));
-		if (!p)
-			return es_error(ES_ENOMEM, "out of memory listing input files");
-		l->v = p;
-		l->cap = nc;
-	}
+	int rc = es_grow(&l->v, &l->cap, l->n + 1, sizeof(*l->v));
+	if (rc)
+		return rc;
 	struct es_buf b = ES_BUF_INIT;
-	int rc = es_buf_printf(&b, "%s%s%s", root, strcmp(root, "/") ? "/" : "", rel);
+	rc = es_buf_printf(&b, "%s%s%s", root, strcmp(root, "/") ? "/" : "", rel);
 	char *r = strdup(rel);
 	if (rc || !r) {
 		es_buf_free(&b);
