@@ -14,8 +14,8 @@
 #include "eshard/proc.h"
 #include "eshard/sha.h"
 #include "eshard/stop.h"
+#include "eshard/walk.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -48,57 +48,17 @@ static void sources_free(struct sources *s)
 	free(s->rel);
 }
 
-/* Collect the regular files below dir (rel is its path below the export root, "" at the
- * top). Like the reference's rglob: symlinks to files count, symlinked folders are not
- * entered, and only a file's own name is filtered. */
-static int walk(const char *root, struct es_buf *rel, struct sources *out)
+/* The part files the reference keeps of its rglob: names that start with neither '.' nor '_'
+ * (hidden files, and '_'-prefixed markers). */
+static int want_part(const char *name, void *arg)
 {
-	struct es_buf path = ES_BUF_INIT;
-	int rc = rel->len ? es_path_join(&path, root, rel->data) : es_buf_adds(&path, root);
-	if (rc)
-		return rc;
-	DIR *d = opendir(path.data);
-	if (!d) {
-		rc = es_error_errno(ES_EIO, "cannot read folder '%s'", path.data);
-		es_buf_free(&path);
-		return rc;
-	}
-	size_t base = rel->len;
-	struct dirent *e;
-	for (;;) {
-		errno = 0;
-		if (!(e = readdir(d))) {
-			if (errno)
-				rc = es_error_errno(ES_EIO, "cannot read folder '%s'", path.data);
-			break;
-		}
-		const char *name = e->d_name;
-		if (!strcmp(name, ".") || !strcmp(name, ".."))
-			continue;
-		struct stat st;
-		if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-			rc = es_error_errno(ES_EIO, "cannot stat '%s/%s'", path.data, name);
-			break;
-		}
-		es_buf_setlen(rel, base);
-		if ((base && (rc = es_buf_addc(rel, '/'))) || (rc = es_buf_adds(rel, name)))
-			break;
-		if (S_ISDIR(st.st_mode)) {
-			if ((rc = walk(root, rel, out)) != 0)
-				break;
-			continue;
-		}
-		if (S_ISLNK(st.st_mode) && fstatat(dirfd(d), name, &st, 0) != 0)
-			continue; /* a dangling link is not a file */
-		if (!S_ISREG(st.st_mode) || name[0] == '.' || name[0] == '_')
-			continue;
-		if ((rc = sources_add(out, rel->data)) != 0)
-			break;
-	}
-	es_buf_setlen(rel, base);
-	closedir(d);
-	es_buf_free(&path);
-	return rc;
+	(void)arg;
+	return name[0] != '.' && name[0] != '_';
+}
+
+static int take_part(const char *rel, void *arg)
+{
+	return sources_add(arg, rel);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -458,9 +418,9 @@ static int find_sources(const char *export, struct sources *sources, int *single
 	}
 	if (!S_ISDIR(st.st_mode))
 		return es_error(ES_EINVAL, "Ray output is neither a file nor a folder: %s", export);
-	struct es_buf rel = ES_BUF_INIT;
-	int rc = walk(export, &rel, sources);
-	es_buf_free(&rel);
+	/* Like the reference's rglob: links to files count, linked folders are not entered. */
+	struct es_walk w = { want_part, take_part, sources, 1 };
+	int rc = es_walk_files(export, &w);
 	if (!rc && sources->n > 1)
 		qsort(sources->rel, sources->n, sizeof(char *), cmp_str);
 	return rc;
