@@ -3,8 +3,9 @@
  */
 #include "agree.h"
 
+#include "eshard/clock.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "eshard/number.h"
 
 #include <stdlib.h>
 #include <string.h>

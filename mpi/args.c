@@ -1,7 +1,9 @@
 #include "args.h"
 
+#include "eshard/buf.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "eshard/number.h"
+#include "eshard/suggest.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,12 +67,10 @@ static int set_value(const struct es_opt *o, const char *val, const char *cmd)
 		return 0;
 	case ES_OPT_STR_LIST: {
 		struct es_str_list *l = o->dest;
-		const char **v = realloc(l->v, (l->n + 1) * sizeof(*v));
-		if (!v)
-			return es_error(ES_ENOMEM, "out of memory parsing options");
-		v[l->n++] = val;
-		l->v = v;
-		return 0;
+		int rc = es_grow(&l->v, &l->cap, l->n + 1, sizeof(*l->v));
+		if (!rc)
+			l->v[l->n++] = val;
+		return rc;
 	}
 	case ES_OPT_POS_INT:
 	case ES_OPT_NONNEG_INT:
@@ -153,5 +153,5 @@ void es_str_list_free(struct es_str_list *l)
 {
 	free(l->v);
 	l->v = NULL;
-	l->n = 0;
+	l->n = l->cap = 0;
 }

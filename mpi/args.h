@@ -22,7 +22,7 @@ enum es_opt_kind {
 
 struct es_str_list {
 	const char **v;
-	size_t n;
+	size_t n, cap;
 };
 
 struct es_opt {

@@ -6,6 +6,7 @@
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/merge.h"
+#include "eshard/stop.h"
 
 #include <stdlib.h>
 

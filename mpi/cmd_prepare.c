@@ -1,8 +1,9 @@
 #include "commands.h"
 
-#include "eshard/template.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "eshard/number.h"
+#include "eshard/stop.h"
+#include "eshard/template.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -2,9 +2,10 @@
 #include "commands_jobs.h"
 
 #include "eshard/buf.h"
-#include "eshard/log.h"
 #include "eshard/fs.h"
+#include "eshard/log.h"
 #include "eshard/report.h"
+#include "eshard/stop.h"
 
 #include <stdio.h>
 #include <sys/stat.h>

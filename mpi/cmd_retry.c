@@ -3,6 +3,7 @@
 
 #include "eshard/log.h"
 #include "eshard/retry.h"
+#include "eshard/stop.h"
 
 int cmd_retry(int argc, char **argv)
 {

@@ -2,13 +2,13 @@
 #include "commands_jobs.h"
 
 #include "eshard/buf.h"
+#include "eshard/clock.h"
 #include "eshard/fs.h"
 #include "eshard/jobview.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/prepare.h"
 #include "eshard/status.h"
-#include "eshard/util.h"
 
 #include <stdio.h>
 #include <unistd.h>

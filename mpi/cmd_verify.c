@@ -3,6 +3,7 @@
 #include "commands_jobs.h"
 
 #include "eshard/log.h"
+#include "eshard/stop.h"
 #include "eshard/verify.h"
 
 #include <stdlib.h>

@@ -1,9 +1,10 @@
 #include "commands.h"
 
+#include "eshard/clock.h"
 #include "eshard/cpus.h"
 #include "eshard/log.h"
 #include "eshard/progress.h"
-#include "eshard/util.h"
+#include "eshard/stop.h"
 #include "eshard/worker.h"
 
 #include <limits.h>

@@ -8,7 +8,7 @@
 #include "eshard/attempt.h"
 
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "eshard/suggest.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -5,11 +5,12 @@
  */
 #include "eshard/attempt.h"
 #include "eshard/buf.h"
+#include "eshard/clock.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
+#include "eshard/number.h"
 #include "eshard/proc.h"
 #include "eshard/template.h"
-#include "eshard/util.h"
 
 #include <errno.h>
 #include <fcntl.h>

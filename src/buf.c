@@ -47,6 +47,28 @@ int es_buf_grow(struct es_buf *b, size_t extra)
 	return 0;
 }
 
+int es_grow(void *arrp, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t max = elem ? SIZE_MAX / elem : 0;
+	if (need > max)
+		return es_error(ES_ENOMEM, "an array of %zu elements of %zu bytes would pass SIZE_MAX bytes",
+				need, elem);
+	size_t nc = *cap ? *cap : 16;
+	while (nc < need)
+		nc = nc <= max / 2 ? nc * 2 : need;
+	/* The pointer is copied in and out with memcpy: arrp may point at any object pointer type. */
+	void *old, *p;
+	memcpy(&old, arrp, sizeof(old));
+	if (!(p = realloc(old, nc * elem)))
+		return es_error(ES_ENOMEM, "out of memory growing an array to %zu elements of %zu bytes", nc,
+				elem);
+	memcpy(arrp, &p, sizeof(p));
+	*cap = nc;
+	return 0;
+}
+
 int es_buf_add(struct es_buf *b, const void *p, size_t n)
 {
 	int rc = es_buf_grow(b, n);
@@ -109,15 +131,10 @@ int es_strv_push(struct es_strv *a, char *s)
 {
 	if (!s)
 		return es_error(ES_ENOMEM, "out of memory");
-	if (a->n + 2 > a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 16;
-		char **v = realloc(a->v, cap * sizeof(*v));
-		if (!v) {
-			free(s);
-			return es_error(ES_ENOMEM, "out of memory");
-		}
-		a->v = v;
-		a->cap = cap;
+	int rc = es_grow(&a->v, &a->cap, a->n + 2, sizeof(*a->v));
+	if (rc) {
+		free(s);
+		return rc;
 	}
 	a->v[a->n++] = s;
 	a->v[a->n] = NULL;

@@ -1,8 +1,10 @@
 #include "eshard/claim.h"
+#include "eshard/clock.h"
+#include "eshard/crash.h"
 #include "eshard/fs.h"
+#include "eshard/host.h"
 #include "eshard/log.h"
 #include "eshard/proc.h"
-#include "eshard/util.h"
 #include "json.h"
 #include "record.h"
 

@@ -4,12 +4,14 @@
 #include "eshard/coord.h"
 
 #include "eshard/buf.h"
+#include "eshard/clock.h"
 #include "eshard/fs.h"
+#include "eshard/host.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/sha.h"
 #include "eshard/status.h"
-#include "eshard/util.h"
+#include "eshard/stop.h"
 #include "json.h"
 
 #include <stdio.h>

@@ -10,10 +10,11 @@
  */
 #include "dj_registry.h"
 #include "eshard/buf.h"
+#include "eshard/helper.h"
 #include "eshard/log.h"
 #include "eshard/proc.h"
 #include "eshard/recipe.h"
-#include "eshard/util.h"
+#include "eshard/suggest.h"
 #include "pyval.h"
 
 #include <cjson/cJSON.h>

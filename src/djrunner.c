@@ -4,11 +4,12 @@
  */
 #include "eshard/djrunner.h"
 #include "eshard/buf.h"
+#include "eshard/clock.h"
 #include "eshard/cpus.h"
 #include "eshard/fs.h"
+#include "eshard/helper.h"
 #include "eshard/log.h"
 #include "eshard/proc.h"
-#include "eshard/util.h"
 
 #include <errno.h>
 #include <fcntl.h>

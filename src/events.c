@@ -1,7 +1,8 @@
 #include "eshard/events.h"
+#include "eshard/clock.h"
 #include "eshard/fs.h"
+#include "eshard/host.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
 #include "json.h"
 
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 #include "eshard/fs.h"
+#include "eshard/crash.h"
 #include "eshard/log.h"
 #include "eshard/proc.h"
-#include "eshard/util.h"
 
 #include <errno.h>
 #include <sys/statfs.h>

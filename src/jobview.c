@@ -1,8 +1,10 @@
 #include "eshard/jobview.h"
+#include "eshard/buf.h"
 #include "eshard/claim.h"
+#include "eshard/clock.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "eshard/number.h"
 #include "json.h"
 
 #include <dirent.h>
@@ -169,14 +171,8 @@ static void fill_from_json(struct es_jobview *r, struct es_jv_attempt *a, const 
 
 static struct es_jv_attempt *new_attempt(struct es_jobview *r)
 {
-	if (r->n_a == r->cap_a) {
-		size_t cap = r->cap_a ? 2 * r->cap_a : 64;
-		struct es_jv_attempt *p = realloc(r->a, cap * sizeof(*p));
-		if (!p)
-			return NULL;
-		r->a = p;
-		r->cap_a = cap;
-	}
+	if (es_grow(&r->a, &r->cap_a, r->n_a + 1, sizeof(*r->a)))
+		return NULL;
 	struct es_jv_attempt *a = &r->a[r->n_a++];
 	memset(a, 0, sizeof(*a));
 	a->claim = a->start = a->end = a->proc_secs = a->finished_at = a->stale_at = -1;
@@ -206,7 +202,7 @@ static int add_attempt(struct es_jobview *r, const char *shard, const char *leaf
 {
 	struct es_jv_attempt *a = new_attempt(r);
 	if (!a)
-		return oom("attempts");
+		return ES_ENOMEM; /* reported by es_grow */
 	a->shard = strdup(shard);
 	a->dir = strdup(dir);
 	if (!a->shard || !a->dir)
@@ -272,14 +268,9 @@ static int add_event(struct es_jobview *r, const cJSON *o)
 		return 0; /* not an attempt's event */
 	if (take_time(r, t) < 0)
 		return 0; /* a bad clock's event: ignored whole, counted */
-	if (r->n_ev == r->cap_ev) {
-		size_t cap = r->cap_ev ? 2 * r->cap_ev : 256;
-		struct es_jv_event *p = realloc(r->ev, cap * sizeof(*p));
-		if (!p)
-			return oom("events");
-		r->ev = p;
-		r->cap_ev = cap;
-	}
+	int rc = es_grow(&r->ev, &r->cap_ev, r->n_ev + 1, sizeof(*r->ev));
+	if (rc)
+		return rc;
 	struct es_jv_event *e = &r->ev[r->n_ev++];
 	memset(e, 0, sizeof(*e));
 	snprintf(e->token, sizeof(e->token), "%s", tok);

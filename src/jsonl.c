@@ -14,10 +14,11 @@
  * string, so "a" and "\u0061" meet as the same key without decoding anything.
  */
 #include "eshard/jsonl.h"
+#include "eshard/buf.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
+#include "eshard/number.h"
 #include "eshard/pyfloat.h"
-#include "eshard/util.h"
 #include "utf8.h"
 
 #include <inttypes.h>
@@ -275,21 +276,6 @@ void es_jsonl_free(struct es_jsonl *j)
 	free(j);
 }
 
-static int grow_array(void **p, size_t *cap, size_t elem, size_t need)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 16;
-	while (n < need)
-		n *= 2;
-	void *q = realloc(*p, n * elem);
-	if (!q)
-		return es_error(ES_ENOMEM, "out of memory parsing a JSONL line");
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 /* ------------------------------------------------------------------------------------ */
 /* Duplicate keys                                                                         */
 
@@ -336,13 +322,9 @@ static int map_keys(struct es_jsonl *j, const char *base, const struct member *m
 	size_t tcap = 16;
 	while (tcap < 2 * n)
 		tcap *= 2;
-	if (tcap > j->tab_cap) {
-		uint32_t *t = realloc(j->tab, tcap * sizeof(*t));
-		if (!t)
-			return es_error(ES_ENOMEM, "out of memory checking JSON keys");
-		j->tab = t;
-		j->tab_cap = tcap;
-	}
+	int rc = es_grow(&j->tab, &j->tab_cap, tcap, sizeof(*j->tab));
+	if (rc)
+		return rc;
 	memset(j->tab, 0, tcap * sizeof(*j->tab));
 	int dup = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -379,7 +361,7 @@ static int dedup_object(struct es_jsonl *j, char *base, size_t start, size_t *en
 	size_t cnt = *n;
 	if (cnt > UINT32_MAX - 1)
 		return es_error(ES_ENOMEM, "JSON object with too many keys");
-	if (grow_array((void **)&j->idx, &j->idx_cap, sizeof(size_t), 2 * cnt))
+	if (es_grow(&j->idx, &j->idx_cap, 2 * cnt, sizeof(*j->idx)))
 		return ES_ENOMEM;
 	size_t *first = j->idx, *last = j->idx + cnt;
 	int rc = map_keys(j, base, m, cnt, first, last);
@@ -738,7 +720,7 @@ value:
 	case '[': {
 		int is_obj = *p == '{';
 		if (depth == j->fr_cap &&
-		    grow_array((void **)&j->fr, &j->fr_cap, sizeof(*j->fr), depth + 1))
+		    es_grow(&j->fr, &j->fr_cap, depth + 1, sizeof(*j->fr)))
 			FAIL(PE_NOMEM, p);
 		struct frame *f = &j->fr[depth++];
 		f->is_obj = is_obj;
@@ -850,7 +832,7 @@ key:
 		FAIL(PE_EXPECT_NAME, p);
 	if (emit) {
 		if (nmem == j->mem_cap &&
-		    grow_array((void **)&j->mem, &j->mem_cap, sizeof(*j->mem), nmem + 1))
+		    es_grow(&j->mem, &j->mem_cap, nmem + 1, sizeof(*j->mem)))
 			FAIL(PE_NOMEM, p);
 		j->mem[nmem].key_off = OFF();
 	}

@@ -1,5 +1,5 @@
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "eshard/clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -75,11 +75,22 @@ static void put_linev(FILE *f, int prefixed, const char *fmt, va_list ap)
 		free(buf);
 }
 
-static void put_line(FILE *f, int prefixed, const char *fmt, ...)
+/* One whole line under the output lock, the sticky line moved out of its way. */
+static void emit_linev(FILE *f, int prefixed, const char *fmt, va_list ap)
+{
+	pthread_mutex_lock(&out_lock);
+	sticky_hide();
+	put_linev(f, prefixed, fmt, ap);
+	sticky_redraw();
+	pthread_mutex_unlock(&out_lock);
+}
+
+static void emit_line(FILE *f, int prefixed, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void emit_line(FILE *f, int prefixed, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	put_linev(f, prefixed, fmt, ap);
+	emit_linev(f, prefixed, fmt, ap);
 	va_end(ap);
 }
 
@@ -97,13 +108,8 @@ static void vreport(const char *kind, int keep, const char *fmt, va_list ap, con
 			*p = ' ';
 	if (keep)
 		memcpy(last_msg, msg, sizeof(last_msg));
-	if (!keep || quiet_depth == 0) {
-		pthread_mutex_lock(&out_lock);
-		sticky_hide();
-		put_line(stderr, 1, "%s: %s", kind, msg);
-		sticky_redraw();
-		pthread_mutex_unlock(&out_lock);
-	}
+	if (!keep || quiet_depth == 0)
+		emit_line(stderr, 1, "%s: %s", kind, msg);
 }
 
 int es_error(int code, const char *fmt, ...)
@@ -155,25 +161,17 @@ void es_log_set_clock(double mono_t0)
 void es_log_note(const char *fmt, ...)
 {
 	va_list ap;
-	pthread_mutex_lock(&out_lock);
-	sticky_hide();
 	va_start(ap, fmt);
-	put_linev(stderr, 1, fmt, ap);
+	emit_linev(stderr, 1, fmt, ap);
 	va_end(ap);
-	sticky_redraw();
-	pthread_mutex_unlock(&out_lock);
 }
 
 void es_say(const char *fmt, ...)
 {
 	va_list ap;
-	pthread_mutex_lock(&out_lock);
-	sticky_hide();
 	va_start(ap, fmt);
-	put_linev(stdout, 0, fmt, ap);
+	emit_linev(stdout, 0, fmt, ap);
 	va_end(ap);
-	sticky_redraw();
-	pthread_mutex_unlock(&out_lock);
 }
 
 void es_say_sticky(const char *line)
@@ -187,12 +185,4 @@ void es_say_sticky(const char *line)
 		sticky_redraw();
 	}
 	pthread_mutex_unlock(&out_lock);
-}
-
-int es_exit_code(int rc)
-{
-	if (rc == 0)
-		return 0;
-	int sig = es_stop_signal();
-	return rc == ES_EINTR && sig > 0 ? 128 + sig : 2;
 }

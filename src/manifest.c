@@ -1,7 +1,8 @@
 #include "eshard/manifest.h"
+#include "eshard/clock.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "eshard/number.h"
 #include "json.h"
 
 #include <dirent.h>

@@ -4,6 +4,8 @@
  */
 #include "eshard/materialize.h"
 #include "eshard/buf.h"
+#include "eshard/clock.h"
+#include "eshard/crash.h"
 #include "eshard/fs.h"
 #include "eshard/jsonl.h"
 #include "eshard/linereader.h"
@@ -11,9 +13,9 @@
 #include "eshard/prepare.h"
 #include "eshard/proc.h"
 #include "eshard/sha.h"
-#include "eshard/util.h"
+#include "eshard/stop.h"
+#include "eshard/walk.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -30,14 +32,9 @@ struct sources {
 
 static int sources_add(struct sources *s, const char *rel)
 {
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-		char **v = realloc(s->rel, cap * sizeof(*v));
-		if (!v)
-			return es_error(ES_ENOMEM, "out of memory");
-		s->rel = v;
-		s->cap = cap;
-	}
+	int rc = es_grow(&s->rel, &s->cap, s->n + 1, sizeof(*s->rel));
+	if (rc)
+		return rc;
 	if (!(s->rel[s->n] = strdup(rel)))
 		return es_error(ES_ENOMEM, "out of memory");
 	s->n++;
@@ -51,57 +48,17 @@ static void sources_free(struct sources *s)
 	free(s->rel);
 }
 
-/* Collect the regular files below dir (rel is its path below the export root, "" at the
- * top). Like the reference's rglob: symlinks to files count, symlinked folders are not
- * entered, and only a file's own name is filtered. */
-static int walk(const char *root, struct es_buf *rel, struct sources *out)
+/* The part files the reference keeps of its rglob: names that start with neither '.' nor '_'
+ * (hidden files, and '_'-prefixed markers). */
+static int want_part(const char *name, void *arg)
 {
-	struct es_buf path = ES_BUF_INIT;
-	int rc = rel->len ? es_path_join(&path, root, rel->data) : es_buf_adds(&path, root);
-	if (rc)
-		return rc;
-	DIR *d = opendir(path.data);
-	if (!d) {
-		rc = es_error_errno(ES_EIO, "cannot read folder '%s'", path.data);
-		es_buf_free(&path);
-		return rc;
-	}
-	size_t base = rel->len;
-	struct dirent *e;
-	for (;;) {
-		errno = 0;
-		if (!(e = readdir(d))) {
-			if (errno)
-				rc = es_error_errno(ES_EIO, "cannot read folder '%s'", path.data);
-			break;
-		}
-		const char *name = e->d_name;
-		if (!strcmp(name, ".") || !strcmp(name, ".."))
-			continue;
-		struct stat st;
-		if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-			rc = es_error_errno(ES_EIO, "cannot stat '%s/%s'", path.data, name);
-			break;
-		}
-		es_buf_setlen(rel, base);
-		if ((base && (rc = es_buf_addc(rel, '/'))) || (rc = es_buf_adds(rel, name)))
-			break;
-		if (S_ISDIR(st.st_mode)) {
-			if ((rc = walk(root, rel, out)) != 0)
-				break;
-			continue;
-		}
-		if (S_ISLNK(st.st_mode) && fstatat(dirfd(d), name, &st, 0) != 0)
-			continue; /* a dangling link is not a file */
-		if (!S_ISREG(st.st_mode) || name[0] == '.' || name[0] == '_')
-			continue;
-		if ((rc = sources_add(out, rel->data)) != 0)
-			break;
-	}
-	es_buf_setlen(rel, base);
-	closedir(d);
-	es_buf_free(&path);
-	return rc;
+	(void)arg;
+	return name[0] != '.' && name[0] != '_';
+}
+
+static int take_part(const char *rel, void *arg)
+{
+	return sources_add(arg, rel);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -301,14 +258,9 @@ struct order {
 
 static int order_add(struct order *o, int64_t row, int64_t off, size_t len)
 {
-	if (o->n == o->cap) {
-		size_t cap = o->cap ? o->cap * 2 : 1024;
-		struct row_ix *v = realloc(o->v, cap * sizeof(*v));
-		if (!v)
-			return es_error(ES_ENOMEM, "out of memory");
-		o->v = v;
-		o->cap = cap;
-	}
+	int rc = es_grow(&o->v, &o->cap, o->n + 1, sizeof(*o->v));
+	if (rc)
+		return rc;
 	if (o->n && o->v[o->n - 1].row >= row)
 		o->sorted = 0;
 	o->v[o->n++] = (struct row_ix){ row, off, len };
@@ -466,9 +418,9 @@ static int find_sources(const char *export, struct sources *sources, int *single
 	}
 	if (!S_ISDIR(st.st_mode))
 		return es_error(ES_EINVAL, "Ray output is neither a file nor a folder: %s", export);
-	struct es_buf rel = ES_BUF_INIT;
-	int rc = walk(export, &rel, sources);
-	es_buf_free(&rel);
+	/* Like the reference's rglob: links to files count, linked folders are not entered. */
+	struct es_walk w = { want_part, take_part, sources, 1 };
+	int rc = es_walk_files(export, &w);
 	if (!rc && sources->n > 1)
 		qsort(sources->rel, sources->n, sizeof(char *), cmp_str);
 	return rc;

@@ -3,8 +3,9 @@
  */
 #include "eshard/proc.h"
 #include "eshard/buf.h"
+#include "eshard/clock.h"
+#include "eshard/env.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
 
 #include <dirent.h>
 #include <errno.h>

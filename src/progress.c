@@ -1,6 +1,7 @@
 #include "eshard/progress.h"
+#include "eshard/clock.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "eshard/number.h"
 
 #include <math.h>
 #include <pthread.h>

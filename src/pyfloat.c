@@ -7,7 +7,7 @@
  * format_repr() lays them out.
  */
 #include "eshard/pyfloat.h"
-#include "eshard/util.h"
+#include "eshard/number.h"
 
 #include <inttypes.h>
 #include <locale.h>

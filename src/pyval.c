@@ -150,22 +150,14 @@ static int py_str_repr(struct es_buf *b, const char *s, size_t len)
 struct pairs {
 	const struct es_ynode **kv; /* key, value, key, value, ... */
 	size_t n, cap;
-	int failed;
+	int failed;                 /* es_grow's error code, or 0 */
 };
 
 static int collect_pair(void *ctx, const struct es_ynode *k, const struct es_ynode *v)
 {
 	struct pairs *p = ctx;
-	if (p->n + 2 > p->cap) {
-		size_t nc = p->cap ? p->cap * 2 : 16;
-		const struct es_ynode **kv = realloc(p->kv, nc * sizeof(*kv));
-		if (!kv) {
-			p->failed = 1;
-			return 1;
-		}
-		p->kv = kv;
-		p->cap = nc;
-	}
+	if ((p->failed = es_grow(&p->kv, &p->cap, p->n + 2, sizeof(*p->kv))))
+		return 1;
 	p->kv[p->n++] = k;
 	p->kv[p->n++] = v;
 	return 0;
@@ -223,7 +215,7 @@ static int py_repr(struct es_buf *b, const struct es_ynode *n, int str_mode)
 		es_yaml_walk(n, collect_pair, &p);
 		if (p.failed) {
 			free(p.kv);
-			return es_error(ES_ENOMEM, "out of memory");
+			return p.failed; /* reported by es_grow */
 		}
 		int dedup = p.n / 2 <= DICT_DEDUP_MAX, first = 1;
 		rc = es_buf_addc(b, '{');

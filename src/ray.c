@@ -3,12 +3,12 @@
  * behaviour of `ray start`/`ray stop` this follows is in docs/dj-notes.md.
  */
 #include "eshard/ray.h"
-#include "eshard/cpus.h"
 #include "eshard/buf.h"
+#include "eshard/clock.h"
+#include "eshard/cpus.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/proc.h"
-#include "eshard/util.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -147,15 +147,10 @@ static int list_members(const struct es_ray_head *h, struct members *out)
 			continue;
 		if (!proc_has_token(m.pid, h->token))
 			continue;
-		if (out->n == out->cap) {
-			size_t cap = out->cap ? 2 * out->cap : 32;
-			struct member *nv = realloc(out->v, cap * sizeof(*nv));
-			if (!nv) {
-				closedir(d);
-				return es_error(ES_ENOMEM, "out of memory");
-			}
-			out->v = nv;
-			out->cap = cap;
+		int rc = es_grow(&out->v, &out->cap, out->n + 1, sizeof(*out->v));
+		if (rc) {
+			closedir(d);
+			return rc;
 		}
 		out->v[out->n++] = m;
 	}

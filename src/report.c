@@ -1,11 +1,11 @@
 #include "eshard/report.h"
-#include "eshard/jobview.h"
 #include "eshard/claim.h"
 #include "eshard/fs.h"
+#include "eshard/jobview.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
+#include "eshard/number.h"
 #include "eshard/status.h"
-#include "eshard/util.h"
 #include "json.h"
 #include "utf8.h"
 

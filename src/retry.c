@@ -1,10 +1,11 @@
 #include "eshard/retry.h"
 #include "eshard/claim.h"
+#include "eshard/clock.h"
+#include "eshard/crash.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/proc.h"
-#include "eshard/util.h"
 #include "json.h"
 #include "record.h"
 

@@ -2,9 +2,8 @@
 #include "eshard/buf.h"
 #include "eshard/linereader.h"
 #include "eshard/log.h"
+#include "eshard/walk.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -38,16 +37,11 @@ struct list {
 
 static int push(struct list *l, const char *root, const char *rel)
 {
-	if (l->n == l->cap) {
-		size_t nc = l->cap ? l->cap * 2 : 64;
-		void *p = realloc(l->v, nc * sizeof(*l->v));
-		if (!p)
-			return es_error(ES_ENOMEM, "out of memory listing input files");
-		l->v = p;
-		l->cap = nc;
-	}
+	int rc = es_grow(&l->v, &l->cap, l->n + 1, sizeof(*l->v));
+	if (rc)
+		return rc;
 	struct es_buf b = ES_BUF_INIT;
-	int rc = es_buf_printf(&b, "%s%s%s", root, strcmp(root, "/") ? "/" : "", rel);
+	rc = es_buf_printf(&b, "%s%s%s", root, strcmp(root, "/") ? "/" : "", rel);
 	char *r = strdup(rel);
 	if (rc || !r) {
 		es_buf_free(&b);
@@ -77,53 +71,22 @@ static int take(struct list *l, const char *root, const char *rel)
 	return 0;
 }
 
-static int walk(const char *root, struct es_buf *rel, struct list *l)
+/* The state es_walk_files hands to want and take: the list and the root it is below. */
+struct scan_walk {
+	struct list *l;
+	const char *root;
+};
+
+static int want_jsonl(const char *name, void *arg)
 {
-	struct es_buf dirpath = ES_BUF_INIT;
-	int rc = es_buf_printf(&dirpath, "%s%s%s", root, rel->len ? "/" : "", rel->data);
-	if (rc)
-		return rc;
-	DIR *d = opendir(dirpath.data);
-	if (!d) {
-		rc = es_error_errno(ES_EIO, "cannot read folder '%s'", dirpath.data);
-		es_buf_free(&dirpath);
-		return rc;
-	}
-	struct dirent *e;
-	size_t base = rel->len;
-	errno = 0;
-	while (!rc && (e = readdir(d)) != NULL) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		es_buf_setlen(rel, base);
-		if (base)
-			rc = es_buf_addc(rel, '/');
-		if (!rc)
-			rc = es_buf_adds(rel, e->d_name);
-		if (rc)
-			break;
-		struct es_buf full = ES_BUF_INIT;
-		struct stat lst, st;
-		rc = es_buf_printf(&full, "%s/%s", root, rel->data);
-		if (!rc && lstat(full.data, &lst) != 0)
-			rc = es_error_errno(ES_EIO, "cannot stat '%s'", full.data);
-		if (!rc && S_ISDIR(lst.st_mode)) {
-			rc = walk(root, rel, l);
-		} else if (!rc && es_scan_is_jsonl_name(e->d_name)) {
-			/* A symlink to a regular file counts; a dangling link or a link to a folder
-			 * is not a file. */
-			if (S_ISREG(lst.st_mode) || (S_ISLNK(lst.st_mode) && stat(full.data, &st) == 0 && S_ISREG(st.st_mode)))
-				rc = take(l, root, rel->data);
-		}
-		es_buf_free(&full);
-		errno = 0;
-	}
-	if (!rc && errno)
-		rc = es_error_errno(ES_EIO, "cannot read folder '%s'", dirpath.data);
-	closedir(d);
-	es_buf_setlen(rel, base);
-	es_buf_free(&dirpath);
-	return rc;
+	(void)arg;
+	return es_scan_is_jsonl_name(name);
+}
+
+static int take_walked(const char *rel, void *arg)
+{
+	struct scan_walk *s = arg;
+	return take(s->l, s->root, rel);
 }
 
 static int cmp_rel(const void *a, const void *b)
@@ -200,9 +163,10 @@ int es_scan_dataset(const char *dataset_path, unsigned flags, struct es_scan *ou
 	out->dataset_path = strdup(dataset_path);
 	if (S_ISDIR(st.st_mode)) {
 		out->media_root = strdup(dataset_path);
-		struct es_buf rel = ES_BUF_INIT;
-		rc = walk(dataset_path, &rel, &l);
-		es_buf_free(&rel);
+		/* The README's input rules: a link to a file counts, a linked folder is not entered. */
+		struct scan_walk s = { &l, dataset_path };
+		struct es_walk w = { want_jsonl, take_walked, &s, 1 };
+		rc = es_walk_files(dataset_path, &w);
 		if (!rc && l.n > 1)
 			qsort(l.v, l.n, sizeof(*l.v), cmp_rel);
 		if (!rc && (flags & ES_SCAN_COMPRESSED))

@@ -1,8 +1,10 @@
 #include "eshard/status.h"
+#include "eshard/buf.h"
 #include "eshard/claim.h"
+#include "eshard/clock.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "eshard/number.h"
 #include "json.h"
 #include "record.h"
 
@@ -422,6 +424,7 @@ static int host_cmp(const void *a, const void *b)
 	return strcmp(((const struct es_status_host *)a)->host, ((const struct es_status_host *)b)->host);
 }
 
+/* The slot of host in s, added when new; NULL when out of memory (reported). */
 static struct es_status_host *host_slot(struct es_status *s, const char *host)
 {
 	if (!host || !*host)
@@ -429,14 +432,14 @@ static struct es_status_host *host_slot(struct es_status *s, const char *host)
 	for (size_t i = 0; i < s->n_hosts; i++)
 		if (!strcmp(s->hosts[i].host, host))
 			return &s->hosts[i];
-	struct es_status_host *h = realloc(s->hosts, (s->n_hosts + 1) * sizeof(*h));
-	if (!h)
+	if (es_grow(&s->hosts, &s->cap_hosts, s->n_hosts + 1, sizeof(*s->hosts)))
 		return NULL;
-	s->hosts = h;
-	h = &s->hosts[s->n_hosts];
+	struct es_status_host *h = &s->hosts[s->n_hosts];
 	memset(h, 0, sizeof(*h));
-	if (!(h->host = strdup(host)))
+	if (!(h->host = strdup(host))) {
+		es_error(ES_ENOMEM, "out of memory collecting the status of host %s", host);
 		return NULL;
+	}
 	s->n_hosts++;
 	return h;
 }
@@ -490,7 +493,7 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 		}
 		struct es_status_host *h = host_slot(out, host);
 		if (!h) {
-			rc = es_error(ES_ENOMEM, "out of memory collecting the status of %s", m->job_dir);
+			rc = ES_ENOMEM; /* reported by host_slot */
 			break;
 		}
 		switch (r->state) {

@@ -11,9 +11,11 @@
  * death of the forking *thread*, not the process) gives reliably.
  */
 #include "eshard/attempt.h"
+#include "eshard/buf.h"
+#include "eshard/clock.h"
 #include "eshard/log.h"
+#include "eshard/number.h"
 #include "eshard/proc.h"
-#include "eshard/util.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -91,14 +93,12 @@ static long signal_descendants(int sig)
 	while ((de = readdir(d)) != NULL) {
 		if (!isdigit((unsigned char)de->d_name[0]))
 			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 512;
-			struct proc_entry *nv = realloc(v, nc * sizeof(*nv));
-			if (!nv)
-				break;
-			v = nv;
-			cap = nc;
-		}
+		/* Out of memory: the processes listed so far are still signalled, without a line. */
+		es_log_quiet_begin();
+		int rc = es_grow(&v, &cap, n + 1, sizeof(*v));
+		es_log_quiet_end();
+		if (rc)
+			break;
 		struct proc_entry e = { .pid = (pid_t)strtol(de->d_name, NULL, 10) };
 		if (read_stat(&e))
 			v[n++] = e;

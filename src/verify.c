@@ -1,11 +1,12 @@
 #include "eshard/verify.h"
+#include "eshard/clock.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/merge.h"
 #include "eshard/prepare.h"
 #include "eshard/status.h"
-#include "eshard/util.h"
+#include "eshard/stop.h"
 #include "json.h"
 #include "record.h"
 

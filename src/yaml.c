@@ -126,28 +126,13 @@ static void ydoc_free(struct es_ydoc *d)
 	memset(d, 0, sizeof(*d));
 }
 
-static int grow_array(void *arrp, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t nc = *cap ? *cap * 2 : 8;
-	while (nc < need)
-		nc *= 2;
-	void *p = realloc(*(void **)arrp, nc * elem);
-	if (!p)
-		return es_error(ES_ENOMEM, "out of memory while reading a YAML recipe");
-	*(void **)arrp = p;
-	*cap = nc;
-	return 0;
-}
-
 static int ynew(struct es_ydoc *d, enum es_ykind kind, const char *text, size_t len, const yaml_mark_t *m,
 		struct es_ynode **out)
 {
 	/* Every node made is part of the final tree, so the expanded count bounds them too. */
 	if (d->n_all >= ES_RECIPE_MAX_NODES)
 		return too_many_nodes(d);
-	int rc = grow_array(&d->all, &d->cap_all, d->n_all + 1, sizeof(*d->all));
+	int rc = es_grow(&d->all, &d->cap_all, d->n_all + 1, sizeof(*d->all));
 	if (rc)
 		return rc;
 	struct es_ynode *n = calloc(1, sizeof(*n) + len + 1);
@@ -607,7 +592,7 @@ static int attach(struct es_ydoc *d, struct es_ynode *n, size_t line, size_t col
 		d->root = n;
 		return 0;
 	}
-	int rc = grow_array(&p->kid, &p->cap, p->n + 1, sizeof(*p->kid));
+	int rc = es_grow(&p->kid, &p->cap, p->n + 1, sizeof(*p->kid));
 	if (rc)
 		return rc;
 	p->kid[p->n++] = n;
@@ -661,7 +646,7 @@ static int on_start(struct es_ydoc *d, yaml_event_t *ev)
 		return rc;
 	if (d->depth >= ES_RECIPE_MAX_DEPTH)
 		return too_deep(d);
-	if ((rc = grow_array(&d->stack, &d->cap_stack, d->depth + 1, sizeof(*d->stack))))
+	if ((rc = es_grow(&d->stack, &d->cap_stack, d->depth + 1, sizeof(*d->stack))))
 		return rc;
 	n->open = 1;
 	d->stack[d->depth++] = n;

@@ -36,6 +36,14 @@ void es_buf_setlen(struct es_buf *b, size_t len);
 /* Hand the bytes to the caller (malloc'd, NUL-terminated) and reset the buffer. */
 char *es_buf_detach(struct es_buf *b, size_t *len);
 
+/* Make room for need elements of elem bytes in a malloc'd array: arrp is the address of the
+ * array's pointer (&v, v NULL or malloc'd), *cap its capacity in elements. Nothing happens when
+ * need <= *cap; else the capacity doubles (from 16) until need fits, or becomes need itself when
+ * doubling once more would pass SIZE_MAX bytes. ES_ENOMEM with one error line when need elements
+ * would pass SIZE_MAX bytes or realloc fails; the array and *cap are then unchanged. The one way
+ * the library grows an array. */
+int es_grow(void *arrp, size_t *cap, size_t need, size_t elem);
+
 /* A NULL-terminated vector of malloc'd strings (an argv or an environment being built). */
 struct es_strv {
 	char **v;     /* NULL until the first push; then always NULL-terminated */

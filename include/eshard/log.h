@@ -10,19 +10,10 @@
 #ifndef ESHARD_LOG_H
 #define ESHARD_LOG_H
 
+#include "eshard/errcode.h"
+
 #include <stddef.h>
 
-enum es_code {
-	ES_OK = 0,
-	ES_EUSAGE = -2,    /* bad option or argument given by the user */
-	ES_EINVAL = -3,    /* bad input data, recipe or job state */
-	ES_EIO = -4,       /* a system call failed */
-	ES_ENOMEM = -5,    /* out of memory or past a documented size cap */
-	ES_EEXIST = -6,    /* something that must not exist does */
-	ES_ENOENT = -7,    /* something that must exist does not */
-	ES_EINTR = -8,     /* stopped by a signal */
-	ES_EINTERNAL = -9, /* a broken invariant: a bug */
-};
 
 /* Report an error once: prints it (unless quiet) and keeps it; returns code. */
 int es_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -53,9 +44,5 @@ void es_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The sticky line on stdout (for a terminal: the progress line redrawn in place, no newline);
  * NULL clears it. Only for a terminal: elsewhere print whole lines with es_say. */
 void es_say_sticky(const char *line);
-
-/* Exit status for a library result: 0 stays 0, a stop by signal N (ES_EINTR while the process
- * is stopping) 128+N, any other error 2 (docs/design.md#exit-codes). */
-int es_exit_code(int rc);
 
 #endif

@@ -117,7 +117,7 @@ struct es_status {
 	int64_t bad_times;          /* recorded times ignored as out of range (jobview.h "Clocks";
 	                             * es_jobview_load fills it, es_status_collect leaves 0) */
 	struct es_status_host *hosts; /* sorted by host name */
-	size_t n_hosts;
+	size_t n_hosts, cap_hosts;
 };
 
 /*

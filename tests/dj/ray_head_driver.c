@@ -11,10 +11,11 @@
  * (the message is on stderr and in D/error).
  */
 #include "eshard/buf.h"
+#include "eshard/clock.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
+#include "eshard/number.h"
 #include "eshard/ray.h"
-#include "eshard/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>

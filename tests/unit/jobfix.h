@@ -10,9 +10,9 @@
 #define ESHARD_TEST_JOBFIX_H
 
 #include "eshard/buf.h"
+#include "eshard/clock.h"
 #include "eshard/fs.h"
 #include "eshard/sha.h"
-#include "eshard/util.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -11,13 +11,13 @@
 #include "testlib.h"
 
 #include "eshard/attempt.h"
-#include "eshard/materialize.h"
-#include "eshard/template.h"
 #include "eshard/buf.h"
+#include "eshard/clock.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
+#include "eshard/materialize.h"
 #include "eshard/sha.h"
-#include "eshard/util.h"
+#include "eshard/template.h"
 
 #include <ctype.h>
 #include <dirent.h>

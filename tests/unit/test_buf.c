@@ -1,6 +1,7 @@
 /*
  * Unit tests of src/buf.c: the growable byte buffer with its hard cap (include/eshard/buf.h)
- * and es_strv, the NULL-terminated string vector.
+ * es_strv, the NULL-terminated string vector, and es_grow, the array growth with its overflow
+ * checks.
  */
 #include "testlib.h"
 
@@ -12,6 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The overflow cases of es_grow ask realloc for more than half the address space, which must
+ * fail with NULL; AddressSanitizer would rather abort the test, unless told to return NULL. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 
 /* A fresh buffer is the shared empty string: readable, NUL-terminated, nothing allocated. */
 static void test_init_is_empty(void)
@@ -379,6 +385,87 @@ static void test_strv_add_once(void)
 	es_strv_free(&a);
 }
 
+struct triple {
+	int64_t a, b, c;
+};
+
+/* From nothing: 16 elements, then doubling until need fits; the contents are kept, and a need
+ * that fits changes nothing. Any pointer type works through arrp. */
+static void test_grow(void)
+{
+	struct triple *v = NULL;
+	size_t cap = 0;
+	CHECK_INT_EQ(es_grow(&v, &cap, 0, sizeof(*v)), 0);
+	CHECK(v == NULL);
+	CHECK_INT_EQ(cap, 0);
+	CHECK_INT_EQ(es_grow(&v, &cap, 1, sizeof(*v)), 0);
+	CHECK(v != NULL);
+	CHECK_INT_EQ(cap, 16);
+	for (int i = 0; i < 16; i++)
+		v[i] = (struct triple){ i, -i, 7 * i };
+	struct triple *same = v;
+	CHECK_INT_EQ(es_grow(&v, &cap, 16, sizeof(*v)), 0);
+	CHECK(v == same);
+	CHECK_INT_EQ(cap, 16);
+	CHECK_INT_EQ(es_grow(&v, &cap, 17, sizeof(*v)), 0);
+	CHECK_INT_EQ(cap, 32);
+	CHECK_INT_EQ(es_grow(&v, &cap, 200, sizeof(*v)), 0);
+	CHECK_INT_EQ(cap, 256);
+	int kept = 1;
+	for (int i = 0; i < 16; i++)
+		kept &= v[i].a == i && v[i].b == -i && v[i].c == 7 * i;
+	CHECK(kept);
+	v[255].c = 1; /* the whole capacity is there (AddressSanitizer checks it) */
+	free(v);
+
+	/* A capacity that is not a power of two doubles from where it is. */
+	char *s = malloc(5);
+	cap = 5;
+	CHECK_INT_EQ(es_grow(&s, &cap, 6, 1), 0);
+	CHECK_INT_EQ(cap, 10);
+	free(s);
+}
+
+/* need elements that pass SIZE_MAX bytes, and a doubling that would pass it: ES_ENOMEM with one
+ * line, the array and its capacity unchanged (a multiplication that wrapped around would have
+ * asked realloc for a few bytes, or none, and "succeeded"). */
+static void test_grow_overflow(void)
+{
+	int64_t *v = malloc(4 * sizeof(*v));
+	size_t cap = 4;
+	v[3] = 42;
+	es_clear_error();
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_grow(&v, &cap, SIZE_MAX / sizeof(*v) + 1, sizeof(*v)), ES_ENOMEM);
+	es_log_quiet_end();
+	CHECK(strstr(es_last_error(), "would pass SIZE_MAX bytes") != NULL);
+	CHECK_INT_EQ(cap, 4);
+	CHECK_INT_EQ(v[3], 42);
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_grow(&v, &cap, SIZE_MAX, 2), ES_ENOMEM);
+	es_log_quiet_end();
+	CHECK_INT_EQ(cap, 4);
+
+	/* The capacity's double would pass SIZE_MAX bytes: the growth takes need itself, which
+	 * fits in size_t, and realloc refuses that much. */
+	struct triple *t = malloc(sizeof(*t));
+	t->a = 5;
+	size_t big = SIZE_MAX / sizeof(*t) / 2 + 1; /* a lie: only one element is allocated */
+	cap = big;
+	es_clear_error();
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_grow(&t, &cap, big + 1, sizeof(*t)), ES_ENOMEM);
+	es_log_quiet_end();
+	char want[128];
+	snprintf(want, sizeof(want), "out of memory growing an array to %zu elements of %zu bytes", big + 1,
+		 sizeof(*t));
+	CHECK_STR_EQ(es_last_error(), want);
+	CHECK_INT_EQ(cap, big);
+	CHECK_INT_EQ(t->a, 5);
+	free(t);
+	free(v);
+}
+
 int main(void)
 {
 	test_init_is_empty();
@@ -390,6 +477,8 @@ int main(void)
 	test_detach_free();
 	test_strv_push();
 	test_strv_pushf();
+	test_grow();
+	test_grow_overflow();
 	es_log_quiet_begin();
 	test_strv_sort_unique();
 	test_strv_add_once();

@@ -13,11 +13,12 @@
 
 #include "eshard/buf.h"
 #include "eshard/claim.h"
+#include "eshard/clock.h"
 #include "eshard/fs.h"
+#include "eshard/host.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/prepare.h"
-#include "eshard/util.h"
 #include "json.h"
 #include "record.h"
 

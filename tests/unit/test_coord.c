@@ -5,10 +5,11 @@
 #include "testlib.h"
 
 #include "eshard/buf.h"
+#include "eshard/clock.h"
 #include "eshard/coord.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
+#include "eshard/stop.h"
 #include "json.h"
 
 #include <signal.h>

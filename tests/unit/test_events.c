@@ -5,10 +5,11 @@
 #include "testlib.h"
 
 #include "eshard/buf.h"
+#include "eshard/clock.h"
 #include "eshard/events.h"
 #include "eshard/fs.h"
+#include "eshard/host.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
 #include "json.h"
 
 #include <fcntl.h>

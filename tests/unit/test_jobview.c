@@ -1,6 +1,7 @@
 /* jobview's rate and ETA rule (issue 10, item 3): work time is the union of the attempts'
  * spans, so the downtime between submissions is not counted; the window rate looks at the
  * recent spans only; no ETA for a terminal job or one where nothing runs. */
+#include "eshard/clock.h"
 #include "eshard/jobview.h"
 #include "testlib.h"
 #include "jobfix.h"

@@ -11,8 +11,8 @@
  */
 #include "testlib.h"
 
+#include "eshard/clock.h"
 #include "eshard/log.h"
-#include "eshard/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>

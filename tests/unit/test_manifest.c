@@ -5,7 +5,7 @@
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
-#include "eshard/util.h"
+#include "eshard/number.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -12,6 +12,7 @@
 #include <string.h>
 #include "jobfix.h"
 
+#include "eshard/clock.h"
 #include "eshard/log.h"
 #include "eshard/merge.h"
 #include "json.h"

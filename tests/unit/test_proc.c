@@ -8,9 +8,10 @@
 #include "testlib.h"
 
 #include "eshard/buf.h"
+#include "eshard/clock.h"
 #include "eshard/log.h"
+#include "eshard/number.h"
 #include "eshard/proc.h"
-#include "eshard/util.h"
 
 #include <dirent.h>
 #include <errno.h>

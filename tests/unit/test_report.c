@@ -11,6 +11,7 @@
 #include "testlib.h"
 #include "jobfix.h"
 
+#include "eshard/clock.h"
 #include "eshard/log.h"
 #include "eshard/report.h"
 

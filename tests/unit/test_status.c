@@ -7,6 +7,7 @@
 #include "testlib.h"
 #include "jobfix.h"
 
+#include "eshard/clock.h"
 #include "eshard/jobview.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"

@@ -6,11 +6,11 @@
  * anything is printed. stdout is captured to check the printed lines.
  */
 #include "testlib.h"
-#include "eshard/util.h"
 
 #include <pthread.h>
 #include "jobfix.h"
 
+#include "eshard/clock.h"
 #include "eshard/log.h"
 #include "eshard/verify.h"
 
