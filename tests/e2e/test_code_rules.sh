@@ -3,6 +3,7 @@
 #   - exactly one file of the library starts processes (src/proc.c);
 #   - MPI only in mpi/; no cJSON or libyaml type in the public headers;
 #   - only fs.c and the files of claim touch shared files with rename/link/O_EXCL/flock;
+#   - no path in a fixed char array in src/ or mpi/ (struct es_buf; jobpath.h in the job folder);
 #   - no sprintf, strcpy, strcat, strtok, atoi;
 #   - modules stay small: recipe.c under 900 lines, jsonl.c under 1,500, and no function over
 #     120 lines but the three hot parser functions;
@@ -24,6 +25,30 @@ shared=$(grep -lE '\b(rename|link|linkat|renameat2?|flock)\s*\(|O_EXCL' src/*.c 
   { grep -vxE 'src/(fs|claim|claim_[a-z]+)\.c' || true; } | tr '\n' ' ')
 [ -z "$shared" ] || fail "shared-file primitives outside fs.c and claim*.c: $shared"
 pass "rename, link, O_EXCL and flock only in fs.c and claim*.c"
+
+# A path is built in a struct es_buf, which grows, never in a fixed array that cuts it short or
+# needs a length check at every site (issue 33; the job folder's paths come from jobpath.h).
+# Only message buffers, by their names (msg, last_msg, line, what: log.c, prepare.c, attempt.c,
+# supervise.c), may be char arrays of 4096 or PATH_MAX bytes.
+check "no fixed path array (char x[4096] or x[PATH_MAX]) in src/ or mpi/" python3 - <<'PY'
+import glob, re, sys
+bad = []
+for f in sorted(glob.glob("src/*.[ch]") + glob.glob("mpi/*.[ch]")):
+    for n, line in enumerate(open(f, encoding="utf-8"), 1):
+        if not re.search(r"\bchar\b", line.split("//")[0]):
+            continue
+        for name in re.findall(r"(\w+)\s*\[\s*(?:4096|PATH_MAX)\s*\]", line):
+            if name not in ("msg", "last_msg", "line", "what"):
+                bad.append(f"{f}:{n}: char {name}[...]: build a path in a struct es_buf (jobpath.h in a job folder)")
+for b in bad:
+    print(b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+
+# The job folder's layout is typed out once, in jobpath (docs/job-folder.md, "Layout").
+! grep -nE '"[^"]*(state/(locks|done|failed|stale_locks|backups|events|history)|attempts/%)' src/*.c |
+  grep -v '^src/jobpath\.c:' | grep . || fail "a job-folder path typed out outside src/jobpath.c (use jobpath.h)"
+pass "the job folder's paths are built only by jobpath"
 
 ! grep -nE '\b(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets)\s*\(' src/*.c mpi/*.c | grep . ||
   fail "a banned function (sprintf, strcpy, strcat, strtok, atoi) is used"
