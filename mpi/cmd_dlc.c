@@ -22,6 +22,7 @@
 #include "eshard/crash.h"
 #include "eshard/fs.h"
 #include "eshard/host.h"
+#include "eshard/jobpath.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/merge.h"
@@ -196,7 +197,7 @@ static int prepare_phase(struct dlc *d)
 	const char *job_dir = d->cli.pc.o.job_dir;
 	struct es_buf manifest = ES_BUF_INIT;
 	int code = 0, rc = es_coord_result(&d->co, "prepare-result.json", &code);
-	if (rc == 0 && (rc = es_path_join(&manifest, job_dir, "manifest.json")) == 0) {
+	if (rc == 0 && (rc = es_path_join(&manifest, job_dir, ES_JOB_MANIFEST)) == 0) {
 		int before = es_fs_exists_fresh(manifest.data) == 1;
 		rc = es_coord_elect(&d->co, "prepare");
 		if (rc == 0)

@@ -4,6 +4,7 @@
 #include "eshard/buf.h"
 #include "eshard/clock.h"
 #include "eshard/fs.h"
+#include "eshard/jobpath.h"
 #include "eshard/jobview.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
@@ -22,7 +23,7 @@ static int preparing(const char *job_dir, struct es_buf *out)
 {
 	struct es_buf man = ES_BUF_INIT, stage = ES_BUF_INIT;
 	double idle = 0;
-	int yes = !es_path_join(&man, job_dir, "manifest.json") && es_fs_exists_fresh(man.data) == 0 &&
+	int yes = !es_path_join(&man, job_dir, ES_JOB_MANIFEST) && es_fs_exists_fresh(man.data) == 0 &&
 		  es_prepare_find_stage(job_dir, &stage, &idle) == 1;
 	if (yes)
 		es_buf_printf(out, "prepare is under way (stage folder %s, last change %.0f s ago)", stage.data, idle);

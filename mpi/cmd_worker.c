@@ -1,12 +1,15 @@
 #include "commands.h"
 
+#include "eshard/buf.h"
 #include "eshard/clock.h"
 #include "eshard/cpus.h"
+#include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/progress.h"
 #include "eshard/stop.h"
 #include "eshard/worker.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,15 +42,15 @@ volatile sig_atomic_t *stop_flag(void)
 
 const char *self_exe(void)
 {
-	static char path[PATH_MAX];
-	if (!path[0]) {
-		ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-		if (n <= 0)
-			snprintf(path, sizeof(path), "eshard-mpi");
-		else
-			path[n] = '\0';
+	/* Kept for the life of the process: children are started from it at any time. */
+	static struct es_buf path = ES_BUF_INIT;
+	if (!path.len) {
+		es_log_quiet_begin(); /* without /proc, the name is looked up in PATH */
+		if (es_fs_readlink(AT_FDCWD, "/proc/self/exe", &path) || !path.len)
+			es_buf_adds(&path, "eshard-mpi");
+		es_log_quiet_end();
 	}
-	return path;
+	return path.data;
 }
 
 size_t worker_cli_options(struct es_worker_opts *o, struct es_opt *opts)

@@ -7,6 +7,7 @@
 #include "eshard/clock.h"
 #include "eshard/fs.h"
 #include "eshard/host.h"
+#include "eshard/jobpath.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/sha.h"
@@ -207,7 +208,7 @@ static int manifest_is_new(const struct es_coord *c, const char *job_dir)
 int es_coord_wait_prepare(const struct es_coord *c, const char *job_dir, int manifest_before, int *code)
 {
 	struct es_buf manifest = ES_BUF_INIT;
-	int rc = es_path_join(&manifest, job_dir, "manifest.json");
+	int rc = es_path_join(&manifest, job_dir, ES_JOB_MANIFEST);
 	double t0 = es_time_mono();
 	while (!rc && !stopped(code)) {
 		if ((rc = es_coord_result(c, "prepare-result.json", code)) != 0)

@@ -2,6 +2,7 @@
 #include "eshard/clock.h"
 #include "eshard/fs.h"
 #include "eshard/host.h"
+#include "eshard/jobpath.h"
 #include "eshard/log.h"
 #include "json.h"
 
@@ -15,22 +16,27 @@ int es_events_open(struct es_events *e, const char *job_dir, const char *run_id)
 	char tok[33];
 	memset(e, 0, sizeof(*e));
 	e->fd = -1;
+	e->path = (struct es_buf)ES_BUF_INIT;
 	e->run_id = run_id;
 	if (es_fs_token(tok))
 		return 0;
-	snprintf(e->path, sizeof(e->path), "%s/state", job_dir);
+	struct es_buf dir = ES_BUF_INIT;
 	es_log_quiet_begin();
-	int made = es_fs_mkdir_nofollow(e->path, 0755);
-	es_log_quiet_end();
-	snprintf(e->path, sizeof(e->path), "%s/state/events", job_dir);
+	int rc = es_jobpath_events(&e->path, job_dir, es_hostname(), (long)getpid(), tok);
+	if (!rc)
+		rc = es_jobpath_join(&dir, job_dir, ES_JOB_STATE);
+	if (!rc)
+		rc = es_fs_mkdir_nofollow(dir.data, 0755);
 	/* Job folders of the reference have no events folder: make it (never through a link). The
 	 * log is a new file of this process alone (created exclusively, so never through a link). */
-	es_log_quiet_begin();
-	int rc = made ? made : es_fs_mkdir_nofollow(e->path, 0755);
-	snprintf(e->path, sizeof(e->path), "%s/state/events/%s.%d.%.8s.jsonl", job_dir, es_hostname(), (int)getpid(), tok);
 	if (!rc)
-		rc = es_fs_open_new(e->path, 0644, 0, &e->fd);
+		rc = es_jobpath_join(&dir, job_dir, ES_JOB_EVENTS);
+	if (!rc)
+		rc = es_fs_mkdir_nofollow(dir.data, 0755);
+	if (!rc)
+		rc = es_fs_open_new(e->path.data, 0644, 0, &e->fd);
 	es_log_quiet_end();
+	es_buf_free(&dir);
 	/* O_APPEND: one write() per line lands whole at the end, whoever else appends. */
 	if (!rc && fcntl(e->fd, F_SETFL, O_APPEND) != 0) {
 		close(e->fd);
@@ -39,7 +45,7 @@ int es_events_open(struct es_events *e, const char *job_dir, const char *run_id)
 	if (rc)
 		e->fd = -1;
 	if (e->fd < 0)
-		es_warning("cannot open event log '%s'; events of this worker are not recorded", e->path);
+		es_warning("cannot open event log '%s'; events of this worker are not recorded", e->path.data);
 	return 0;
 }
 
@@ -73,7 +79,7 @@ void es_events_write(struct es_events *e, const struct es_event *ev)
 		es_json_set_str(o, "run_id", e->run_id);
 	struct es_buf line = ES_BUF_INIT;
 	if (!es_json_dump(o, 0, &line) && write(e->fd, line.data, line.len) != (ssize_t)line.len)
-		es_warning("cannot append to event log '%s'", e->path);
+		es_warning("cannot append to event log '%s'", e->path.data);
 	es_buf_free(&line);
 	cJSON_Delete(o);
 }
@@ -83,4 +89,5 @@ void es_events_close(struct es_events *e)
 	if (e->fd >= 0)
 		close(e->fd);
 	e->fd = -1;
+	es_buf_free(&e->path);
 }

@@ -227,7 +227,7 @@ int es_fs_write_all(int fd, const void *data, size_t len, const char *what)
 
 /* The job folder boundary (fs.h es_fs_set_boundary): the resolved job folder, "" when none. */
 static pthread_mutex_t boundary_mu = PTHREAD_MUTEX_INITIALIZER;
-static char boundary[4096];
+static struct es_buf boundary = ES_BUF_INIT;
 
 void es_fs_set_boundary(const char *root)
 {
@@ -235,12 +235,13 @@ void es_fs_set_boundary(const char *root)
 	size_t n = root ? strlen(root) : 0;
 	while (n > 1 && root[n - 1] == '/')
 		n--;
-	if (n <= 1 || n >= sizeof(boundary))
-		n = 0; /* "/" or an unusable path: no boundary */
-	memcpy(boundary, root ? root : "", n);
-	boundary[n] = '\0';
+	es_buf_reset(&boundary);
+	if (n > 1 && es_buf_add(&boundary, root, n) != 0)
+		es_buf_reset(&boundary); /* "/" or a path we cannot hold: no boundary */
 	pthread_mutex_unlock(&boundary_mu);
 }
+
+static int walk_beneath(const char *path, const char *root, int *dfd, const char **name);
 
 /* The folder that holds path, for an operation on its last component: outside the boundary
  * *dfd is AT_FDCWD and *name is path (nothing changes); below it, *dfd is that folder opened
@@ -250,15 +251,27 @@ void es_fs_set_boundary(const char *root)
  * A link (or "..") is ES_EINVAL naming it; a missing folder is ES_ENOENT ("cannot open"). */
 static int beneath(const char *path, int *dfd, const char **name)
 {
-	char root[sizeof(boundary)];
 	pthread_mutex_lock(&boundary_mu);
-	memcpy(root, boundary, sizeof(root));
+	size_t rl = boundary.len;
+	int below = rl && !strncmp(path, boundary.data, rl) && path[rl] == '/';
 	pthread_mutex_unlock(&boundary_mu);
-	size_t rl = strlen(root);
 	*dfd = AT_FDCWD;
 	*name = path;
-	if (!rl || strncmp(path, root, rl) || path[rl] != '/')
+	if (!below)
 		return 0;
+	/* The boundary is path's own first rl bytes: a copy of them, not of the shared one. */
+	struct es_buf root = ES_BUF_INIT;
+	int rc = es_buf_add(&root, path, rl);
+	if (!rc)
+		rc = walk_beneath(path, root.data, dfd, name);
+	es_buf_free(&root);
+	return rc;
+}
+
+/* beneath() for a path below the boundary root. */
+static int walk_beneath(const char *path, const char *root, int *dfd, const char **name)
+{
+	size_t rl = strlen(root);
 	const char *last = strrchr(path, '/');
 	*name = last + 1;
 	int fd = open(root, ES_WALK_FLAGS);
@@ -994,6 +1007,40 @@ static void pop_component(struct es_buf *p)
 	p->data[p->len] = '\0';
 }
 
+int es_fs_getcwd(struct es_buf *out)
+{
+	es_buf_reset(out);
+	for (size_t size = 256;; size *= 2) {
+		int rc = es_buf_grow(out, size);
+		if (rc)
+			return rc;
+		if (getcwd(out->data, size + 1)) {
+			out->len = strlen(out->data); /* within the room grown above */
+			return 0;
+		}
+		if (errno != ERANGE)
+			return es_error_errno(ES_EIO, "cannot get the current folder");
+	}
+}
+
+int es_fs_readlink(int dirfd, const char *path, struct es_buf *out)
+{
+	es_buf_reset(out);
+	for (size_t size = 256;; size *= 2) {
+		int rc = es_buf_grow(out, size);
+		if (rc)
+			return rc;
+		ssize_t n = readlinkat(dirfd, path, out->data, size + 1);
+		if (n < 0)
+			return es_error_errno(ES_EIO, "cannot read link '%s'", path);
+		if ((size_t)n <= size) {
+			out->len = (size_t)n; /* within the room grown above; readlink adds no NUL */
+			out->data[n] = '\0';
+			return 0;
+		}
+	}
+}
+
 int es_fs_resolve(const char *path, struct es_buf *out)
 {
 	/* Walk the components like Python's posixpath._joinrealpath: each existing symlink is
@@ -1004,10 +1051,7 @@ int es_fs_resolve(const char *path, struct es_buf *out)
 	int rc = 0, links = 0;
 	es_buf_reset(out);
 	if (path[0] != '/') {
-		char cwd[PATH_MAX];
-		if (!getcwd(cwd, sizeof(cwd)))
-			return es_error_errno(ES_EIO, "cannot get the current folder");
-		rc = es_buf_adds(&todo, cwd);
+		rc = es_fs_getcwd(&todo);
 		if (!rc)
 			rc = es_buf_addc(&todo, '/');
 	}
@@ -1049,18 +1093,10 @@ int es_fs_resolve(const char *path, struct es_buf *out)
 			rc = es_error(ES_EINVAL, "too many levels of symbolic links in '%s'", path);
 			break;
 		}
-		char target[PATH_MAX];
-		ssize_t tl = readlink(out->data, target, sizeof(target) - 1);
-		if (tl < 0) {
-			rc = es_error_errno(ES_EIO, "cannot read link '%s'", out->data);
-			break;
-		}
-		target[tl] = '\0';
 		/* Replace the link by its target followed by what is left to do. */
-		es_buf_reset(&link);
-		rc = es_buf_add(&link, target, (size_t)tl);
-		if (!rc)
-			rc = es_buf_addc(&link, '/');
+		if ((rc = es_fs_readlink(AT_FDCWD, out->data, &link)) != 0)
+			break;
+		rc = es_buf_addc(&link, '/');
 		if (!rc)
 			rc = es_buf_add(&link, todo.data + pos, todo.len - pos);
 		if (rc)
@@ -1068,7 +1104,7 @@ int es_fs_resolve(const char *path, struct es_buf *out)
 		es_buf_setlen(out, before ? before : 1);
 		if (out->len == 0)
 			rc = es_buf_adds(out, "/");
-		if (target[0] == '/')
+		if (link.data[0] == '/')
 			es_buf_setlen(out, 1);
 		struct es_buf swap = todo;
 		todo = link;

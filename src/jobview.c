@@ -3,6 +3,7 @@
 #include "eshard/claim.h"
 #include "eshard/clock.h"
 #include "eshard/fs.h"
+#include "eshard/jobpath.h"
 #include "eshard/log.h"
 #include "eshard/number.h"
 #include "json.h"
@@ -212,7 +213,7 @@ static int add_attempt(struct es_jobview *r, const char *shard, const char *leaf
 	if (a->shard_index >= 0)
 		a->rows_in = r->m.shards[a->shard_index].rows;
 	struct es_buf p = ES_BUF_INIT;
-	es_buf_printf(&p, "%s/attempt.json", dir);
+	es_buf_printf(&p, "%s/" ES_ATTEMPT_JSON, dir);
 	cJSON *doc = load_object_quiet(p.data);
 	es_buf_free(&p);
 	if (doc) {
@@ -232,7 +233,7 @@ static int collect_attempts(struct es_jobview *r)
 {
 	struct es_strv shards = ES_STRV_INIT, leaves = ES_STRV_INIT;
 	struct es_buf base = ES_BUF_INIT, sdir = ES_BUF_INIT, adir = ES_BUF_INIT, aj = ES_BUF_INIT;
-	int rc = es_buf_printf(&base, "%s/attempts", r->m.job_dir);
+	int rc = es_jobpath_join(&base, r->m.job_dir, ES_JOB_ATTEMPTS);
 	if (!rc)
 		rc = list_dir(base.data, &shards);
 	for (size_t i = 0; !rc && i < shards.n; i++) {
@@ -246,7 +247,7 @@ static int collect_attempts(struct es_jobview *r)
 			es_buf_reset(&adir);
 			es_buf_reset(&aj);
 			es_buf_printf(&adir, "%s/%s", sdir.data, leaves.v[k]);
-			es_buf_printf(&aj, "%s/attempt.json", adir.data);
+			es_buf_printf(&aj, "%s/" ES_ATTEMPT_JSON, adir.data);
 			if (is_dir(adir.data) && es_fs_exists(aj.data) == 1)
 				rc = add_attempt(r, shards.v[i], leaves.v[k], adir.data);
 		}
@@ -329,7 +330,7 @@ static int collect_events(struct es_jobview *r)
 {
 	struct es_strv files = ES_STRV_INIT;
 	struct es_buf dir = ES_BUF_INIT, p = ES_BUF_INIT;
-	int rc = es_buf_printf(&dir, "%s/state/events", r->m.job_dir);
+	int rc = es_jobpath_join(&dir, r->m.job_dir, ES_JOB_EVENTS);
 	if (!rc)
 		rc = list_dir(dir.data, &files);
 	for (size_t i = 0; !rc && i < files.n; i++) {
@@ -408,13 +409,14 @@ static void resolve_times(struct es_jobview *r, struct es_jv_attempt *a)
 /* A running attempt whose shard lock still holds its token is live: it is drawn up to now. */
 static int attempt_is_live(const struct es_jobview *r, const struct es_jv_attempt *a)
 {
-	char path[4096];
+	struct es_buf path = ES_BUF_INIT;
 	struct es_lock_info li;
-	if (es_claim_lock_path(&r->m, a->shard, path, sizeof(path)))
-		return 0;
 	es_log_quiet_begin();
-	int rc = es_claim_lock_read(path, &li);
+	int rc = es_jobpath_lock(&path, r->m.job_dir, a->shard);
+	if (!rc)
+		rc = es_claim_lock_read(path.data, &li);
 	es_log_quiet_end();
+	es_buf_free(&path);
 	return !rc && li.exists && !li.terminal && !strcmp(li.token, a->token);
 }
 

@@ -1,6 +1,7 @@
 #include "eshard/manifest.h"
 #include "eshard/clock.h"
 #include "eshard/fs.h"
+#include "eshard/jobpath.h"
 #include "eshard/log.h"
 #include "eshard/number.h"
 #include "json.h"
@@ -153,12 +154,13 @@ static int load_inputs(const cJSON *doc, struct es_manifest *m, const char *path
  * is written below it). One readdir, the types from it where the file system gives them. */
 static int check_attempt_dirs(const char *jd)
 {
-	char p[4096], target[4096];
-	snprintf(p, sizeof(p), "%s/attempts", jd);
-	DIR *d = opendir(p);
-	if (!d)
-		return 0;
-	int rc = 0;
+	struct es_buf p = ES_BUF_INIT, target = ES_BUF_INIT;
+	int rc = es_jobpath_join(&p, jd, ES_JOB_ATTEMPTS);
+	DIR *d = rc ? NULL : opendir(p.data);
+	if (!d) {
+		es_buf_free(&p);
+		return rc;
+	}
 	struct dirent *e;
 	while (!rc && (e = readdir(d)) != NULL) {
 		struct stat st;
@@ -167,12 +169,15 @@ static int check_attempt_dirs(const char *jd)
 			link = S_ISLNK(st.st_mode);
 		if (!link)
 			continue;
-		ssize_t n = readlinkat(dirfd(d), e->d_name, target, sizeof(target) - 1);
-		target[n > 0 ? n : 0] = '\0';
+		es_log_quiet_begin(); /* a target that cannot be read is shown as '' */
+		es_fs_readlink(dirfd(d), e->d_name, &target);
+		es_log_quiet_end();
 		rc = es_error(ES_EINVAL, "Job folder entry %s/%s is a symbolic link to '%s'; eshard-mpi does not follow links out "
-			      "of a job folder: replace it by the real folder", p, e->d_name, target);
+			      "of a job folder: replace it by the real folder", p.data, e->d_name, target.data);
 	}
 	closedir(d);
+	es_buf_free(&p);
+	es_buf_free(&target);
 	return rc;
 }
 
@@ -180,31 +185,39 @@ static int check_attempt_dirs(const char *jd)
  * symbolic link, which eshard-mpi never makes (a planted one would send writes, or the records
  * merge trusts, out of the folder). Missing ones are fine (a reference job folder lacks
  * state/events; they are made when needed). */
+static int check_entry(const char *p, int is_dir)
+{
+	struct stat st;
+	if (lstat(p, &st) != 0)
+		return 0;
+	if (S_ISLNK(st.st_mode)) {
+		struct es_buf target = ES_BUF_INIT;
+		es_log_quiet_begin(); /* a target that cannot be read is shown as '' */
+		es_fs_readlink(AT_FDCWD, p, &target);
+		es_log_quiet_end();
+		int rc = es_error(ES_EINVAL, "Job folder entry %s is a symbolic link to '%s'; eshard-mpi does not follow links "
+				  "out of a job folder: replace it by the real %s", p, target.data, is_dir ? "folder" : "file");
+		es_buf_free(&target);
+		return rc;
+	}
+	if (is_dir != !!S_ISDIR(st.st_mode))
+		return es_error(ES_EINVAL, "Job folder entry %s is not a %s", p, is_dir ? "folder" : "regular file");
+	return 0;
+}
+
 static int check_layout(const char *jd)
 {
-	static const char *const dirs[] = { "shards", "attempts", "state", "state/locks", "state/done", "state/failed",
-					    "state/stale_locks", "state/history", "state/history/failed",
-					    "state/history/attempts", "state/history/claims", "state/events",
-					    "state/backups" };
-	static const char *const files[] = { "manifest.json", "recipe.yaml" };
-	char p[4096], target[4096];
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) + sizeof(files) / sizeof(files[0]); i++) {
-		int is_dir = i < sizeof(dirs) / sizeof(dirs[0]);
-		const char *name = is_dir ? dirs[i] : files[i - sizeof(dirs) / sizeof(dirs[0])];
-		snprintf(p, sizeof(p), "%s/%s", jd, name);
-		struct stat st;
-		if (lstat(p, &st) != 0)
-			continue;
-		if (S_ISLNK(st.st_mode)) {
-			ssize_t n = readlink(p, target, sizeof(target) - 1);
-			target[n > 0 ? n : 0] = '\0';
-			return es_error(ES_EINVAL, "Job folder entry %s is a symbolic link to '%s'; eshard-mpi does not follow links out "
-					"of a job folder: replace it by the real %s", p, target, is_dir ? "folder" : "file");
-		}
-		if (is_dir != !!S_ISDIR(st.st_mode))
-			return es_error(ES_EINVAL, "Job folder entry %s is not a %s", p, is_dir ? "folder" : "regular file");
-	}
-	return check_attempt_dirs(jd);
+	static const char *const files[] = { ES_JOB_MANIFEST, ES_JOB_RECIPE, NULL };
+	struct es_buf p = ES_BUF_INIT;
+	int rc = 0;
+	for (size_t i = 0; !rc && es_jobpath_folders[i]; i++)
+		if (!(rc = es_jobpath_join(&p, jd, es_jobpath_folders[i])))
+			rc = check_entry(p.data, 1);
+	for (size_t i = 0; !rc && files[i]; i++)
+		if (!(rc = es_jobpath_join(&p, jd, files[i])))
+			rc = check_entry(p.data, 0);
+	es_buf_free(&p);
+	return rc ? rc : check_attempt_dirs(jd);
 }
 
 static int load_doc(const cJSON *doc, const char *jd, struct es_manifest *m, const char *path)
@@ -250,7 +263,7 @@ int es_manifest_load(const char *job_dir, struct es_manifest *m)
 	cJSON *doc = NULL;
 	int rc = es_fs_resolve(job_dir, &jd);
 	if (!rc)
-		rc = es_path_join(&path, jd.data, "manifest.json");
+		rc = es_jobpath_join(&path, jd.data, ES_JOB_MANIFEST);
 	if (!rc) {
 		rc = es_json_load(path.data, &doc);
 		if (rc == ES_ENOENT)

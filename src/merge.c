@@ -2,6 +2,7 @@
 #include "eshard/clock.h"
 #include "eshard/crash.h"
 #include "eshard/fs.h"
+#include "eshard/jobpath.h"
 #include "eshard/jsonl.h"
 #include "eshard/linereader.h"
 #include "eshard/log.h"
@@ -274,7 +275,7 @@ static int write_merge_json(const struct es_manifest *m, const struct es_merge_r
 	rc = rc ? rc : es_json_set_str(o, "output_path", r->output);
 	rc = rc ? rc : es_json_set_int(o, "rows", r->rows);
 	rc = rc ? rc : es_json_set_str(o, "sha256", r->sha256);
-	rc = rc ? rc : es_path_join(&p, m->job_dir, "merge.json");
+	rc = rc ? rc : es_jobpath_join(&p, m->job_dir, ES_JOB_MERGE_RECORD);
 	if (!rc)
 		rc = es_json_write_atomic(p.data, o);
 	cJSON_Delete(o);
@@ -374,9 +375,9 @@ static int merge_shard(struct merger *g, size_t i, struct es_buf *dpath, struct 
 	const char *id = m->shards[i].id;
 	cJSON *rec = NULL;
 	es_proc_test_hook("ESHARD_TEST_HOOK_MERGE_SHARD");
-	es_buf_reset(dpath);
-	es_buf_printf(dpath, "%s/state/done/%s.json", m->job_dir, id);
-	int rc = es_record_load(m, "done", id, &rec);
+	int rc = es_jobpath_record(dpath, m->job_dir, "done", id);
+	if (!rc)
+		rc = es_record_load(m, "done", id, &rec);
 	if (rc == ES_ENOENT)
 		rc = es_error(ES_ENOENT, "Done record not found: %s", dpath->data);
 	if (rc)
@@ -405,15 +406,13 @@ static void sweep_debris(struct merger *g)
 	es_buf_printf(&prefix, "%s.", slash + 1);
 	es_log_quiet_begin();
 	es_fs_sweep_temps(dir.data, prefix.data, 1);
-	static const char *const inside[] = { "", "state/done", "state/failed" };
+	static const char *const inside[] = { "", ES_JOB_DONE, ES_JOB_FAILED };
 	for (size_t i = 0; i < sizeof(inside) / sizeof(inside[0]); i++) {
 		es_path_join(&dir, g->m.job_dir, inside[i]);
 		es_fs_sweep_temps(dir.data, NULL, 0);
 	}
 	for (size_t i = 0; i < g->m.n_shards; i++) {
-		es_buf_reset(&dir);
-		es_buf_printf(&dir, "%s/attempts/%s", g->m.job_dir, g->m.shards[i].id);
-		DIR *d = opendir(dir.data);
+		DIR *d = es_jobpath_attempts(&dir, g->m.job_dir, g->m.shards[i].id) ? NULL : opendir(dir.data);
 		struct dirent *e;
 		size_t base = dir.len;
 		while (d && (e = readdir(d)) != NULL) {

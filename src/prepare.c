@@ -15,6 +15,7 @@
 #include "eshard/cpus.h"
 #include "eshard/crash.h"
 #include "eshard/fs.h"
+#include "eshard/jobpath.h"
 #include "eshard/jsonl.h"
 #include "eshard/linereader.h"
 #include "eshard/log.h"
@@ -1497,7 +1498,7 @@ static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_f
 	es_json_set(m, "processor", processor_json(&o->processor));
 	cJSON *rec = cJSON_CreateObject();
 	es_json_set_str(rec, "sha256", f->recipe_sha);
-	es_json_set_str(rec, "snapshot_path", "recipe.yaml");
+	es_json_set_str(rec, "snapshot_path", ES_JOB_RECIPE);
 	if (f->config)
 		es_json_set_str(rec, "source_path", f->config);
 	else
@@ -1508,7 +1509,7 @@ static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_f
 	for (uint64_t k = 0; k < f->n; k++) {
 		es_prepare_shard_id(k, f->n, id, sizeof(id));
 		char path[96];
-		snprintf(path, sizeof(path), "shards/%s.jsonl", id);
+		snprintf(path, sizeof(path), ES_JOB_SHARDS "/%s.jsonl", id);
 		cJSON *s = cJSON_CreateObject();
 		es_json_set_str(s, "id", id);
 		es_json_set_int(s, "index", (int64_t)k);
@@ -1675,7 +1676,7 @@ static int existing_job_matches(const char *job_dir, const struct es_prepare_opt
 				struct job_diff *d)
 {
 	struct es_buf mp = ES_BUF_INIT;
-	es_path_join(&mp, job_dir, "manifest.json");
+	es_path_join(&mp, job_dir, ES_JOB_MANIFEST);
 	int exists = es_fs_exists(mp.data);
 	es_buf_free(&mp);
 	if (exists <= 0)
@@ -1988,7 +1989,7 @@ static int check_existing(const struct prep *P)
 #define PUBLISH_MARKER ".eshard-publish"
 /* The entries of a stage in the order a publish inside the job folder moves them: manifest.json
  * last, so that the folder is a job only once everything else is in it. */
-static const char *const stage_entries[] = { "recipe.yaml", "shards", "attempts", "state", "manifest.json" };
+static const char *const stage_entries[] = { ES_JOB_RECIPE, ES_JOB_SHARDS, ES_JOB_ATTEMPTS, ES_JOB_STATE, ES_JOB_MANIFEST };
 #define N_STAGE_ENTRIES (sizeof(stage_entries) / sizeof(stage_entries[0]))
 
 /* Is name "<prefix><32 lower-case hex><suffix>", the form of a stage folder or a temporary? */
@@ -2053,7 +2054,7 @@ static int finish_marked(struct prep *P)
 			   P->job_dir.data, P->job_dir.data, stage.data);
 	}
 	if (rc >= 0) {
-		es_path_join(&P->path, P->job_dir.data, "manifest.json");
+		es_path_join(&P->path, P->job_dir.data, ES_JOB_MANIFEST);
 		rc = es_fs_exists_fresh(P->path.data);
 		if (rc == 0)
 			rc = es_error(ES_EINVAL, "Job directory %s is half-published: its marker %s names the stage %s, which "
@@ -2083,7 +2084,7 @@ static int list_foreign(struct prep *P, int mount, struct es_strv *foreign, size
 		if (!strcmp(n, ".") || !strcmp(n, ".."))
 			continue;
 		int kind = fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) == 0 ? (int)(st.st_mode & S_IFMT) : 0;
-		if (!strcmp(n, "manifest.json") || !strcmp(n, PUBLISH_MARKER))
+		if (!strcmp(n, ES_JOB_MANIFEST) || !strcmp(n, PUBLISH_MARKER))
 			*job = 1;
 		else if ((kind == S_IFDIR && is_token_name(n, prefix.data, "")) ||
 		    (kind == S_IFREG && is_token_name(n, "." PUBLISH_MARKER ".", ".tmp")))
@@ -2118,7 +2119,7 @@ static int refuse_foreign(struct prep *P, const struct es_strv *f)
 static int examine_existing(struct prep *P)
 {
 	/* Opened, not looked up: a cached absence must not make a job folder look empty. */
-	es_path_join(&P->path, P->job_dir.data, "manifest.json");
+	es_path_join(&P->path, P->job_dir.data, ES_JOB_MANIFEST);
 	int rc = es_fs_exists_fresh(P->path.data);
 	if (rc == 0)
 		rc = finish_marked(P);
@@ -2360,14 +2361,14 @@ static int prep_count(struct prep *P)
  * (the manifest records its size, time and hash). */
 static int prep_write(struct prep *P)
 {
-	es_path_join(&P->path, P->stage.data, "recipe.yaml");
+	es_path_join(&P->path, P->stage.data, ES_JOB_RECIPE);
 	/* Without a recipe the snapshot is empty, so that the reference's workers, which hash
 	 * recipe.yaml against the manifest, accept the job (README "The job folder"). */
 	int rc = P->with_recipe ? es_fs_copy_file(P->config.data, P->path.data)
 				: es_fs_write_atomic(P->path.data, "", 0);
 	if (rc)
 		return rc;
-	es_path_join(&P->path, P->stage.data, "shards");
+	es_path_join(&P->path, P->stage.data, ES_JOB_SHARDS);
 	if (mkdir(P->path.data, 0755) != 0)
 		return es_error_errno(ES_EIO, "cannot create '%s'", P->path.data);
 	if (!(P->shards = calloc(P->n, sizeof(*P->shards))))
@@ -2390,17 +2391,15 @@ static int prep_write(struct prep *P)
 /* Step 11: the state folders and the manifest in the stage, then its one rename. */
 static int prep_publish(struct prep *P)
 {
-	static const char *const dirs[] = { "attempts", "state", "state/locks", "state/done", "state/failed",
-					    "state/stale_locks", "state/history", "state/history/failed",
-					    "state/history/attempts", "state/history/claims", "state/events",
-					    "state/backups" };
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		es_path_join(&P->path, P->stage.data, dirs[i]);
+	for (size_t i = 0; es_jobpath_folders[i]; i++) {
+		if (!strcmp(es_jobpath_folders[i], ES_JOB_SHARDS))
+			continue; /* written already */
+		es_path_join(&P->path, P->stage.data, es_jobpath_folders[i]);
 		if (mkdir(P->path.data, 0755) != 0)
 			return es_error_errno(ES_EIO, "cannot create '%s'", P->path.data);
 	}
 	/* The folders that got entries must reach the disk before the rename publishes them. */
-	static const char *const synced[] = { "shards", "state", "state/history" };
+	static const char *const synced[] = { ES_JOB_SHARDS, ES_JOB_STATE, ES_JOB_HISTORY };
 	int rc = 0;
 	for (size_t i = 0; !rc && i < sizeof(synced) / sizeof(synced[0]); i++) {
 		es_path_join(&P->path, P->stage.data, synced[i]);
@@ -2411,7 +2410,7 @@ static int prep_publish(struct prep *P)
 	struct job_facts facts = { P->job_dir.data, P->job_name, P->with_recipe ? P->config.data : NULL, P->recipe_sha, P->ray_address,
 				   &P->recipe, &P->scan, P->files, &P->p1, P->shards, P->n, P->warnings, P->n_warnings };
 	cJSON *man = build_manifest(P->o, &facts);
-	es_path_join(&P->path, P->stage.data, "manifest.json");
+	es_path_join(&P->path, P->stage.data, ES_JOB_MANIFEST);
 	rc = man ? es_json_write_atomic(P->path.data, man) : es_error(ES_ENOMEM, "out of memory");
 	cJSON_Delete(man);
 	if (rc || (rc = es_fs_fsync_dir(P->stage.data)))
@@ -2518,7 +2517,7 @@ static int newest_stage_in(const char *dir, const char *prefix, struct es_buf *s
 	while (!rc && d && (e = readdir(d)) != NULL) {
 		/* A prepare of this host that is gone will never publish: not under way. */
 		if (!is_token_name(e->d_name, prefix, "") || es_fs_temp_owner(e->d_name) == ES_TEMP_GONE ||
-		    es_path_join(&p, dir, e->d_name) || es_path_join(&shards, p.data, "shards"))
+		    es_path_join(&p, dir, e->d_name) || es_path_join(&shards, p.data, ES_JOB_SHARDS))
 			continue;
 		double a = newest_change(p.data), b = newest_change(shards.data), t = a > b ? a : b;
 		if (a < 0 || (*found && t <= *best))

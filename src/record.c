@@ -2,8 +2,8 @@
  * record: loading and checking done and failed records (see record.h).
  */
 #include "record.h"
-#include "eshard/claim.h"
 #include "eshard/fs.h"
+#include "eshard/jobpath.h"
 #include "eshard/log.h"
 
 #include <errno.h>
@@ -12,12 +12,9 @@
 #include <sys/stat.h>
 
 /* The fence's copy of the record, when the lock is a fence of that kind. */
-static int fence_copy(const struct es_manifest *m, const char *kind, const char *id, cJSON **out)
+static int fence_copy_at(const char *lock_path, const char *kind, const char *id, cJSON **out)
 {
-	char lock_path[4096];
-	int rc = es_claim_lock_path(m, id, lock_path, sizeof(lock_path));
-	if (rc)
-		return rc;
+	int rc;
 	struct stat st;
 	if (lstat(lock_path, &st) != 0 || !S_ISREG(st.st_mode))
 		return ES_ENOENT;
@@ -36,13 +33,19 @@ static int fence_copy(const struct es_manifest *m, const char *kind, const char 
 	return *out ? 0 : es_error(ES_ENOMEM, "out of memory reading the fence of %s", id);
 }
 
-int es_record_load(const struct es_manifest *m, const char *kind, const char *id, cJSON **out)
+static int fence_copy(const struct es_manifest *m, const char *kind, const char *id, cJSON **out)
 {
-	char p[4096];
-	*out = NULL;
-	int n = snprintf(p, sizeof(p), "%s/state/%s/%s.json", m->job_dir, kind, id);
-	if (n < 0 || (size_t)n >= sizeof(p))
-		return es_error(ES_EINVAL, "path too long for shard '%s'", id);
+	struct es_buf lock_path = ES_BUF_INIT;
+	int rc = es_jobpath_lock(&lock_path, m->job_dir, id);
+	if (!rc)
+		rc = fence_copy_at(lock_path.data, kind, id, out);
+	es_buf_free(&lock_path);
+	return rc;
+}
+
+/* es_record_load of the record at p. */
+static int load_at(const struct es_manifest *m, const char *p, const char *kind, const char *id, cJSON **out)
+{
 	struct stat st;
 	if (lstat(p, &st) == 0 && S_ISLNK(st.st_mode))
 		return es_error(ES_EINVAL, "Record %s is a symbolic link; eshard-mpi does not follow links in a job folder", p);
@@ -57,6 +60,17 @@ int es_record_load(const struct es_manifest *m, const char *kind, const char *id
 	return rc;
 }
 
+int es_record_load(const struct es_manifest *m, const char *kind, const char *id, cJSON **out)
+{
+	struct es_buf p = ES_BUF_INIT;
+	*out = NULL;
+	int rc = es_jobpath_record(&p, m->job_dir, kind, id);
+	if (!rc)
+		rc = load_at(m, p.data, kind, id, out);
+	es_buf_free(&p);
+	return rc;
+}
+
 int es_record_check_done(const struct es_manifest *m, const char *id, const cJSON *rec, struct es_buf *output,
 			 struct es_done_fields *f)
 {
@@ -66,8 +80,8 @@ int es_record_check_done(const struct es_manifest *m, const char *id, const cJSO
 	if (es_json_get_i64(rec, "size_bytes", &f->size_bytes))
 		f->size_bytes = -1;
 	if (!rel || !*rel || !f->sha256 || es_json_get_i64(rec, "rows", &f->rows))
-		return es_error(ES_EINVAL, "Done record for %s lacks output_path, rows or sha256: %s/state/done/%s.json", id,
-				m->job_dir, id);
+		return es_error(ES_EINVAL, "Done record for %s lacks output_path, rows or sha256: %s/" ES_JOB_DONE "/%s.json",
+				id, m->job_dir, id);
 	struct es_buf joined = ES_BUF_INIT;
 	int rc = rel[0] == '/' ? es_buf_adds(&joined, rel) : es_path_join(&joined, m->job_dir, rel);
 	if (!rc)

@@ -1,6 +1,7 @@
 #include "eshard/report.h"
 #include "eshard/claim.h"
 #include "eshard/fs.h"
+#include "eshard/jobpath.h"
 #include "eshard/jobview.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
@@ -711,7 +712,7 @@ static int log_tail(const struct html *h, const char *path, struct es_buf *out, 
 static void put_one_failure(struct html *h, const struct es_jobview *r, size_t i, struct es_buf *tail)
 {
 	const struct es_jv_attempt *a = &r->a[i];
-	char t[48], p[4200];
+	char t[48];
 	fmt_time(a->end, t, sizeof(t));
 	h_printf(h, "<h3 id=\"fail-%zu\">", i);
 	h_esc(h, a->shard);
@@ -722,8 +723,11 @@ static void put_one_failure(struct html *h, const struct es_jobview *r, size_t i
 		h_printf(h, "Exit code %lld. ", (long long)a->rc);
 	h_esc(h, why_of(a) ? why_of(a) : "(no error recorded)");
 	h_adds(h, "</p>\n");
-	snprintf(p, sizeof(p), "%s/process.log", a->dir);
-	int missing = 0, cut = log_tail(h, p, tail, &missing);
+	struct es_buf p = ES_BUF_INIT;
+	int missing = 1, cut = 0;
+	if (!es_path_join(&p, a->dir, ES_ATTEMPT_LOG))
+		cut = log_tail(h, p.data, tail, &missing);
+	es_buf_free(&p);
 	if (missing) {
 		h_adds(h, "<p class=\"note\">No process.log.</p>\n");
 		return;
@@ -792,11 +796,11 @@ static void put_first_line(struct html *h, const char *s)
  * the log of its attempt a (-1: none) when that says more. */
 static void put_reason(struct html *h, const struct es_jobview *r, const char *error, long a)
 {
-	char line[256] = "", p[4200];
-	if (a >= 0) {
-		snprintf(p, sizeof(p), "%s/process.log", r->a[a].dir);
-		es_fs_log_error_line(p, line, sizeof(line));
-	}
+	char line[256] = "";
+	struct es_buf p = ES_BUF_INIT;
+	if (a >= 0 && !es_path_join(&p, r->a[a].dir, ES_ATTEMPT_LOG))
+		es_fs_log_error_line(p.data, line, sizeof(line));
+	es_buf_free(&p);
 	const char *why = error ? error : a >= 0 ? why_of(&r->a[a]) : NULL;
 	put_first_line(h, why ? why : "(no error recorded)");
 	if (line[0] && !(why && strstr(why, line))) {

@@ -3,6 +3,7 @@
 #include "eshard/clock.h"
 #include "eshard/crash.h"
 #include "eshard/fs.h"
+#include "eshard/jobpath.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/proc.h"
@@ -71,15 +72,13 @@ static int selected(const char *id, int all_failed, const char *const *ids, size
  * moving the record and the fence)? 1 yes, 0 no, negative on error. */
 static int failed_state(const struct es_manifest *m, const char *id, struct es_buf *p)
 {
-	es_buf_reset(p);
-	es_buf_printf(p, "%s/state/failed/%s.json", m->job_dir, id);
-	int rc = es_fs_exists_fresh(p->data);
+	int rc = es_jobpath_record(p, m->job_dir, "failed", id);
+	if (!rc)
+		rc = es_fs_exists_fresh(p->data);
 	if (rc)
 		return rc;
 	struct es_lock_info li;
-	es_buf_reset(p);
-	es_buf_printf(p, "%s/state/locks/%s.lock", m->job_dir, id);
-	if ((rc = es_claim_lock_read(p->data, &li)))
+	if ((rc = es_jobpath_lock(p, m->job_dir, id)) || (rc = es_claim_lock_read(p->data, &li)))
 		return rc;
 	return li.exists && li.terminal && !strcmp(li.state, "failed");
 }
@@ -124,15 +123,15 @@ static int lock_allows(const struct es_manifest *m, const char *id, const struct
 static int check_target(const struct es_manifest *m, const char *id, struct es_buf *p)
 {
 	struct es_lock_info li;
-	es_buf_reset(p);
-	es_buf_printf(p, "%s/state/locks/%s.lock", m->job_dir, id);
-	int rc = es_claim_lock_read(p->data, &li);
+	int rc = es_jobpath_lock(p, m->job_dir, id);
+	if (!rc)
+		rc = es_claim_lock_read(p->data, &li);
 	if (!rc)
 		rc = lock_allows(m, id, &li, p->data);
+	if (!rc)
+		rc = es_jobpath_record(p, m->job_dir, "done", id);
 	if (rc)
 		return rc;
-	es_buf_reset(p);
-	es_buf_printf(p, "%s/state/done/%s.json", m->job_dir, id);
 	if ((rc = es_fs_exists_fresh(p->data)) < 0)
 		return rc;
 	if (rc == 1)
@@ -147,15 +146,24 @@ static int check_target(const struct es_manifest *m, const char *id, struct es_b
  * have claimed it; that claim, its lock and its attempt folder are left alone (*skipped). With
  * no lock at all (a reference job folder), only a failed fence that a worker made from the
  * record meanwhile is moved at the end, never a running lock. */
-static int requeue(const struct es_manifest *m, const char *id, struct es_buf *p, struct es_buf *q, int *skipped)
+/* Move k of requeue (0: the attempts, 1: the failed record, 2: the lock): from p to q. */
+static int move_paths(const struct es_manifest *m, size_t k, const char *id, const char *suffix, struct es_buf *p,
+		      struct es_buf *q)
 {
-	char tok[33], suffix[64], lock_path[4096];
+	static const char *const what[] = { "attempts", "failed", "claims" };
+	int rc = k == 0 ? es_jobpath_attempts(p, m->job_dir, id)
+		 : k == 1 ? es_jobpath_record(p, m->job_dir, "failed", id) : es_jobpath_lock(p, m->job_dir, id);
+	return rc ? rc : es_jobpath_history(q, m->job_dir, what[k], id, suffix);
+}
+
+static int requeue_at(const struct es_manifest *m, const char *id, const char *lock_path, struct es_buf *p,
+		      struct es_buf *q, int *skipped)
+{
+	char tok[33], suffix[64];
 	struct es_lock_info li;
 	int fd = -1;
 	*skipped = 0;
 	int rc = es_fs_token(tok);
-	if (!rc)
-		rc = es_claim_lock_path(m, id, lock_path, sizeof(lock_path));
 	if (!rc && (rc = es_claim_lock_hold(lock_path, &fd, &li)) == 1)
 		rc = 0;
 	if (!rc && (rc = failed_state(m, id, p)) == 0)
@@ -167,12 +175,7 @@ static int requeue(const struct es_manifest *m, const char *id, struct es_buf *p
 		return rc < 0 ? rc : 0;
 	}
 	snprintf(suffix, sizeof(suffix), "%lld.%s", (long long)es_time_epoch(), tok);
-	static const struct { const char *from, *to; } moves[] = {
-		{ "attempts/%s", "state/history/attempts/%s.%s" },
-		{ "state/failed/%s.json", "state/history/failed/%s.%s.json" },
-		{ "state/locks/%s.lock", "state/history/claims/%s.%s.lock" },
-	};
-	for (size_t k = 0; !rc && k < sizeof(moves) / sizeof(moves[0]); k++) {
+	for (size_t k = 0; !rc && k < 3; k++) {
 		if (k == 2 && fd < 0) {
 			/* No lock was held: move one only if it is a failed fence. */
 			if ((rc = es_claim_lock_hold(lock_path, &fd, &li)) < 0)
@@ -182,21 +185,26 @@ static int requeue(const struct es_manifest *m, const char *id, struct es_buf *p
 				break;
 			}
 		}
-		es_buf_reset(p);
-		es_buf_printf(p, "%s/", m->job_dir);
-		es_buf_printf(p, moves[k].from, id);
-		if ((rc = es_fs_exists(p->data)) < 0)
+		if ((rc = move_paths(m, k, id, suffix, p, q)) != 0 || (rc = es_fs_exists(p->data)) < 0)
 			break;
 		if (rc == 0)
 			continue;
-		es_buf_reset(q);
-		es_buf_printf(q, "%s/", m->job_dir);
-		es_buf_printf(q, moves[k].to, id, suffix);
 		if ((rc = es_fs_rename(p->data, q->data)))
 			break;
 		es_crash_point(k == 0 ? "retry-after-attempts" : k == 1 ? "retry-after-record" : "retry-after-fence");
 	}
 	es_claim_lock_unhold(fd);
+	return rc;
+}
+
+static int requeue(const struct es_manifest *m, const char *id, struct es_buf *p, struct es_buf *q, int *skipped)
+{
+	struct es_buf lock_path = ES_BUF_INIT;
+	*skipped = 0;
+	int rc = es_jobpath_lock(&lock_path, m->job_dir, id);
+	if (!rc)
+		rc = requeue_at(m, id, lock_path.data, p, q, skipped);
+	es_buf_free(&lock_path);
 	return rc;
 }
 
@@ -236,11 +244,9 @@ int es_retry_run(const char *job_dir, int all_failed, const char *const *ids, si
 		goto out;
 	}
 	qsort(targets, nt, sizeof(*targets), cmp_str);
-	const char *hist[] = { "state/history/failed", "state/history/attempts", "state/history/claims" };
+	const char *hist[] = { ES_JOB_HISTORY_FAILED, ES_JOB_HISTORY_ATTEMPTS, ES_JOB_HISTORY_CLAIMS };
 	for (size_t i = 0; i < sizeof(hist) / sizeof(hist[0]); i++) {
-		es_buf_reset(&p);
-		es_buf_printf(&p, "%s/%s", m.job_dir, hist[i]);
-		if ((rc = es_fs_mkdirs(p.data, 0755)))
+		if ((rc = es_jobpath_join(&p, m.job_dir, hist[i])) || (rc = es_fs_mkdirs(p.data, 0755)))
 			goto out;
 	}
 	/* Check every target before moving anything, so a refusal leaves the job untouched. */

@@ -3,6 +3,7 @@
 #include "eshard/claim.h"
 #include "eshard/clock.h"
 #include "eshard/fs.h"
+#include "eshard/jobpath.h"
 #include "eshard/log.h"
 #include "eshard/number.h"
 #include "json.h"
@@ -90,8 +91,9 @@ static int attempt_dir_of(const char *job_dir, const char *id, const char *rel, 
 {
 	if (!rel || rel[0] == '/' || strstr(rel, ".."))
 		return -1;
-	size_t lid = strlen(id);
-	if (strncmp(rel, "attempts/", 9) || strncmp(rel + 9, id, lid) || rel[9 + lid] != '/')
+	static const char prefix[] = ES_JOB_ATTEMPTS "/";
+	size_t lp = sizeof(prefix) - 1, lid = strlen(id);
+	if (strncmp(rel, prefix, lp) || strncmp(rel + lp, id, lid) || rel[lp + lid] != '/')
 		return -1;
 	const char *slash = strrchr(rel, '/');
 	es_buf_reset(out);
@@ -103,7 +105,7 @@ static cJSON *load_attempt(const char *dir)
 {
 	struct es_buf p = ES_BUF_INIT;
 	cJSON *a = NULL;
-	es_buf_printf(&p, "%s/attempt.json", dir);
+	es_buf_printf(&p, "%s/" ES_ATTEMPT_JSON, dir);
 	if (load_quiet(p.data, &a))
 		a = NULL;
 	es_buf_free(&p);
@@ -116,9 +118,7 @@ static int attempt_dir_by_number(const char *job_dir, const char *id, int64_t n,
 	char prefix[32];
 	int found = -1;
 	snprintf(prefix, sizeof(prefix), "%04lld-", (long long)n);
-	es_buf_reset(dir);
-	es_buf_printf(dir, "%s/attempts/%s", job_dir, id);
-	DIR *d = opendir(dir->data);
+	DIR *d = es_jobpath_attempts(dir, job_dir, id) ? NULL : opendir(dir->data);
 	if (!d)
 		return -1;
 	struct dirent *e;
@@ -147,7 +147,7 @@ static void problem_from_dir(const char *dir, int64_t n, struct es_shard_problem
 	if (!p->error && err)
 		p->error = strdup(err);
 	struct es_buf log = ES_BUF_INIT;
-	if (!es_buf_printf(&log, "%s/process.log", dir))
+	if (!es_buf_printf(&log, "%s/" ES_ATTEMPT_LOG, dir))
 		p->log_path = es_buf_detach(&log, NULL);
 	es_buf_free(&log);
 	cJSON_Delete(a);
@@ -222,14 +222,11 @@ static double claimed_epoch_of(const cJSON *doc)
 static int shard_paths(const struct es_manifest *m, const char *id, struct es_buf *done,
 		       struct es_buf *failed, struct es_buf *lock)
 {
-	es_buf_reset(done);
-	es_buf_reset(failed);
-	es_buf_reset(lock);
-	int rc = es_buf_printf(done, "%s/state/done/%s.json", m->job_dir, id);
+	int rc = es_jobpath_record(done, m->job_dir, "done", id);
 	if (!rc)
-		rc = es_buf_printf(failed, "%s/state/failed/%s.json", m->job_dir, id);
+		rc = es_jobpath_record(failed, m->job_dir, "failed", id);
 	if (!rc)
-		rc = es_buf_printf(lock, "%s/state/locks/%s.lock", m->job_dir, id);
+		rc = es_jobpath_lock(lock, m->job_dir, id);
 	return rc;
 }
 

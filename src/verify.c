@@ -1,6 +1,7 @@
 #include "eshard/verify.h"
 #include "eshard/clock.h"
 #include "eshard/fs.h"
+#include "eshard/jobpath.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/merge.h"
@@ -33,9 +34,8 @@ static int count_owners(const struct es_manifest *m, struct owner **out, size_t 
 	int rc = o ? 0 : es_error(ES_ENOMEM, "out of memory counting shard owners");
 	for (size_t i = 0; !rc && i < m->n_shards; i++) {
 		cJSON *rec = NULL;
-		es_buf_reset(&p);
-		es_buf_printf(&p, "%s/state/done/%s.json", m->job_dir, m->shards[i].id);
-		if ((rc = es_record_load(m, "done", m->shards[i].id, &rec)) == ES_ENOENT)
+		if ((rc = es_jobpath_record(&p, m->job_dir, "done", m->shards[i].id)) == 0 &&
+		    (rc = es_record_load(m, "done", m->shards[i].id, &rec)) == ES_ENOENT)
 			rc = es_error(ES_ENOENT, "Done record not found: %s", p.data);
 		if (rc)
 			break;

@@ -8,6 +8,7 @@
 #include "eshard/events.h"
 #include "eshard/fs.h"
 #include "eshard/host.h"
+#include "eshard/jobpath.h"
 #include "eshard/log.h"
 #include "eshard/manifest.h"
 #include "eshard/materialize.h"
@@ -76,8 +77,7 @@ struct worker {
 
 static int attempt_path(const struct worker *w, struct es_buf *out)
 {
-	es_buf_reset(out);
-	return es_buf_printf(out, "%s/%s/attempt.json", w->m.job_dir, w->c.attempt_rel);
+	return es_jobpath_in_attempt(out, w->m.job_dir, w->c.attempt_rel, ES_ATTEMPT_JSON);
 }
 
 static cJSON *load_attempt(const struct worker *w)
@@ -240,15 +240,16 @@ static int stopped(const struct es_worker_opts *o)
  * record: the primary won, or failed for good, or another attempt published. */
 static int backup_outrun(struct worker *w, size_t i)
 {
-	char lock_path[4096];
+	struct es_buf lock_path = ES_BUF_INIT;
 	struct es_lock_info li;
 	if (es_claim_marker_exists(&w->m, "done", w->m.shards[i].id) == 1)
 		return 1;
 	es_log_quiet_begin();
-	int rc = es_claim_lock_path(&w->m, w->m.shards[i].id, lock_path, sizeof(lock_path));
+	int rc = es_jobpath_lock(&lock_path, w->m.job_dir, w->m.shards[i].id);
 	if (!rc)
-		rc = es_claim_lock_read(lock_path, &li);
+		rc = es_claim_lock_read(lock_path.data, &li);
 	es_log_quiet_end();
+	es_buf_free(&lock_path);
 	return !rc && li.exists && li.terminal;
 }
 
@@ -358,7 +359,7 @@ static cJSON *result_json(const struct es_materialized *mat)
 static void log_error_line(const struct worker *w, char *out, size_t n)
 {
 	struct es_buf p = ES_BUF_INIT;
-	es_buf_printf(&p, "%s/%s/process.log", w->m.job_dir, w->c.attempt_rel);
+	es_jobpath_in_attempt(&p, w->m.job_dir, w->c.attempt_rel, ES_ATTEMPT_LOG);
 	es_fs_log_error_line(p.data, out, n);
 	es_buf_free(&p);
 }
@@ -424,7 +425,7 @@ static const char *finish_failure(struct worker *w, size_t i, cJSON *a, const ch
 		es_json_set_int(f, "last_attempt", w->c.attempt_number);
 		es_json_set_str(f, "last_error", error);
 		struct es_buf log = ES_BUF_INIT, rec = ES_BUF_INIT;
-		es_buf_printf(&log, "%s/process.log", w->c.attempt_rel);
+		es_jobpath_in_attempt(&log, NULL, w->c.attempt_rel, ES_ATTEMPT_LOG);
 		es_json_set_str(f, "last_log", log.data);
 		es_json_set_str(f, "shard_id", id);
 		es_json_set_str(f, "status", "failed");
@@ -594,7 +595,7 @@ static void shard_setup(struct shard_run *r, struct worker *w, size_t i)
 	r->sh = &w->m.shards[i];
 	r->input = r->adir = r->rel = r->numbered = (struct es_buf)ES_BUF_INIT;
 	es_buf_printf(&r->input, "%s/%s", w->m.job_dir, r->sh->path);
-	es_buf_printf(&r->adir, "%s/%s", w->m.job_dir, w->c.attempt_rel);
+	es_jobpath_join(&r->adir, w->m.job_dir, w->c.attempt_rel);
 	struct es_attempt_spec *s = &r->spec;
 	s->job_dir = w->m.job_dir;
 	s->job_id = w->m.job_id;
@@ -645,7 +646,7 @@ static int number_input(struct shard_run *r)
 		return 0;
 	int64_t rows = 0;
 	struct es_buf p = ES_BUF_INIT;
-	int rc = es_path_join(&p, r->adir.data, "input.jsonl");
+	int rc = es_path_join(&p, r->adir.data, ES_ATTEMPT_INPUT);
 	if (!rc)
 		rc = es_materialize_number_rows(r->input.data, p.data, &rows);
 	if (!rc && rows != r->sh->rows)
@@ -675,8 +676,7 @@ static int record_command(struct shard_run *r)
 		cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[k]));
 	es_argv_free(argv);
 	es_json_set(r->a, "command", cmd);
-	es_buf_reset(&r->rel);
-	es_buf_printf(&r->rel, "%s/ray-output.jsonl", r->w->c.attempt_rel);
+	es_jobpath_in_attempt(&r->rel, NULL, r->w->c.attempt_rel, ES_ATTEMPT_EXPORT);
 	es_json_set_str(r->a, "ray_export_path", r->rel.data);
 	save_attempt(r->w, r->a);
 	event(r->w, "start", r->i, r->sh->rows, r->sh->size_bytes, -1, NULL);
@@ -725,8 +725,7 @@ static int run_child(struct shard_run *r)
 		}
 	}
 	es_time_now_iso(r->now);
-	es_buf_reset(&r->rel);
-	es_buf_printf(&r->rel, "%s/processed.jsonl", w->c.attempt_rel);
+	es_jobpath_in_attempt(&r->rel, NULL, w->c.attempt_rel, ES_ATTEMPT_OUTPUT);
 	/* A clean exit goes on to publish, which is owner-checked: a stale takeover (the only
 	 * other writer of this attempt.json before our record) makes it fail, and every end but
 	 * a published one reads the file again (reload_attempt). So the clean exit keeps the

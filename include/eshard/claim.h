@@ -1,6 +1,8 @@
 /*
  * claim: lock files, leases and heartbeats, stale takeover, token checks
- * (docs/job-folder.md#locks-and-fences, docs/job-folder.md#claiming-a-shard).
+ * (docs/job-folder.md#locks-and-fences, docs/job-folder.md#claiming-a-shard). One module in
+ * four files: src/claim.c (the lock, the claim), claim_fence.c, claim_takeover.c and
+ * claim_backup.c, which share src/claim_parts.h.
  *
  * Who processes a shard is decided by O_CREAT|O_EXCL on state/locks/<id>.lock; whether a result
  * counts is decided by the token check done under flock() at publish time, so a worker whose
@@ -211,8 +213,8 @@ double es_claim_lease_of(const struct es_lock_info *li, double job_lease);
 int es_claim_lock_stale(const struct es_lock_info *li, double age_secs, double unchanged_secs,
 			const struct es_policy *p);
 
-/* Helpers shared with status and the worker. */
-int es_claim_lock_path(const struct es_manifest *m, const char *shard_id, char *out, size_t n);
+/* Does the shard's done or failed record (kind) exist, as the file server answers an open? 1
+ * yes, 0 no, negative on error. A lock's path comes from es_jobpath_lock (jobpath.h). */
 int es_claim_marker_exists(const struct es_manifest *m, const char *kind, const char *shard_id);
 
 #endif

@@ -12,9 +12,12 @@
 
 #include <stdint.h>
 
+#include "eshard/buf.h"
+
+/* Open with es_events_open (even when it fails) and give back with es_events_close. */
 struct es_events {
 	int fd;
-	char path[4096];
+	struct es_buf path;
 	const char *run_id;
 };
 

@@ -153,6 +153,11 @@ int es_fs_read_tail(const char *path, int max_lines, size_t max_bytes, struct es
  * "ValueError: ...", a logger's "ERROR", "error:", "Exception", "Killed"), else the last that
  * is not blank. Control bytes become '?' so that the line stays one line on a terminal. */
 void es_fs_log_error_line(const char *path, char *out, size_t n);
+/* The current folder, however long (getcwd(3) into a buffer that grows). */
+int es_fs_getcwd(struct es_buf *out);
+/* The target of the symbolic link at path (relative to dirfd, or AT_FDCWD), however long. 0, or
+ * ES_EIO after es_error() when it cannot be read (not a link, gone). */
+int es_fs_readlink(int dirfd, const char *path, struct es_buf *out);
 /* Like realpath(3), but a missing tail is allowed and normalized lexically: symlinks are
  * resolved component by component and ".." is applied after resolution (Python's
  * os.path.realpath(strict=False)). A relative path is taken against the CWD. */

@@ -88,21 +88,21 @@ static void test_open_names_file(void)
 	char prefix[2048];
 	snprintf(prefix, sizeof(prefix), "%s/state/events/%s.%d.", jd, es_hostname(), (int)getpid());
 	size_t pl = strlen(prefix);
-	CHECK(strncmp(e.path, prefix, pl) == 0);
-	const char *tok = e.path + (strlen(e.path) >= pl ? pl : 0);
+	CHECK(strncmp(e.path.data, prefix, pl) == 0);
+	const char *tok = e.path.data + (strlen(e.path.data) >= pl ? pl : 0);
 	int hex = strlen(tok) == 8 + strlen(".jsonl") && strcmp(tok + 8, ".jsonl") == 0;
 	for (int i = 0; hex && i < 8; i++)
 		hex = (tok[i] >= '0' && tok[i] <= '9') || (tok[i] >= 'a' && tok[i] <= 'f');
 	if (!CHECK(hex))
-		fprintf(stderr, "  path: %s\n", e.path);
+		fprintf(stderr, "  path: %s\n", e.path.data);
 	struct stat st;
-	CHECK(stat(e.path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0);
+	CHECK(stat(e.path.data, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0);
 
 	/* A second log of the same process is a file of its own. */
 	struct es_events f;
 	CHECK_INT_EQ(es_events_open(&f, jd, NULL), 0);
 	CHECK(f.fd >= 0);
-	CHECK(strcmp(e.path, f.path) != 0);
+	CHECK(strcmp(e.path.data, f.path.data) != 0);
 	es_events_close(&e);
 	es_events_close(&f);
 	CHECK_INT_EQ(e.fd, -1);
@@ -132,7 +132,7 @@ static void test_full_event(void)
 	es_events_write(&e, &ev);
 	double after = es_time_epoch();
 	struct es_buf text = ES_BUF_INIT, keys = ES_BUF_INIT;
-	read_all(e.path, &text);
+	read_all(e.path.data, &text);
 	CHECK_INT_EQ(count_char(text.data, text.len, '\n'), 1);
 	CHECK(text.len > 0 && text.data[text.len - 1] == '\n');
 	/* The one-line form (docs/job-folder.md#how-files-are-written): ", " and ": " separators. */
@@ -199,7 +199,7 @@ static void test_optional_fields(void)
 	es_events_write(&e, &c);
 
 	struct es_buf text = ES_BUF_INIT, keys = ES_BUF_INIT;
-	read_all(e.path, &text);
+	read_all(e.path.data, &text);
 	CHECK_INT_EQ(count_char(text.data, text.len, '\n'), 3);
 	cJSON *o = line_json(text.data, 0);
 	keys_of(o, &keys);
@@ -237,7 +237,7 @@ static void test_detail_escaped(void)
 	ev.detail = detail;
 	es_events_write(&e, &ev);
 	struct es_buf text = ES_BUF_INIT;
-	read_all(e.path, &text);
+	read_all(e.path.data, &text);
 	CHECK_INT_EQ(count_char(text.data, text.len, '\n'), 1);
 	CHECK_INT_EQ(count_char(text.data, text.len, '\r'), 0);
 	CHECK_INT_EQ(count_char(text.data, text.len, '\x01'), 0);
@@ -260,7 +260,7 @@ static void test_append_only(void)
 	CHECK_INT_EQ(es_events_open(&e, jd, NULL), 0);
 	struct es_event ev = blank_event("claim");
 	es_events_write(&e, &ev);
-	int fd = open(e.path, O_WRONLY | O_APPEND);
+	int fd = open(e.path.data, O_WRONLY | O_APPEND);
 	CHECK(fd >= 0);
 	CHECK_INT_EQ(write(fd, "{\"other\": 1}\n", 13), 13);
 	close(fd);
@@ -273,7 +273,7 @@ static void test_append_only(void)
 		es_events_write(&e, &ev);
 	}
 	struct es_buf text = ES_BUF_INIT;
-	read_all(e.path, &text);
+	read_all(e.path.data, &text);
 	CHECK_INT_EQ(count_char(text.data, text.len, '\n'), 2 + N);
 	cJSON *o = line_json(text.data, 0);
 	CHECK_STR_EQ(es_json_get_str(o, "event"), "claim");
@@ -363,10 +363,12 @@ static void test_write_after_close(void)
 	CHECK_INT_EQ(es_events_open(&e, jd, NULL), 0);
 	struct es_event ev = blank_event("claim");
 	es_events_write(&e, &ev);
+	char path[2048];
+	snprintf(path, sizeof(path), "%s", e.path.data); /* close gives the path back */
 	es_events_close(&e);
 	es_events_write(&e, &ev);
 	struct es_buf text = ES_BUF_INIT;
-	read_all(e.path, &text);
+	read_all(path, &text);
 	CHECK_INT_EQ(count_char(text.data, text.len, '\n'), 1);
 	es_buf_free(&text);
 }

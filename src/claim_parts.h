@@ -1,0 +1,71 @@
+/*
+ * claim_parts: what the files of module claim share, private to them.
+ *
+ * claim.c holds the lock file itself (reading, holding, the lease rule, the claim, heartbeat
+ * and release), claim_fence.c the terminal fences (publish, repair, the records a fence stands
+ * for), claim_takeover.c the stale takeover and claim_backup.c the backup attempts. They are
+ * one module cut into files only to keep each short: nothing outside them includes this.
+ */
+#ifndef ESHARD_CLAIM_PARTS_H
+#define ESHARD_CLAIM_PARTS_H
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "eshard/buf.h"
+#include "eshard/claim.h"
+#include "json.h"
+
+struct es_lease_obs {
+	int valid;
+	dev_t dev;
+	ino_t ino;
+	int64_t mtime_ns;
+	uint64_t content_hash;
+	double since_mono;   /* when this exact state was first seen */
+	/* The shard is terminal (its fence was seen, or written by us). Done fences are final
+	 * (retry refuses done shards, nothing removes them) and a failed one goes only by retry,
+	 * which no worker runs alongside: es_claim_try need not look again. Without this, a
+	 * worker scanning from the first shard made one open() per finished shard for every
+	 * claim, O(shards^2) in all, and on NFS each of them is a round trip. */
+	int terminal;
+	/* What the last look showed, for the backup rule (es_claim_seen). */
+	int running;
+	double claimed_at_epoch;
+	double done_secs;
+	char host[256];
+	char token[33];
+	double running_seen_mono; /* when a live running lock was last seen here (es_claim_seen) */
+};
+
+/* claim.c: the lock file. */
+int es_claim_open_lock(const char *path, int flags, int *fd);
+int es_claim_same_file(int fd, const char *path, struct stat *fst);
+int es_claim_lock_info_fd(int fd, const char *path, struct es_lock_info *li, cJSON **doc);
+int es_claim_lock_owned(const char *lock_path, const char *token, int nonblock, int *fd_out, cJSON **doc);
+void es_claim_unlock_close(int fd);
+cJSON *es_claim_lock_doc(const struct es_claimer *c, const char *shard_id);
+int es_claim_make_attempt(struct es_claimer *c, size_t i, cJSON *l);
+/* c->attempt_rel from c->attempt_number and c->token; a name that does not fit is an error. */
+int es_claim_set_attempt_rel(struct es_claimer *c, const char *id);
+
+/* claim_fence.c: terminal fences and the records they stand for. */
+int es_claim_inside_job(const struct es_manifest *m, const char *rel, struct es_buf *out);
+void es_claim_mark_recovered(const struct es_manifest *m, const char *ad, const char *state,
+			     const char *record, size_t len);
+int es_claim_rewrite_lock(int fd, const char *lock_path, const cJSON *doc, const char *crash_point);
+int es_claim_write_fence(int fd, const char *lock_path, cJSON *doc, const char *id, const char *state,
+			 const char *record, size_t record_len);
+char *es_claim_record_text(const struct es_manifest *m, const char *state, const char *id, size_t *len);
+int es_claim_visible_record(const struct es_manifest *m, const char *id, const char **state);
+int es_claim_fence_if_recorded(struct es_claimer *c, size_t i, const char *lock_path);
+
+/* claim_takeover.c: the lease rule as one claimer observes it, and the stale takeover. */
+int es_claim_observe(struct es_claimer *c, size_t i, const struct es_lock_info *li);
+int es_claim_try_takeover(struct es_claimer *c, size_t i, const char *lock_path);
+
+/* claim_backup.c: whether a backup carries a dead primary's shard. */
+int es_claim_backup_alive(const struct es_claimer *c, const char *id, const char *token);
+
+#endif
