@@ -4,7 +4,8 @@
  * rank 0 prepares; the outcome is broadcast and every rank stops with it if it failed; every
  * rank then claims shards through the shared-file locks (the locks, not MPI, decide who runs
  * what); the ranks agree that the job ended with an all-reduce of their exit codes; rank 0
- * verifies and merges; the final code is broadcast and every rank exits with it.
+ * verifies and merges; the final code is broadcast and every rank exits with it. A rank whose
+ * job folder cannot be reached any more leaves the work and waits for that end (leave_work).
  *
  * MPI is used only for these hand-offs (agree.c). Every wait is a non-blocking collective
  * polled with a short sleep: Open MPI busy-polls inside blocking collectives, and a waiting rank
@@ -73,7 +74,10 @@ static int parse_cli(int argc, char **argv, struct job_cli *c)
 		"itself: it returns 1 (the ranks still stop as below). Every rank exits with the same code:\n"
 		"0 PASS; 2 bad input, failed shards or failed verification; 128+signal when stopped\n"
 		"(SIGTERM on any rank stops all ranks and releases their claims, so running the same\n"
-		"command again resumes the job). A resubmission may change where things are on the nodes\n"
+		"command again resumes the job). A rank whose job folder cannot be reached (a dead mount)\n"
+		"leaves the work without stopping the others and exits with the job's code; if it is rank\n"
+		"0, nobody can verify or merge, and every rank exits 2 saying how to finish (strict mode:\n"
+		"every rank stops at once with 2). A resubmission may change where things are on the nodes\n"
 		"(--python, --dj-process, --dj-root, --ray-address: the manifest keeps its own); another\n"
 		"recipe, input, shard count or processor command is refused with each difference.",
 	};
