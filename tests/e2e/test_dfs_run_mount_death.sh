@@ -21,14 +21,18 @@ fakehosts_setup 4
 gluster_setup
 
 dfs_input 240
-# proc.sh, with each child's pid, host and input logged on local disk.
+# proc.sh, with each child's pid, host and input logged on local disk; on the host named in
+# $T/slow-host a shard takes 30 s, so that a child not stopped would outlive every check.
 cat >"$T/proc-log.sh" <<EOF2
 #!/bin/sh
 echo "\$\$ \$(hostname) \$2" >>$T/procs.log
-exec $T/proc.sh "\$@"
+secs=\$1
+shift
+[ "\$(hostname)" != "\$(cat $T/slow-host)" ] || secs=30
+exec $T/proc.sh "\$secs" "\$@"
 EOF2
 chmod +x "$T/proc-log.sh"
-: >"$T/procs.log"
+: >"$T/slow-host"
 COMMON=(--config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards 24)
 dfs_plain_run "$T/plain.jsonl"
 HB=1 LEASE=5
@@ -37,11 +41,12 @@ export FAKEHOSTS_GLUSTER=$GLUSTER_FAKEHOSTS
 export OMPI_MCA_orte_leave_session_attached=1
 
 # start_run JOB [MPIRUN OPTION...]: run -np 4 on the fake hosts in the background (stdout and
-# stderr in $T/run.out and $T/run.err, the launcher's pid in RUN_PID).
+# stderr in $T/run.out and $T/run.err, the launcher's pid in RUN_PID; procs.log emptied).
 start_run() {
   local job=$1
   shift
   ranks_reset
+  : >"$T/procs.log"
   # shellcheck disable=SC2086
   $MPIRUN $FAKEHOSTS_MPIRUN_ARGS "$@" -np 4 -npernode 1 "$T/rank.sh" "$BIN" run "${COMMON[@]}" \
     --process-cmd "$T/proc-log.sh 2 {input} {output}" --job-dir "$T/mnt/$job" --heartbeat-secs $HB \
@@ -51,20 +56,24 @@ start_run() {
 }
 # rank_on HOST: the rank that runs on HOST.
 rank_on() { grep -lx "$1" "$T"/ranks/host.* | sed 's/.*host\.//'; }
-# kill_under_shard HOST JOB: once HOST's rank has just claimed a shard, kill HOST's client;
-# sets SHARD, RANK and T0 (the time of the kill).
+# child_of HOST: the pid of HOST's last child of $SHARD (procs.log), or nothing.
+child_of() { awk -v h="$1" -v s="/$SHARD.jsonl" '$2 == h && index($3, s) { p = $1 } END { print p }' "$T/procs.log"; }
+# kill_under_shard HOST JOB: once HOST's rank holds a shard whose child runs (for 30 s: HOST is
+# made the slow host before the run), kill HOST's client; sets SHARD, RANK, CHILD and T0 (the kill's time).
 kill_under_shard() {
   local pid
   wait_for 20 test -n "$(rank_on "$1")"
   RANK=$(rank_on "$1")
   pid=$(cat "$T/ranks/pid.$RANK")
-  SHARD=
+  SHARD= CHILD=
   for _ in $(seq 1 600); do
-    SHARD=$(dfs_held_by "$GLUSTER_BRICK/$2" "$pid")
-    [ -z "$SHARD" ] || break
+    SHARD=$(dfs_held_by "$GLUSTER_BRICK/$2" "$pid" 20)
+    [ -z "$SHARD" ] || CHILD=$(child_of "$1")
+    [ -z "$CHILD" ] || break
     sleep 0.1
   done
-  [ -n "$SHARD" ] || { cat "$T/run.err"; fail "rank $RANK on $1 took no shard within 60 s"; }
+  [ -n "$CHILD" ] || { cat "$T/run.err"; fail "rank $RANK on $1 ran no shard within 60 s"; }
+  kill -0 "$CHILD" || fail "the child $CHILD of $SHARD on $1 ended before the kill"
   T0=$(now)
   kill -KILL "$(gluster_client_pid "$1")"
 }
@@ -80,13 +89,8 @@ wait_line() {
   done
   python3 -c "import sys; print('%.1f' % (float(sys.argv[1]) - float(sys.argv[2])))" "$(now)" "$T0"
 }
-# child_stopped HOST: HOST's child of $SHARD no longer runs.
-child_stopped() {
-  local child
-  child=$(awk -v h="$1" -v s="/$SHARD.jsonl" '$2 == h && index($3, s) { p = $1 } END { print p }' "$T/procs.log")
-  [ -n "$child" ] || fail "no child of $SHARD was logged on $1"
-  wait_for 5 sh -c "! kill -0 $child 2>/dev/null"
-}
+# child_stopped: the child that ran $SHARD when the mount was killed no longer runs.
+child_stopped() { wait_for 5 sh -c "! kill -0 $CHILD 2>/dev/null"; }
 # check_job JOB: every shard done once, no failed attempt or record, the output of local disk.
 check_job() {
   local job=$GLUSTER_BRICK/$1 attempts shards takeovers superseded done backups failed
@@ -99,11 +103,12 @@ check_job() {
 }
 
 # ---- 1. node2's mount dies: the job goes on and PASSes
+echo node2 >"$T/slow-host"
 start_run job1
 kill_under_shard node2 job1
 seen=$(grep -c " node2 " "$T/procs.log" || true)
 dt=$(wait_line $((HB + 5)) "[rank $RANK node2] ERROR: the job folder $T/mnt/job1 cannot be reached: Transport endpoint is not connected (errno 107)") || fail "rank $RANK did not say it lost the job folder in time"
-child_stopped node2
+child_stopped
 pass "node2's mount killed under $SHARD: rank $RANK said the folder and errno 107 after $dt s, its child stopped"
 rc=0
 wait_bounded 120 "$RUN_PID"
@@ -124,11 +129,12 @@ pass "node2 lost: the others took $SHARD over, PASS, every rank and mpirun exit 
 # ---- 2. rank 0's mount dies: the others finish; every rank ends with 2 and how to finish
 # RANKS_NOABORT: the ranks' own codes are recorded (Open MPI would end the others at the first).
 # shellcheck disable=SC2086
+echo node1 >"$T/slow-host"
 start_run job2 $RANKS_NOABORT
 kill_under_shard node1 job2
 [ "$RANK" = 0 ] || fail "node1 runs rank $RANK, expected 0"
 dt=$(wait_line $((HB + 5)) "[rank 0 node1] ERROR: the job folder $T/mnt/job2 cannot be reached: Transport endpoint is not connected (errno 107)") || fail "rank 0 did not say it lost the job folder in time"
-child_stopped node1
+child_stopped
 pass "node1's mount killed under $SHARD: rank 0 said the folder and errno 107 after $dt s, its child stopped"
 rc=0
 wait_bounded 120 "$RUN_PID"
