@@ -15,7 +15,7 @@
 /* Wait for a request without spinning on the core. A collective makes progress only while its
  * ranks call MPI_Test, and each of its rounds waits for the slowest poller: the pause stays
  * short (at most 10 ms; these waits last only while the ranks hand over). */
-static void wait_request(MPI_Request *r)
+static void wait_watching(MPI_Request *r, void (*watch)(void *), void *arg)
 {
 	int done = 0;
 	double pause = 0.001;
@@ -23,10 +23,17 @@ static void wait_request(MPI_Request *r)
 		MPI_Test(r, &done, MPI_STATUS_IGNORE);
 		if (done)
 			return;
+		if (watch)
+			watch(arg);
 		es_sleep(pause);
 		if (pause < 0.01)
 			pause *= 2;
 	}
+}
+
+static void wait_request(MPI_Request *r)
+{
+	wait_watching(r, NULL, NULL);
 }
 
 #if defined(MPICH_VERSION)
@@ -105,11 +112,11 @@ int agree_sum_int(int value)
 	return out;
 }
 
-void agree_max_doubles(const double *mine, double *out, int n)
+void agree_max_doubles(const double *mine, double *out, int n, void (*watch)(void *), void *arg)
 {
 	MPI_Request r;
 	MPI_Iallreduce(mine, out, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &r);
-	wait_request(&r);
+	wait_watching(&r, watch, arg);
 }
 
 void agree_allgather(const void *mine, void *all, int n)

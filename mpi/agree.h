@@ -34,8 +34,10 @@ void agree_bcast_bytes(void *buf, int n);
 int agree_max_int(int value);
 /* The sum of every rank's value. */
 int agree_sum_int(int value);
-/* The element-wise largest of every rank's n doubles, in one collective. */
-void agree_max_doubles(const double *mine, double *out, int n);
+/* The element-wise largest of every rank's n doubles, in one collective. watch (may be NULL)
+ * is called with arg between the polls: a rank that waits there for long (one that left the
+ * work early) must still act on its own stop signal. */
+void agree_max_doubles(const double *mine, double *out, int n, void (*watch)(void *), void *arg);
 
 /* Every rank's n bytes of mine, in rank order, into all (size * n bytes). */
 void agree_allgather(const void *mine, void *all, int n);

@@ -4,7 +4,8 @@
  * rank 0 prepares; the outcome is broadcast and every rank stops with it if it failed; every
  * rank then claims shards through the shared-file locks (the locks, not MPI, decide who runs
  * what); the ranks agree that the job ended with an all-reduce of their exit codes; rank 0
- * verifies and merges; the final code is broadcast and every rank exits with it.
+ * verifies and merges; the final code is broadcast and every rank exits with it. A rank whose
+ * job folder cannot be reached any more leaves the work and waits for that end (leave_work).
  *
  * MPI is used only for these hand-offs (agree.c). Every wait is a non-blocking collective
  * polled with a short sleep: Open MPI busy-polls inside blocking collectives, and a waiting rank
@@ -53,7 +54,13 @@ struct run {
 	char rid[128];
 	struct es_worker_result wres;
 	struct es_merge_follow *follow; /* rank 0: the merge while working */
+	int lost;                    /* elastic mode: this rank's job folder went away; it left the work */
 };
+
+/* The work code of a rank that lost the job folder (elastic mode): it left the work, and the
+ * job is judged by the others. Below every exit code, so that the largest code of the ranks
+ * is the others' (and RUN_LOST only when every rank lost the folder). */
+#define RUN_LOST (-1)
 
 /* Parse and check the options; returns -1 to go on, else the exit code. */
 static int parse_cli(int argc, char **argv, struct job_cli *c)
@@ -70,7 +77,10 @@ static int parse_cli(int argc, char **argv, struct job_cli *c)
 		"itself: it returns 1 (the ranks still stop as below). Every rank exits with the same code:\n"
 		"0 PASS; 2 bad input, failed shards or failed verification; 128+signal when stopped\n"
 		"(SIGTERM on any rank stops all ranks and releases their claims, so running the same\n"
-		"command again resumes the job). A resubmission may change where things are on the nodes\n"
+		"command again resumes the job). A rank whose job folder cannot be reached (a dead mount)\n"
+		"leaves the work without stopping the others and exits with the job's code; if it is rank\n"
+		"0, nobody can verify or merge, and every rank exits 2 saying how to finish (strict mode:\n"
+		"every rank stops at once with 2). A resubmission may change where things are on the nodes\n"
 		"(--python, --dj-process, --dj-root, --ray-address: the manifest keeps its own); another\n"
 		"recipe, input, shard count or processor command is refused with each difference.",
 	};
@@ -214,6 +224,24 @@ static int prepare_phase(struct run *r)
 	return code;
 }
 
+/* Elastic mode, the job folder went away under this rank (a dead mount; the worker said so in
+ * one error line, stopped its child and left its shard to the lease): the others can finish
+ * without it, so it does not stop them. It waits for them in the final collectives with the
+ * status RUN_LOST, which is no failure of the job, and exits with the job's code like every
+ * rank. Its own stop signal still stops every rank. In strict mode the job cannot pass without
+ * this rank's share, so work_phase stops every rank at once as for any rank that cannot work. */
+static int leave_work(struct run *r)
+{
+	r->lost = 1;
+	if (*stop_flag() && !r->ag.stopped_by_peer) {
+		agree_send_stop(&r->ag, 128 + (int)*stop_flag());
+		return 128 + (int)*stop_flag();
+	}
+	es_log_note("This rank leaves the work; the other ranks go on and take its shard over once its lease "
+		    "runs out. It exits with the job's code when they end");
+	return RUN_LOST;
+}
+
 /* Phase 2: every rank works until the job is terminal; returns this rank's exit code. */
 static int work_phase(struct run *r)
 {
@@ -235,7 +263,9 @@ static int work_phase(struct run *r)
 	int wrc = es_worker_run(&wo, &r->wres);
 	es_progress_stop(prog);
 	int wcode = wrc ? 2 : r->wres.exit_code;
-	if (wrc) {
+	if (wrc && r->wres.unreachable_errno && !r->cli->require_all) {
+		wcode = leave_work(r);
+	} else if (wrc) {
 		/* This rank cannot work (say the job folder is not mounted on its node). The job
 		 * fails anyway, so stop the others now; in strict mode they could never finish
 		 * without this rank's share and would wait forever. */
@@ -292,32 +322,110 @@ static void start_follow(struct run *r)
 	es_buf_free(&out);
 }
 
+/* What the ranks learn from each other once the work is over. */
+struct ending {
+	int agreed;                  /* the worst work code; RUN_LOST: every rank lost the job folder */
+	int all_done;                /* a rank's worker saw every shard done */
+	int lost0;                   /* rank 0 lost the job folder: nothing can be verified or merged */
+	int lost;                    /* how many ranks lost it */
+	double first_min, first_max; /* the first claims of the ranks (epoch; infinite: none) */
+};
+
+/* A rank that left the work waits in the final collective until the others end, maybe for
+ * hours: a stop signal there stops every rank, as anywhere else. */
+static void watch_stop(void *arg)
+{
+	struct run *r = arg;
+	if (r->lost && *stop_flag() && !r->ag.stop_sent && !agree_peer_stopped(&r->ag))
+		agree_send_stop(&r->ag, 128 + (int)*stop_flag());
+}
+
+/* The collectives at the end of the work: the worst code, whether a rank saw every shard done,
+ * whether rank 0 lost the job folder, the spread of the first claims (only ranks that claimed
+ * something count; the earliest is the largest negated time), and how many ranks lost it. */
+static void agree_ending(struct run *r, int wcode, struct ending *e)
+{
+	double first = r->wres.first_claim_epoch;
+	/* A rank whose worker ended with 0 saw every shard done (the ranks that wait out an
+	 * unsharded job ran none). */
+	int saw_done = !r->lost && !wcode && (!r->unsharded || r->ag.rank == 0);
+	double mine[5] = { (double)wcode, first > 0 ? -first : -INFINITY, first > 0 ? first : -INFINITY, saw_done,
+			   r->ag.rank == 0 && r->lost }, all[5];
+	agree_max_doubles(mine, all, 5, watch_stop, r);
+	e->agreed = (int)all[0];
+	e->first_min = -all[1];
+	e->first_max = all[2];
+	e->all_done = all[3] > 0;
+	e->lost0 = all[4] > 0;
+	e->lost = agree_sum_int(r->lost);
+}
+
+/* Rank 0 lost the job folder: nobody can verify or merge. The other ranks went on, so the work
+ * may be complete; every rank says so in one error line, with how to finish, and exits with
+ * the same code (2, or the others' own code when they failed or were stopped). */
+static int end_without_rank0(struct run *r, const struct ending *e)
+{
+	const char *job_dir = r->cli->pc.o.job_dir;
+	if (r->follow) {
+		es_merge_follow_abort(r->follow);
+		r->follow = NULL;
+	}
+	if (e->agreed == RUN_LOST) {
+		es_error(ES_EIO, "no rank can reach the job folder %s any more (see each rank's error): nothing was verified or merged; "
+			 "run this command again once it is mounted (the job resumes)", job_dir);
+		return 2;
+	}
+	if (!e->agreed && e->all_done) {
+		struct es_buf out = ES_BUF_INIT;
+		if (r->cli->output)
+			es_buf_printf(&out, " --output %s", r->cli->output);
+		es_error(ES_EIO, "rank 0 cannot reach the job folder %s, so the job was neither verified nor merged, although every shard "
+			 "is done; run 'eshard-mpi verify --job-dir %s%s' on a node that reaches it (or this run command again)",
+			 job_dir, job_dir, out.len ? out.data : "");
+		es_buf_free(&out);
+		return 2;
+	}
+	char codes[64] = "";
+	if (e->agreed > 0)
+		snprintf(codes, sizeof(codes), " (exit code %d on at least one rank)", e->agreed);
+	es_error(ES_EIO, "rank 0 cannot reach the job folder %s, and the job did not complete%s; 'eshard-mpi status --job-dir %s' "
+		 "on a node that reaches it says what is left, and this run command again resumes it", job_dir, codes, job_dir);
+	return e->agreed > 0 ? e->agreed : 2;
+}
+
+/* Rank 0 verifies and merges the job the ranks agree is done: the exit code. */
+static int verify_job(struct run *r, const struct ending *e)
+{
+	if (e->lost)
+		es_warning("%d rank(s) could not reach the job folder and left the work (see their errors); the other ranks "
+			   "took their shards over", e->lost);
+	struct es_buf out = ES_BUF_INIT;
+	job_output_path(r->cli, &out);
+	struct es_verify_result vr;
+	int final = es_exit_code(es_verify_run_follow(r->cli->pc.o.job_dir, out.data,
+						      r->cli->require_all ? (int)r->nodes : 1, r->follow, 1, &vr));
+	r->follow = NULL;
+	free(vr.output);
+	es_buf_free(&out);
+	return final;
+}
+
 /* Phase 3: the ranks agree how the work ended; rank 0 verifies and merges; all learn the code. */
 static int finalize_phase(struct run *r, int code, int wcode)
 {
-	/* One collective: the worst exit code, and the spread of the first claims (only ranks
-	 * that claimed something count; the earliest is the largest negated time). */
-	double first = r->wres.first_claim_epoch;
-	double mine[3] = { (double)wcode, first > 0 ? -first : -INFINITY, first > 0 ? first : -INFINITY }, all[3];
-	agree_max_doubles(mine, all, 3);
-	int agreed = (int)all[0];
-	double first_min = -all[1], first_max = all[2];
+	struct ending e;
+	agree_ending(r, wcode, &e);
 	if (r->ag.rank == 0)
 		es_crash_point("run-before-finalize");
 	/* The spread says how evenly the ranks started: with one rank there is none. */
-	if (r->ag.rank == 0 && r->ag.size > 1 && isfinite(first_min) && isfinite(first_max) && !code)
-		printf("First claims of the ranks were %.3f s apart\n", first_max - first_min);
-	int final = agreed;
+	if (r->ag.rank == 0 && r->ag.size > 1 && isfinite(e.first_min) && isfinite(e.first_max) && !code)
+		printf("First claims of the ranks were %.3f s apart\n", e.first_max - e.first_min);
+	if (e.lost0)
+		return end_without_rank0(r, &e); /* the same code on every rank, from the collective */
+	int agreed = e.agreed, final = agreed;
 	const char *job_dir = r->cli->pc.o.job_dir;
 	if (r->ag.rank == 0 && !agreed) {
-		struct es_buf out = ES_BUF_INIT;
-		job_output_path(r->cli, &out);
-		struct es_verify_result vr;
-		final = es_exit_code(es_verify_run_follow(job_dir, out.data, r->cli->require_all ? (int)r->nodes : 1,
-							  r->follow, 1, &vr));
-		r->follow = NULL;
-		free(vr.output);
-		es_buf_free(&out);
+		final = verify_job(r, &e);
 	} else if (r->ag.rank == 0 && agreed && !code) {
 		struct es_buf advice = ES_BUF_INIT;
 		job_print_summary(job_dir, *stop_flag() ? NULL : &advice);

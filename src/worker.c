@@ -54,7 +54,8 @@ struct worker {
 	int capped;                  /* --max-shards reached; waiting for the job's end */
 	int64_t done_here;           /* shards this worker completed */
 	long long work_left;         /* pending + stale shards at the last count; -1: not counted */
-	int broken;                  /* this node cannot start the processor: the error code */
+	int broken;                  /* this node cannot start the processor or reach the job folder: the code */
+	int unreachable_errno;       /* broken because the job folder stayed away: its errno */
 	double fs_failing_since;     /* steps fail transiently since (es_time_mono; 0: the last worked) */
 	char last_idle[256];
 	/* Backups (backup.h): the attempt in hand is one; the primary token each shard was last
@@ -206,6 +207,7 @@ static int ride_out(struct worker *w, double since, int err)
  * once its lease runs out (nobody refreshes it any more). Returns the code. */
 static int unreachable(struct worker *w, double since, int err)
 {
+	w->unreachable_errno = err;
 	w->broken = es_error(ES_EIO, "the job folder %s cannot be reached: %s (errno %d) for %.1f s; this worker stops, "
 				     "its shard (if any) goes to another worker when its lease runs out",
 			     w->m.job_dir, strerror(err), err, es_time_mono() - since);
@@ -260,8 +262,11 @@ static int backup_outrun(struct worker *w, size_t i)
 static int refresh_failed(struct tick_arg *t, int rc)
 {
 	int err;
-	if (!transient(rc, &err))
+	if (!transient(rc, &err)) {
+		es_warning("cannot refresh the lease of %s (%s); trying again at the next heartbeat", t->w->m.shards[t->i].id,
+			   es_last_error());
 		return 0;
+	}
 	double now = es_time_mono();
 	if (!t->io_since) {
 		t->io_since = t->w->fs_failing_since ? t->w->fs_failing_since : now;
@@ -269,7 +274,7 @@ static int refresh_failed(struct tick_arg *t, int rc)
 		t->io_errno = err;
 		t->io_seen = 1;
 		es_warning("cannot refresh the lease of %s (%s); retrying for up to %g s", t->w->m.shards[t->i].id,
-			   strerror(err), outage_budget(t->w));
+			   es_last_error(), outage_budget(t->w));
 	}
 	if (now - t->io_since < outage_budget(t->w))
 		return 0;
@@ -300,14 +305,26 @@ static int tick(void *arg)
 	}
 	/* A backup of this shard may have won: its done record is there. No backup starts before
 	 * the attempt is ES_BACKUP_MIN_EXTRA_SECS old, so short attempts never look. */
-	if (es_time_epoch() - w->c.claimed_at_epoch >= ES_BACKUP_MIN_EXTRA_SECS &&
-	    es_claim_yield(&w->c, t->i, w->c.token) == 1) {
-		t->superseded = 1;
-		return 1;
+	if (es_time_epoch() - w->c.claimed_at_epoch >= ES_BACKUP_MIN_EXTRA_SECS) {
+		/* Quiet: a look that fails is made again at the next tick, and an outage is said
+		 * once by the lease refresh below. */
+		es_log_quiet_begin();
+		int yielded = es_claim_yield(&w->c, t->i, w->c.token), err;
+		es_log_quiet_end();
+		if (yielded == 1) {
+			t->superseded = 1;
+			return 1;
+		}
+		if (yielded < 0 && !transient(yielded, &err))
+			es_warning("cannot look for another attempt's done record of %s (%s)", w->m.shards[t->i].id,
+				   es_last_error());
 	}
 	if (!beat && !t->io_since)
 		return 0;
+	/* Quiet: refresh_failed says what failed, once per outage for a transient error. */
+	es_log_quiet_begin();
 	int rc = es_claim_heartbeat(&t->w->c, t->i);
+	es_log_quiet_end();
 	if (rc == 1) {
 		t->lost = 1;
 		es_warning("lost the lease on %s (taken over by another worker); stopping its attempt", t->w->m.shards[t->i].id);
@@ -1468,14 +1485,23 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		}
 		if (stopped(o))
 			break;
-		if (try_backup(&w, res))
+		if (try_backup(&w, res)) {
+			/* A backup cut off by a dead mount ends the worker like a primary. */
+			if (w.unreachable_errno) {
+				rc = w.broken;
+				end = 1;
+				break;
+			}
 			continue;
+		}
 		end = idle(&w, res, &rc);
 		if (end && rc < 0 && !(rc = step_outage(&w, rc)))
 			end = 0;
 		else if (!end)
 			w.fs_failing_since = 0;
 	}
+	if (rc < 0 && w.unreachable_errno)
+		res->unreachable_errno = w.unreachable_errno;
 	if (!end && !rc && stopped(o)) {
 		res->stopped_by_signal = 1;
 		res->exit_code = 128 + (int)*o->stop_flag;

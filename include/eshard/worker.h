@@ -88,10 +88,17 @@ struct es_worker_result {
 	int64_t processed, failed;
 	double first_claim_epoch;    /* 0 when nothing was claimed */
 	int stopped_by_signal;
+	/* Nonzero when the worker stopped because the job folder could not be reached for the
+	 * whole outage budget (a dead mount): the errno of the outage (ENOTCONN, EIO, ESTALE).
+	 * es_worker_run then returned ES_EIO after its one error line; its child was stopped and
+	 * its shard, if it held one, goes to another worker once the lease runs out. The MPI run
+	 * tells this apart from a node that cannot work at all. */
+	int unreachable_errno;
 };
 
 void es_worker_opts_init(struct es_worker_opts *o);
-/* Returns 0 with res->exit_code set, or a negative error (bad job folder, I/O). */
+/* Returns 0 with res->exit_code set, or a negative error (bad job folder, I/O; a dead mount
+ * sets res->unreachable_errno). */
 int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res);
 
 #endif

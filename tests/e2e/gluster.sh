@@ -25,6 +25,7 @@
 #   gluster_brick_pid           the pid of the brick process (kill it: the server goes away)
 #   gluster_cli ARGS...         the gluster command, retried while another transaction of
 #                               glusterd (another test's) holds its lock
+#   dfs_held_by JOB PID [SECS]  the shard PID claimed less than SECS ago (see below)
 #
 # On exit, even on failure, every client of the volume that a test started is killed and the
 # volume stopped and deleted, before lib.sh removes $T.
@@ -111,6 +112,24 @@ wait_bounded() {
 }
 gluster_brick_pid() {
   gluster_cli volume status "$GLUSTER_VOL" | awk -v b="$GLUSTER_SERVER:$GLUSTER_BRICK" '$1 == "Brick" && $2 == b { print $NF }'
+}
+
+# dfs_held_by JOB PID [SECS]: the shard whose running lock process PID took less than SECS
+# (default 1) ago (so that its child, if it runs a few seconds, still runs for a while), or
+# nothing; JOB is read through the brick (the server's copy).
+dfs_held_by() {
+  python3 - "$1" "$2" "${3:-1}" <<'PY'
+import json, os, sys, time
+d = os.path.join(sys.argv[1], "state", "locks")
+for n in sorted(os.listdir(d) if os.path.isdir(d) else []):
+    try:
+        l = json.load(open(os.path.join(d, n)))
+    except Exception:
+        continue
+    if (l.get("pid") == int(sys.argv[2]) and l.get("status", "running") == "running"
+            and time.time() - l.get("claimed_at_epoch", 0) < float(sys.argv[3])):
+        print(l["shard_id"]); break
+PY
 }
 
 # dfs_counts JOB: "attempts shards takeovers superseded done_records backups failed_records"
