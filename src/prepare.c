@@ -1573,7 +1573,7 @@ static int prep_scan(struct prep *P)
 		return es_error(ES_ENOMEM, "out of memory");
 	size_t max_line = o->max_line_bytes ? o->max_line_bytes : ES_MAX_LINE_BYTES;
 	int threads = o_threads(o);
-	if (threads > 1 && !needs_order(o, r, &P->scan)) {
+	if ((threads > 1 || o->ranks) && !needs_order(o, r, &P->scan)) {
 		struct par_in in = { o, &P->scan, &jo, P->stage.data, max_line, threads, &P->bg.failed };
 		return es_prepare_par_pass1(&in, P->files, &P->p1, &P->pieces, &P->n_pieces);
 	}

@@ -12,6 +12,7 @@
  * says its error again, quietly, once they are counted.
  */
 #include "prepare_par.h"
+#include "eshard/cpus.h"
 #include "eshard/fs.h"
 #include "eshard/linereader.h"
 #include "eshard/log.h"
@@ -22,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -52,6 +54,7 @@ struct par {
 	size_t n_files;             /* the files planned (a file that cannot be planned ends them) */
 	struct prange *rs;
 	size_t n;
+	size_t lo, hi;              /* the ranges this process reads (the others: other ranks) */
 	atomic_size_t next;
 	atomic_size_t failed;       /* the first range that failed so far (n: none) */
 	atomic_ullong done_bytes;   /* stored bytes read, for the progress line */
@@ -62,6 +65,7 @@ struct par {
 	char *raw_msg, *norm_msg;
 	size_t raw_file;
 	char norm_sha[65];
+	char *probe;                /* with ranks: the stage's probe file (share_plan) */
 };
 
 /* A failure kept to be said later: its message, or the failure to keep it. */
@@ -220,7 +224,7 @@ static void *par_worker(void *arg)
 	struct es_jsonl *jl = es_jsonl_new(&P->jo);
 	for (;;) {
 		size_t i = atomic_fetch_add(&P->next, 1);
-		if (i >= P->n)
+		if (i >= P->hi)
 			break;
 		int rc = !jl ? es_error(ES_ENOMEM, "out of memory") : atomic_load(&P->failed) < i ? 1 : range_to_tmp(P, i, jl);
 		range_done(P, i, rc);
@@ -474,7 +478,7 @@ static void wait_ranges(struct par *P, double every, uint64_t total)
 {
 	double t0 = es_time_mono(), next = t0 + every;
 	pthread_mutex_lock(&P->mu);
-	while (P->n_done < P->n) {
+	while (P->n_done < P->hi - P->lo) {
 		if (every <= 0) {
 			pthread_cond_wait(&P->cv, &P->mu);
 			continue;
@@ -492,7 +496,7 @@ static void wait_ranges(struct par *P, double every, uint64_t total)
 			pthread_cond_timedwait(&P->cv, &P->mu, &ts);
 		}
 		double now = es_time_mono();
-		if (now < next || P->n_done >= P->n)
+		if (now < next || P->n_done >= P->hi - P->lo)
 			continue;
 		next = now + every;
 		double done = (double)atomic_load(&P->done_bytes), rate = done / (now - t0);
@@ -595,14 +599,408 @@ static void par_free(struct par *P)
 	free(P->rs);
 	free(P->raw_msg);
 	free(P->norm_msg);
+	free(P->probe);
 	pthread_mutex_destroy(&P->mu);
 	pthread_cond_destroy(&P->cv);
 }
 
-/* The size of each range: about eight per thread, so that threads that finish early find
- * more, within [1 MiB, 256 MiB] (a test build may ask for another with
+/* ---------------- the ranks of run ----------------
+ *
+ * The preparing rank's plan goes to every rank, each rank reads a slice of the ranges, and
+ * their counts come back (prepare.h, struct es_prepare_ranks). Both travel as bytes: unsigned
+ * integers of 8 bytes, least significant first, and strings as their length with the NUL
+ * (0: none) and their bytes, so that the ranks need not share a layout of structs. A rank's
+ * temporaries reach the preparing rank through the shared file system: they are closed
+ * before the counts are sent, and a network file system shows a file's bytes to whoever opens
+ * it after its writer closed it (close-to-open consistency).
+ */
+
+#define PLAN_MAGIC 0x65737031706c616eULL   /* "esp1plan" */
+#define COUNTS_MAGIC 0x65737031636e7473ULL /* "esp1cnts" */
+/* The file in the stage whose token every rank must read before the ranks share a plan. */
+#define PROBE_NAME ".ranks-probe"
+
+struct wr {
+	struct es_buf *b;
+	int rc;
+};
+
+static void put_u64(struct wr *w, uint64_t v)
+{
+	unsigned char x[8];
+	for (int i = 0; i < 8; i++)
+		x[i] = (unsigned char)(v >> (8 * i));
+	if (!w->rc)
+		w->rc = es_buf_add(w->b, x, sizeof(x));
+}
+
+static void put_str(struct wr *w, const char *s)
+{
+	size_t n = s ? strlen(s) + 1 : 0;
+	put_u64(w, n);
+	if (!w->rc && n)
+		w->rc = es_buf_add(w->b, s, n);
+}
+
+struct rd {
+	const unsigned char *p, *end;
+	int bad;
+};
+
+static uint64_t get_u64(struct rd *r)
+{
+	if (r->bad || r->end - r->p < 8) {
+		r->bad = 1;
+		return 0;
+	}
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)r->p[i] << (8 * i);
+	r->p += 8;
+	return v;
+}
+
+/* A string of the bytes (pointing into them), or NULL: none, or a bad one (r->bad). */
+static const char *get_str(struct rd *r)
+{
+	uint64_t n = get_u64(r);
+	if (r->bad || !n)
+		return NULL;
+	if ((uint64_t)(r->end - r->p) < n || r->p[n - 1] != '\0') {
+		r->bad = 1;
+		return NULL;
+	}
+	const char *s = (const char *)r->p;
+	r->p += n;
+	return s;
+}
+
+void es_prepare_rank_slice(size_t n, int size, int rank, size_t *lo, size_t *hi)
+{
+	/* Weights: 1 for rank 0, 2 for every other rank. */
+	unsigned __int128 w = 2 * (unsigned __int128)size - 1;
+	unsigned __int128 a = rank ? 2 * (unsigned __int128)rank - 1 : 0, b = 2 * (unsigned __int128)rank + 1;
+	*lo = (size_t)((unsigned __int128)n * a / w);
+	*hi = (size_t)((unsigned __int128)n * b / w);
+}
+
+static void put_strs(struct wr *w, const char *const *v, size_t n)
+{
+	put_u64(w, n);
+	for (size_t i = 0; i < n; i++)
+		put_str(w, v[i]);
+}
+
+/* The plan: what a rank needs to read any of the ranges as the preparing rank would. */
+static int encode_plan(const struct par *P, const char *stage, const char *token, struct es_buf *b)
+{
+	struct wr w = { b, 0 };
+	put_u64(&w, PLAN_MAGIC);
+	put_u64(&w, P->n);
+	put_str(&w, stage);
+	put_str(&w, token);
+	put_u64(&w, P->max_line);
+	put_u64(&w, (uint64_t)P->max_input);
+	put_u64(&w, (uint64_t)P->skip);
+	put_strs(&w, P->jo.media_keys, P->jo.n_media);
+	put_str(&w, P->jo.media_root);
+	put_strs(&w, P->jo.index_keys, P->jo.n_index);
+	put_u64(&w, P->n_files);
+	for (size_t f = 0; f < P->n_files; f++)
+		put_str(&w, P->scan->files[f].path);
+	for (size_t i = 0; i < P->n; i++) {
+		const struct prange *g = &P->rs[i];
+		put_u64(&w, g->r.file);
+		put_u64(&w, g->r.start);
+		put_u64(&w, g->r.end);
+		put_u64(&w, g->row0);
+		put_u64(&w, g->line0);
+		put_u64(&w, g->base);
+		put_u64(&w, (uint64_t)g->line0_known);
+	}
+	return w.rc ? es_error(ES_ENOMEM, "out of memory sharing the input ranges") : 0;
+}
+
+/* The head of a plan: its range count, stage folder and probe token. */
+static int plan_head(struct rd *r, size_t *n, const char **stage, const char **token)
+{
+	uint64_t magic = get_u64(r);
+	*n = (size_t)get_u64(r);
+	*stage = get_str(r);
+	*token = get_str(r);
+	if (r->bad || magic != PLAN_MAGIC || !*stage || !*token)
+		return es_error(ES_EINTERNAL, "the plan of the input ranges came malformed from the preparing rank");
+	return 0;
+}
+
+int es_prepare_plan_check(const void *plan, size_t len, size_t *n)
+{
+	struct rd r = { plan, (const unsigned char *)plan + len, 0 };
+	const char *stage, *token;
+	struct es_buf path = ES_BUF_INIT, got = ES_BUF_INIT;
+	es_log_quiet_begin();
+	int rc = plan_head(&r, n, &stage, &token);
+	if (!rc)
+		rc = es_path_join(&path, stage, PROBE_NAME);
+	if (!rc)
+		rc = es_fs_read_file(path.data, &got, 4096);
+	if (!rc && (got.len != strlen(token) || memcmp(got.data, token, got.len)))
+		rc = es_error(ES_EINVAL, "the stage folder's probe '%s' holds another token", path.data);
+	es_log_quiet_end();
+	es_buf_free(&path);
+	es_buf_free(&got);
+	return rc;
+}
+
+/* A plan as this rank reads it: the strings point into the plan's bytes. */
+struct plan {
+	struct es_scan scan;
+	const char **keys;          /* the media keys, then the index keys */
+	atomic_int abandon;         /* never set: only the preparing rank loads the recipe */
+};
+
+static const char **get_strs(struct rd *r, const char **keys, size_t *at, size_t *n, size_t cap)
+{
+	*n = (size_t)get_u64(r);
+	if (r->bad || *n > cap - *at) {
+		r->bad = 1;
+		return keys;
+	}
+	const char **v = keys + *at;
+	for (size_t i = 0; i < *n; i++)
+		v[i] = get_str(r);
+	*at += *n;
+	return v;
+}
+
+static int decode_ranges(struct rd *r, struct par *P, const char *stage)
+{
+	if (!(P->rs = calloc(P->n ? P->n : 1, sizeof(*P->rs))))
+		return es_error(ES_ENOMEM, "out of memory for the input ranges");
+	for (size_t i = 0; i < P->n && !r->bad; i++) {
+		struct prange *g = &P->rs[i];
+		g->r.file = (size_t)get_u64(r);
+		g->r.start = get_u64(r);
+		g->r.end = get_u64(r);
+		g->row0 = get_u64(r);
+		g->line0 = get_u64(r);
+		g->base = get_u64(r);
+		g->line0_known = get_u64(r) != 0;
+		if (g->r.file >= P->n_files || g->r.end < g->r.start)
+			r->bad = 1;
+		struct es_buf name = ES_BUF_INIT;
+		g->tmp = es_buf_printf(&name, "%s/.normalized.%zu.tmp", stage, i) ? NULL : es_buf_detach(&name, NULL);
+		es_buf_free(&name);
+		if (!g->tmp)
+			return es_error(ES_ENOMEM, "out of memory for the input ranges");
+	}
+	return 0;
+}
+
+/* The plan into P (and pl, which holds what P points to). */
+static int decode_plan(const void *plan, size_t len, struct plan *pl, struct par *P)
+{
+	struct rd r = { plan, (const unsigned char *)plan + len, 0 };
+	const char *stage, *token;
+	int rc = plan_head(&r, &P->n, &stage, &token);
+	if (rc)
+		return rc;
+	P->max_line = (size_t)get_u64(&r);
+	P->max_input = (int64_t)get_u64(&r);
+	P->skip = (int)get_u64(&r);
+	size_t cap = len / 8, at = 0; /* every string takes at least 8 bytes of the plan */
+	if (!(pl->keys = calloc(cap ? cap : 1, sizeof(*pl->keys))))
+		return es_error(ES_ENOMEM, "out of memory for the input ranges");
+	P->jo.media_keys = get_strs(&r, pl->keys, &at, &P->jo.n_media, cap);
+	P->jo.media_root = get_str(&r);
+	P->jo.index_keys = get_strs(&r, pl->keys, &at, &P->jo.n_index, cap);
+	P->n_files = (size_t)get_u64(&r);
+	if (r.bad || P->n_files > cap || !(pl->scan.files = calloc(P->n_files ? P->n_files : 1, sizeof(*pl->scan.files))))
+		return r.bad ? es_error(ES_EINTERNAL, "the plan of the input ranges came malformed from the preparing rank")
+			     : es_error(ES_ENOMEM, "out of memory for the input ranges");
+	for (size_t f = 0; f < P->n_files; f++)
+		if (!(pl->scan.files[f].path = (char *)get_str(&r)))
+			r.bad = 1;
+	pl->scan.n_files = P->n_files;
+	P->scan = &pl->scan;
+	if (!(rc = decode_ranges(&r, P, stage)) && r.bad)
+		rc = es_error(ES_EINTERNAL, "the plan of the input ranges came malformed from the preparing rank");
+	return rc;
+}
+
+/* The counts of ranges [lo, hi); fail (with msg): every one of them failed so. */
+static int encode_counts(const struct par *P, size_t lo, size_t hi, int fail, const char *msg, struct es_buf *b)
+{
+	struct wr w = { b, 0 };
+	put_u64(&w, COUNTS_MAGIC);
+	put_u64(&w, lo);
+	put_u64(&w, hi);
+	for (size_t i = lo; i < hi; i++) {
+		const struct prange *g = fail ? NULL : &P->rs[i];
+		put_u64(&w, (uint64_t)(int64_t)(g ? g->rc : fail));
+		put_u64(&w, g ? (uint64_t)g->skipped : 0);
+		put_u64(&w, g ? g->lines : 0);
+		put_u64(&w, g ? g->rows : 0);
+		put_u64(&w, g ? g->out : 0);
+		put_u64(&w, g ? g->f.bad : 0);
+		put_u64(&w, g ? g->p1.bad : 0);
+		put_u64(&w, g ? g->p1.n_first : 0);
+		for (size_t k = 0; g && k < g->p1.n_first; k++) {
+			put_u64(&w, g->p1.first[k].lineno);
+			put_str(&w, g->p1.first[k].reason);
+		}
+		put_str(&w, g ? g->msg : msg);
+	}
+	return w.rc ? es_error(ES_ENOMEM, "out of memory sending the counts of the input ranges") : 0;
+}
+
+int es_prepare_ranges_run(const void *plan, size_t len, size_t lo, size_t hi, int64_t threads, struct es_buf *counts)
+{
+	struct plan pl;
+	struct par P;
+	memset(&pl, 0, sizeof(pl));
+	memset(&P, 0, sizeof(P));
+	pthread_mutex_init(&P.mu, NULL);
+	pthread_cond_init(&P.cv, NULL);
+	int rc = decode_plan(plan, len, &pl, &P);
+	if (!rc && (lo > hi || hi > P.n))
+		rc = es_error(ES_EINTERNAL, "ranges %zu to %zu asked of a plan of %zu", lo, hi, P.n);
+	if (!rc) {
+		P.abandon = &pl.abandon;
+		P.lo = lo;
+		P.hi = hi;
+		atomic_store(&P.next, lo);
+		atomic_store(&P.failed, P.n);
+		int t = threads > 0 ? (threads > 1024 ? 1024 : (int)threads) : es_cpus_usable(1);
+		on_threads(hi - lo < (size_t)t ? (int)(hi - lo) : t, par_worker, &P);
+		es_crash_point("prepare-rank-ranges"); /* a rank other than the preparing one, its ranges read */
+	}
+	es_buf_reset(counts);
+	char *msg = rc ? keep_msg() : NULL;
+	int erc = encode_counts(&P, lo, hi, rc, msg ? msg : "out of memory", counts);
+	free(msg);
+	free(pl.keys);
+	free(pl.scan.files);
+	par_free(&P);
+	return erc;
+}
+
+/* One range's counts from another rank into g. */
+static int apply_range(struct rd *r, struct prange *g)
+{
+	g->rc = (int)(int64_t)get_u64(r);
+	g->skipped = (int)get_u64(r);
+	g->lines = get_u64(r);
+	g->rows = get_u64(r);
+	g->out = get_u64(r);
+	g->f.bad = get_u64(r);
+	g->p1.bad = get_u64(r);
+	size_t n = (size_t)get_u64(r);
+	if (r->bad || n > ES_BAD_LINES_KEPT) {
+		r->bad = 1;
+		return 0;
+	}
+	if (n && !(g->p1.first = calloc(n, sizeof(*g->p1.first))))
+		return es_error(ES_ENOMEM, "out of memory for the counts of the input ranges");
+	g->p1.n_first = g->p1.cap_first = n;
+	for (size_t k = 0; k < n; k++) {
+		g->p1.first[k].lineno = get_u64(r);
+		const char *reason = get_str(r);
+		snprintf(g->p1.first[k].reason, sizeof(g->p1.first[k].reason), "%s", reason ? reason : "");
+	}
+	const char *msg = get_str(r);
+	if (msg && !(g->msg = strdup(msg)))
+		return es_error(ES_ENOMEM, "out of memory for the counts of the input ranges");
+	return 0;
+}
+
+/* Every rank's counts (all) into the ranges this process did not read (each once). */
+static int apply_counts(struct par *P, const struct es_buf *all)
+{
+	struct rd r = { (const unsigned char *)all->data, (const unsigned char *)all->data + all->len, 0 };
+	char *seen = calloc(P->n ? P->n : 1, 1);
+	size_t got = 0, want = P->n - (P->hi - P->lo);
+	int rc = seen ? 0 : es_error(ES_ENOMEM, "out of memory for the counts of the input ranges");
+	while (!rc && !r.bad && r.p < r.end) {
+		uint64_t magic = get_u64(&r), lo = get_u64(&r), hi = get_u64(&r);
+		if (magic != COUNTS_MAGIC || lo > hi || hi > P->n)
+			r.bad = 1;
+		for (size_t i = (size_t)lo; !rc && !r.bad && i < hi; i++) {
+			struct prange mine, *g = i >= P->lo && i < P->hi ? &mine : &P->rs[i];
+			memset(&mine, 0, sizeof(mine));
+			if (g != &mine && seen[i]++)
+				r.bad = 1; /* two ranks sent it */
+			rc = r.bad ? 0 : apply_range(&r, g);
+			got += g != &mine && !r.bad;
+			free(mine.p1.first);
+			free(mine.msg);
+		}
+	}
+	free(seen);
+	if (!rc && (r.bad || got != want))
+		rc = es_error(ES_EINTERNAL, "the counts of the input ranges came malformed or incomplete from the other ranks "
+			      "(%zu of %zu)", got, want);
+	return rc;
+}
+
+/* The ranks' counts gathered: the ranges of the other ranks are done (on an error, as skipped,
+ * which stops the hashing). */
+static int gather_counts(struct par *P, const struct es_prepare_ranks *rk)
+{
+	struct es_buf mine = ES_BUF_INIT, all = ES_BUF_INIT;
+	int rc = encode_counts(P, P->lo, P->hi, 0, NULL, &mine);
+	/* The other ranks wait in the gather: it runs even when this rank has nothing to send. */
+	int grc = rk->gather(rk->arg, mine.data, rc ? 0 : mine.len, &all);
+	if (!rc)
+		rc = grc;
+	if (!rc)
+		rc = apply_counts(P, &all);
+	es_buf_free(&mine);
+	es_buf_free(&all);
+	pthread_mutex_lock(&P->mu);
+	for (size_t i = 0; i < P->n; i++) {
+		if (i >= P->lo && i < P->hi)
+			continue;
+		P->rs[i].skipped |= rc != 0;
+		P->rs[i].done = 1;
+	}
+	pthread_cond_broadcast(&P->cv);
+	pthread_mutex_unlock(&P->mu);
+	if (rc)
+		atomic_store(&P->failed, 0);
+	return rc;
+}
+
+/* The plan to the other ranks through rk, with a probe file in the stage that each must read:
+ * *shared 1 with this rank's slice in P->lo, P->hi; 0 when this rank reads every range. */
+static int share_plan(struct par *P, const struct es_prepare_ranks *rk, const char *stage, int *shared)
+{
+	struct es_buf plan = ES_BUF_INIT, probe = ES_BUF_INIT;
+	char tok[33];
+	size_t lo = 0, hi = P->n;
+	int rc = es_fs_temp_token(tok);
+	if (!rc)
+		rc = es_path_join(&probe, stage, PROBE_NAME);
+	if (!rc && !(rc = es_fs_write_atomic(probe.data, tok, strlen(tok))))
+		P->probe = es_buf_detach(&probe, NULL);
+	if (!rc)
+		rc = encode_plan(P, stage, tok, &plan);
+	if (!rc)
+		rc = rk->share(rk->arg, plan.data, plan.len, P->n, &lo, &hi);
+	es_buf_free(&plan);
+	es_buf_free(&probe);
+	if (rc < 0)
+		return rc;
+	*shared = rc == 0;
+	P->lo = lo;
+	P->hi = hi;
+	return 0;
+}
+
+/* The size of each range: about eight per thread (threads: of every rank), so that threads
+ * that finish early find more, within [1 MiB, 256 MiB] (a test build may ask for another with
  * ESHARD_TEST_RANGE_BYTES, to cut small inputs into many ranges). */
-static uint64_t range_target(const struct es_scan *scan, int threads)
+static uint64_t range_target(const struct es_scan *scan, int64_t threads)
 {
 	uint64_t total = 0;
 	for (size_t f = 0; f < scan->n_files; f++) {
@@ -621,13 +1019,32 @@ static uint64_t range_target(const struct es_scan *scan, int threads)
 	return t;
 }
 
-/* The workers and both hashing threads, until every range is done and hashed. */
-static int par_run(struct par *P, int threads, double progress_secs, uint64_t total)
+/* The workers and both hashing threads, until every range is done and hashed. With ranks (rk),
+ * the other ranks read their slices meanwhile, and their counts come in before the hashing of
+ * the normalized stream reaches their ranges. */
+static int par_run(struct par *P, const struct es_prepare_ranks *rk, const char *stage, int threads,
+		   double progress_secs, uint64_t total)
 {
-	int k = P->n < (size_t)threads ? (int)P->n : threads;
+	int shared = 0, rc = 0;
+	P->lo = 0;
+	P->hi = P->n;
+	if (rk && (rc = share_plan(P, rk, stage, &shared)) != 0)
+		return rc;
+	atomic_store(&P->next, P->lo);
+	size_t mine = P->hi - P->lo;
+	int k = mine < (size_t)threads ? (int)mine : threads;
 	pthread_t *th = calloc((size_t)k + 2, sizeof(*th));
-	if (!th)
-		return es_error(ES_ENOMEM, "out of memory starting threads");
+	if (!th) {
+		rc = es_error(ES_ENOMEM, "out of memory starting threads");
+		if (shared) {
+			/* The other ranks wait in the gather: join it, reading nothing here. */
+			P->hi = P->lo;
+			es_log_quiet_begin();
+			gather_counts(P, rk);
+			es_log_quiet_end();
+		}
+		return rc;
+	}
 	int have_raw = pthread_create(&th[0], NULL, raw_hasher, P) == 0;
 	int have_norm = pthread_create(&th[1], NULL, norm_hasher, P) == 0;
 	int started = 0;
@@ -636,9 +1053,15 @@ static int par_run(struct par *P, int threads, double progress_secs, uint64_t to
 	/* Without a thread of their own, they run here, one after the other. */
 	if (!started)
 		par_worker(P);
+	/* With ranks, the progress line counts this rank's slice: the others' bytes are not seen. */
+	for (size_t i = 0; shared && i < P->n; i++)
+		if (i < P->lo || i >= P->hi)
+			total -= P->rs[i].r.end - P->rs[i].r.start;
 	wait_ranges(P, progress_secs, total);
 	for (int i = 0; i < started; i++)
 		pthread_join(th[2 + i], NULL);
+	if (shared)
+		rc = gather_counts(P, rk);
 	if (have_raw)
 		pthread_join(th[0], NULL);
 	else
@@ -648,7 +1071,7 @@ static int par_run(struct par *P, int threads, double progress_secs, uint64_t to
 	else
 		norm_hasher(P);
 	free(th);
-	return 0;
+	return rc;
 }
 
 /* Pass 1 over ranges on in->threads threads: files' facts into files, the input's into res,
@@ -672,7 +1095,8 @@ int es_prepare_par_pass1(const struct par_in *in, struct in_file *files, struct 
 	struct es_ranges rs = ES_RANGES_INIT;
 	int plan_rc = 0;
 	char *plan_msg = NULL;
-	int rc = plan_ranges(&P, in->stage, range_target(in->scan, in->threads), &rs, &plan_rc, &plan_msg);
+	int64_t ways = (int64_t)in->threads * (in->o->ranks ? in->o->ranks->size : 1);
+	int rc = plan_ranges(&P, in->stage, range_target(in->scan, ways), &rs, &plan_rc, &plan_msg);
 	es_ranges_free(&rs);
 	atomic_store(&P.failed, P.n);
 	uint64_t total = P.n ? P.rs[P.n - 1].base + (P.rs[P.n - 1].r.end - P.rs[P.n - 1].r.start) : 0;
@@ -682,7 +1106,10 @@ int es_prepare_par_pass1(const struct par_in *in, struct in_file *files, struct 
 	if (!rc && !jl)
 		rc = es_error(ES_ENOMEM, "out of memory");
 	if (!rc)
-		rc = par_run(&P, in->threads, in->o->progress_secs, total);
+		rc = par_run(&P, in->o->ranks, in->stage, in->threads, in->o->progress_secs, total);
+	/* The probe served the share: it must not be published with the job. */
+	if (P.probe && unlink(P.probe) != 0 && !rc)
+		rc = es_error_errno(ES_EIO, "cannot remove '%s'", P.probe);
 	if (!rc)
 		rc = par_first_error(&P, jl, plan_rc, plan_msg);
 	if (!rc && !(*pieces = calloc(P.n ? P.n : 1, sizeof(**pieces))))
