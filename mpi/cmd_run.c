@@ -225,7 +225,7 @@ static int all_see_stage(const void *plan, size_t len, size_t *n)
 {
 	int blind = es_prepare_plan_check(plan, len, n) != 0;
 	if (blind)
-		es_log_note("this rank cannot read prepare's stage folder (%s): rank 0 reads the input without the ranks",
+		es_log_note("NOTE: this rank cannot read prepare's stage folder (%s): rank 0 reads the input without the ranks",
 			    es_last_error());
 	return agree_max_int(blind) == 0;
 }
@@ -277,7 +277,7 @@ static void follow_prepare(struct run *r)
 		r->slice[1] = hi;
 		r->slice[2] = n;
 		/* A failure is in the counts, for rank 0 to say in input order (or their absence). */
-		es_prepare_ranges_run(plan, (size_t)len, lo, hi, r->cli->pc.o.threads, &counts);
+		es_prepare_ranges_run(plan, (size_t)len, r->ag.rank, r->ag.size, r->cli->pc.o.threads, &counts);
 		gather_bytes(r, counts.data, counts.len, NULL);
 		es_buf_free(&counts);
 	}

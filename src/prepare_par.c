@@ -66,6 +66,7 @@ struct par {
 	size_t raw_file;
 	char norm_sha[65];
 	char *probe;                /* with ranks: the stage's probe file (share_plan) */
+	int hashed;                 /* with ranks: the input's hashes came from rank 1 */
 };
 
 /* A failure kept to be said later: its message, or the failure to keep it. */
@@ -706,8 +707,10 @@ static int encode_plan(const struct par *P, const char *stage, const char *token
 	put_str(&w, P->jo.media_root);
 	put_strs(&w, P->jo.index_keys, P->jo.n_index);
 	put_u64(&w, P->n_files);
-	for (size_t f = 0; f < P->n_files; f++)
+	for (size_t f = 0; f < P->n_files; f++) {
 		put_str(&w, P->scan->files[f].path);
+		put_u64(&w, P->files[f].size);
+	}
 	for (size_t i = 0; i < P->n; i++) {
 		const struct prange *g = &P->rs[i];
 		put_u64(&w, g->r.file);
@@ -755,6 +758,7 @@ int es_prepare_plan_check(const void *plan, size_t len, size_t *n)
 /* A plan as this rank reads it: the strings point into the plan's bytes. */
 struct plan {
 	struct es_scan scan;
+	struct in_file *files;      /* their sizes, and their hashes when this rank makes them */
 	const char **keys;          /* the media keys, then the index keys */
 	atomic_int abandon;         /* never set: only the preparing rank loads the recipe */
 };
@@ -815,21 +819,43 @@ static int decode_plan(const void *plan, size_t len, struct plan *pl, struct par
 	P->jo.media_root = get_str(&r);
 	P->jo.index_keys = get_strs(&r, pl->keys, &at, &P->jo.n_index, cap);
 	P->n_files = (size_t)get_u64(&r);
-	if (r.bad || P->n_files > cap || !(pl->scan.files = calloc(P->n_files ? P->n_files : 1, sizeof(*pl->scan.files))))
-		return r.bad ? es_error(ES_EINTERNAL, "the plan of the input ranges came malformed from the preparing rank")
-			     : es_error(ES_ENOMEM, "out of memory for the input ranges");
-	for (size_t f = 0; f < P->n_files; f++)
+	if (r.bad || P->n_files > cap)
+		return es_error(ES_EINTERNAL, "the plan of the input ranges came malformed from the preparing rank");
+	pl->scan.files = calloc(P->n_files ? P->n_files : 1, sizeof(*pl->scan.files));
+	pl->files = calloc(P->n_files ? P->n_files : 1, sizeof(*pl->files));
+	if (!pl->scan.files || !pl->files)
+		return es_error(ES_ENOMEM, "out of memory for the input ranges");
+	for (size_t f = 0; f < P->n_files; f++) {
 		if (!(pl->scan.files[f].path = (char *)get_str(&r)))
 			r.bad = 1;
+		pl->files[f].size = get_u64(&r);
+	}
 	pl->scan.n_files = P->n_files;
 	P->scan = &pl->scan;
+	P->files = pl->files;
 	if (!(rc = decode_ranges(&r, P, stage)) && r.bad)
 		rc = es_error(ES_EINTERNAL, "the plan of the input ranges came malformed from the preparing rank");
 	return rc;
 }
 
-/* The counts of ranges [lo, hi); fail (with msg): every one of them failed so. */
-static int encode_counts(const struct par *P, size_t lo, size_t hi, int fail, const char *msg, struct es_buf *b)
+/* The hashes of the input files, when this rank made them (hashed), or their absence. */
+static void put_hashes(struct wr *w, const struct par *P, int hashed)
+{
+	put_u64(w, (uint64_t)hashed);
+	if (!hashed)
+		return;
+	put_u64(w, (uint64_t)(int64_t)P->raw_rc);
+	put_u64(w, P->raw_file);
+	put_str(w, P->raw_msg);
+	put_u64(w, P->n_files);
+	for (size_t f = 0; f < P->n_files; f++)
+		put_str(w, P->files[f].sha);
+}
+
+/* The counts of ranges [lo, hi) and the hashes of the input files when hashed; fail (with
+ * msg): every range failed so, and there are no hashes. */
+static int encode_counts(const struct par *P, size_t lo, size_t hi, int hashed, int fail, const char *msg,
+			 struct es_buf *b)
 {
 	struct wr w = { b, 0 };
 	put_u64(&w, COUNTS_MAGIC);
@@ -851,10 +877,32 @@ static int encode_counts(const struct par *P, size_t lo, size_t hi, int fail, co
 		}
 		put_str(&w, g ? g->msg : msg);
 	}
+	put_hashes(&w, P, hashed && !fail);
 	return w.rc ? es_error(ES_ENOMEM, "out of memory sending the counts of the input ranges") : 0;
 }
 
-int es_prepare_ranges_run(const void *plan, size_t len, size_t lo, size_t hi, int64_t threads, struct es_buf *counts)
+/* Rank 1 hashes the input files, beside its slice: rank 0 hashes the normalized stream and
+ * writes the shards, and the two sequential hashes then run on two ranks at once. */
+#define HASH_RANK 1
+
+/* Slice [lo, hi) of P's ranges on threads threads, and the input's hashes on one more (hash). */
+static void read_slice(struct par *P, size_t lo, size_t hi, int64_t threads, int hash)
+{
+	P->lo = lo;
+	P->hi = hi;
+	atomic_store(&P->next, lo);
+	atomic_store(&P->failed, P->n);
+	pthread_t th;
+	int have_raw = hash && pthread_create(&th, NULL, raw_hasher, P) == 0;
+	int t = threads > 0 ? (threads > 1024 ? 1024 : (int)threads) : es_cpus_usable(1);
+	on_threads(hi - lo < (size_t)t ? (int)(hi - lo) : t, par_worker, P);
+	if (have_raw)
+		pthread_join(th, NULL);
+	else if (hash)
+		raw_hasher(P);
+}
+
+int es_prepare_ranges_run(const void *plan, size_t len, int rank, int size, int64_t threads, struct es_buf *counts)
 {
 	struct plan pl;
 	struct par P;
@@ -862,25 +910,23 @@ int es_prepare_ranges_run(const void *plan, size_t len, size_t lo, size_t hi, in
 	memset(&P, 0, sizeof(P));
 	pthread_mutex_init(&P.mu, NULL);
 	pthread_cond_init(&P.cv, NULL);
+	size_t lo = 0, hi = 0;
 	int rc = decode_plan(plan, len, &pl, &P);
-	if (!rc && (lo > hi || hi > P.n))
-		rc = es_error(ES_EINTERNAL, "ranges %zu to %zu asked of a plan of %zu", lo, hi, P.n);
+	if (!rc && (rank <= 0 || rank >= size))
+		rc = es_error(ES_EINTERNAL, "rank %d of %d asked to read a slice of the input ranges", rank, size);
 	if (!rc) {
 		P.abandon = &pl.abandon;
-		P.lo = lo;
-		P.hi = hi;
-		atomic_store(&P.next, lo);
-		atomic_store(&P.failed, P.n);
-		int t = threads > 0 ? (threads > 1024 ? 1024 : (int)threads) : es_cpus_usable(1);
-		on_threads(hi - lo < (size_t)t ? (int)(hi - lo) : t, par_worker, &P);
+		es_prepare_rank_slice(P.n, size, rank, &lo, &hi);
+		read_slice(&P, lo, hi, threads, rank == HASH_RANK);
 		es_crash_point("prepare-rank-ranges"); /* a rank other than the preparing one, its ranges read */
 	}
 	es_buf_reset(counts);
 	char *msg = rc ? keep_msg() : NULL;
-	int erc = encode_counts(&P, lo, hi, rc, msg ? msg : "out of memory", counts);
+	int erc = encode_counts(&P, lo, hi, rank == HASH_RANK, rc, msg ? msg : "out of memory", counts);
 	free(msg);
 	free(pl.keys);
 	free(pl.scan.files);
+	free(pl.files);
 	par_free(&P);
 	return erc;
 }
@@ -914,7 +960,27 @@ static int apply_range(struct rd *r, struct prange *g)
 	return 0;
 }
 
-/* Every rank's counts (all) into the ranges this process did not read (each once). */
+/* The hashes of the input files from the rank that made them, if this one did (P->hashed). */
+static void apply_hashes(struct rd *r, struct par *P)
+{
+	if (!get_u64(r))
+		return;
+	P->raw_rc = (int)(int64_t)get_u64(r);
+	P->raw_file = (size_t)get_u64(r);
+	const char *msg = get_str(r);
+	free(P->raw_msg);
+	P->raw_msg = msg ? strdup(msg) : NULL;
+	if (get_u64(r) != P->n_files)
+		r->bad = 1;
+	for (size_t f = 0; f < P->n_files && !r->bad; f++) {
+		const char *sha = get_str(r);
+		snprintf(P->files[f].sha, sizeof(P->files[f].sha), "%s", sha ? sha : "");
+	}
+	P->hashed = !r->bad;
+}
+
+/* Every rank's counts (all) into the ranges this process did not read (each once), and the
+ * input's hashes. */
 static int apply_counts(struct par *P, const struct es_buf *all)
 {
 	struct rd r = { (const unsigned char *)all->data, (const unsigned char *)all->data + all->len, 0 };
@@ -935,8 +1001,16 @@ static int apply_counts(struct par *P, const struct es_buf *all)
 			free(mine.p1.first);
 			free(mine.msg);
 		}
+		apply_hashes(&r, P);
 	}
 	free(seen);
+	/* Without them (their rank failed before it could send them) the first file is said to
+	 * be unhashed, after any error of its ranges. */
+	if (!rc && !r.bad && !P->hashed && !P->raw_rc) {
+		P->raw_rc = ES_EINTERNAL;
+		P->raw_file = 0;
+		P->raw_msg = strdup("the input files were not hashed: rank 1 sent no hashes");
+	}
 	if (!rc && (r.bad || got != want))
 		rc = es_error(ES_EINTERNAL, "the counts of the input ranges came malformed or incomplete from the other ranks "
 			      "(%zu of %zu)", got, want);
@@ -948,7 +1022,7 @@ static int apply_counts(struct par *P, const struct es_buf *all)
 static int gather_counts(struct par *P, const struct es_prepare_ranks *rk)
 {
 	struct es_buf mine = ES_BUF_INIT, all = ES_BUF_INIT;
-	int rc = encode_counts(P, P->lo, P->hi, 0, NULL, &mine);
+	int rc = encode_counts(P, P->lo, P->hi, 0, 0, NULL, &mine);
 	/* The other ranks wait in the gather: it runs even when this rank has nothing to send. */
 	int grc = rk->gather(rk->arg, mine.data, rc ? 0 : mine.len, &all);
 	if (!rc)
@@ -1045,7 +1119,8 @@ static int par_run(struct par *P, const struct es_prepare_ranks *rk, const char 
 		}
 		return rc;
 	}
-	int have_raw = pthread_create(&th[0], NULL, raw_hasher, P) == 0;
+	/* With ranks, rank 1 hashes the input files (HASH_RANK). */
+	int have_raw = !shared && pthread_create(&th[0], NULL, raw_hasher, P) == 0;
 	int have_norm = pthread_create(&th[1], NULL, norm_hasher, P) == 0;
 	int started = 0;
 	while (started < k && pthread_create(&th[2 + started], NULL, par_worker, P) == 0)
@@ -1064,7 +1139,7 @@ static int par_run(struct par *P, const struct es_prepare_ranks *rk, const char 
 		rc = gather_counts(P, rk);
 	if (have_raw)
 		pthread_join(th[0], NULL);
-	else
+	else if (!shared)
 		raw_hasher(P);
 	if (have_norm)
 		pthread_join(th[1], NULL);

@@ -120,18 +120,19 @@ struct es_prepare_ranks {
 	void *arg;
 };
 
-/* The slice [*lo, *hi) of n ranges that rank reads of size ranks. Rank 0 also hashes the input
- * and the normalized stream and writes the shards: it reads a smaller slice. */
+/* The slice [*lo, *hi) of n ranges that rank reads of size ranks. Rank 0 also hashes the
+ * normalized stream and writes the shards: it reads a smaller slice. */
 void es_prepare_rank_slice(size_t n, int size, int rank, size_t *lo, size_t *hi);
 /* On a rank that got a plan (len bytes): whether it sees the plan's stage folder (the probe
  * file the preparing rank wrote there). 0 with the plan's range count in *n, or an error,
  * kept quiet (es_last_error() says what), so that the caller can fall back. */
 int es_prepare_plan_check(const void *plan, size_t len, size_t *n);
-/* The ranges [lo, hi) of plan, read on threads threads (0: the CPUs this process may use) into
- * their temporaries in its stage folder; their counts (or failures, each kept with its
- * message to be said by the preparing rank in input order) into counts. 0, or ES_ENOMEM when
- * not even the counts could be made. */
-int es_prepare_ranges_run(const void *plan, size_t len, size_t lo, size_t hi, int64_t threads, struct es_buf *counts);
+/* On rank (of size, rank > 0): its slice of plan's ranges (es_prepare_rank_slice), read on
+ * threads threads (0: the CPUs this process may use) into their temporaries in the plan's stage
+ * folder; rank 1 also hashes the input files, on one more thread. Their counts and hashes (or
+ * failures, each kept with its message, to be said by the preparing rank in input order) into
+ * counts. 0, or ES_ENOMEM when not even the counts could be made. */
+int es_prepare_ranges_run(const void *plan, size_t len, int rank, int size, int64_t threads, struct es_buf *counts);
 
 struct es_prepare_result {
 	int already_prepared;       /* 1: an unchanged job existed, nothing was written */

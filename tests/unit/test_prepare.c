@@ -203,8 +203,7 @@ static int fake_share(void *arg, const void *plan, size_t len, size_t n, size_t 
 	es_buf_reset(&f->others);
 	for (int r = 1; r < f->size; r++) {
 		struct es_buf c = ES_BUF_INIT;
-		es_prepare_rank_slice(n, f->size, r, lo, hi);
-		CHECK_INT_EQ(es_prepare_ranges_run(plan, len, *lo, *hi, 2, &c), 0);
+		CHECK_INT_EQ(es_prepare_ranges_run(plan, len, r, f->size, 2, &c), 0);
 		CHECK_INT_EQ(es_buf_add(&f->others, c.data, c.len - (f->broken && c.len ? 1 : 0)), 0);
 		es_buf_free(&c);
 	}
