@@ -204,7 +204,9 @@ static int gather_bytes(struct run *r, const void *mine, size_t len, struct es_b
 		if (!counts[i] && lens[i])
 			rc = es_error(ES_EINVAL, "the ranks' counts of the input ranges pass 2 GiB");
 	}
-	if (all && (es_buf_reset(all), es_buf_grow(all, (size_t)total))) {
+	if (all)
+		es_buf_reset(all);
+	if (all && es_buf_grow(all, (size_t)total)) {
 		es_error(ES_ENOMEM, "out of memory gathering the ranks' counts of the input ranges");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
@@ -284,20 +286,22 @@ static void follow_prepare(struct run *r)
 	free(plan);
 }
 
-/* Test builds (ESHARD_TEST_PREPARE_RANKS set): the ranges this rank read in prepare, its CPU
- * time and peak memory so far (tests/e2e/test_run_prepare_ranks.sh, tests/bench/prepare.sh). */
-static void say_prepare_cpu(struct run *r)
+/* Test builds (ESHARD_TEST_PREPARE_RANKS set): the ranges this rank read in prepare, the
+ * phase's wall time (since t0), the rank's CPU time and peak memory so far
+ * (tests/e2e/test_run_prepare_ranks.sh, tests/bench/prepare.sh). */
+static void say_prepare_cpu(struct run *r, double t0)
 {
 #ifdef ESHARD_TEST_HOOKS
 	struct rusage ru;
 	if (getenv("ESHARD_TEST_PREPARE_RANKS") && getrusage(RUSAGE_SELF, &ru) == 0)
-		fprintf(stderr, "prepare rank %d: ranges %zu to %zu of %zu, cpu %.3f s, peak rss %ld KiB\n", r->ag.rank,
-			r->slice[0], r->slice[1], r->slice[2],
+		fprintf(stderr, "prepare rank %d: ranges %zu to %zu of %zu, wall %.3f s, cpu %.3f s, peak rss %ld KiB\n",
+			r->ag.rank, r->slice[0], r->slice[1], r->slice[2], es_time_mono() - t0,
 			(double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
 				ru.ru_stime.tv_usec / 1e6,
 			ru.ru_maxrss);
 #else
 	(void)r;
+	(void)t0;
 #endif
 }
 
@@ -307,6 +311,7 @@ static void say_prepare_cpu(struct run *r)
 static int prepare_phase(struct run *r)
 {
 	int code = 0;
+	double t0 = es_time_mono();
 	struct es_prepare_opts *o = &r->cli->pc.o;
 	int automatic = !o->num_shards;
 	int64_t shards = o->num_shards, unsharded = 0;
@@ -341,7 +346,7 @@ static int prepare_phase(struct run *r)
 	} else {
 		follow_prepare(r);
 	}
-	say_prepare_cpu(r);
+	say_prepare_cpu(r, t0);
 	code = agree_bcast_int(code);
 	int64_t facts[2] = { shards, unsharded };
 	agree_bcast_bytes(facts, (int)sizeof(facts));
