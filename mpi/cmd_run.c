@@ -64,7 +64,7 @@ static int parse_cli(int argc, char **argv, struct job_cli *c)
 				   "submission id (default PAI_JOB_ID, DLC_JOB_ID, JOB_ID, SLURM_JOB_ID, or made up)");
 	static const struct es_cmd_help help = {
 		"run",
-		"Run the whole job under MPI: rank 0 prepares, every rank claims and processes shards, rank 0 verifies and merges.",
+		"Run the whole job under MPI: rank 0 prepares (every rank reads its share of the input), every rank claims and processes shards, rank 0 verifies and merges.",
 		"Start it as 'mpirun -np N -npernode 1 eshard-mpi run ...' (one rank per node; MPICH:\n"
 		"'mpiexec -n N -ppn 1'), with srun in a Slurm allocation, or alone for one machine. The\n"
 		"launcher returns the ranks' code, except Open MPI's mpirun when it gets SIGTERM or SIGINT\n"
