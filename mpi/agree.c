@@ -126,6 +126,20 @@ void agree_allgather(const void *mine, void *all, int n)
 	wait_request(&r);
 }
 
+void agree_gather(const void *mine, void *all, int n)
+{
+	MPI_Request r;
+	MPI_Igather(mine, n, MPI_CHAR, all, n, MPI_CHAR, 0, MPI_COMM_WORLD, &r);
+	wait_request(&r);
+}
+
+void agree_gatherv(const void *mine, int len, void *all, const int *counts, const int *displs)
+{
+	MPI_Request r;
+	MPI_Igatherv(mine, len, MPI_CHAR, all, counts, displs, MPI_CHAR, 0, MPI_COMM_WORLD, &r);
+	wait_request(&r);
+}
+
 void agree_send_stop(struct agree *a, int code)
 {
 	if (a->stop_sent)

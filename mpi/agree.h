@@ -42,6 +42,13 @@ void agree_max_doubles(const double *mine, double *out, int n, void (*watch)(voi
 /* Every rank's n bytes of mine, in rank order, into all (size * n bytes). */
 void agree_allgather(const void *mine, void *all, int n);
 
+/* Every rank's n bytes of mine, in rank order, into rank 0's all (size * n bytes; the other
+ * ranks' all is not used). */
+void agree_gather(const void *mine, void *all, int n);
+/* Every rank's len bytes of mine, concatenated in rank order, into rank 0's all, at rank 0's
+ * displs (counts: every rank's len; both used on rank 0 only). */
+void agree_gatherv(const void *mine, int len, void *all, const int *counts, const int *displs);
+
 /* Tell every other rank, once, that this one stops with exit code `code`. */
 void agree_send_stop(struct agree *a, int code);
 

@@ -1,11 +1,12 @@
 /*
  * eshard-mpi run: the whole job as one MPI program.
  *
- * rank 0 prepares; the outcome is broadcast and every rank stops with it if it failed; every
- * rank then claims shards through the shared-file locks (the locks, not MPI, decide who runs
- * what); the ranks agree that the job ended with an all-reduce of their exit codes; rank 0
- * verifies and merges; the final code is broadcast and every rank exits with it. A rank whose
- * job folder cannot be reached any more leaves the work and waits for that end (leave_work).
+ * rank 0 prepares (the other ranks read their slices of the input when it asks); the outcome
+ * is broadcast and every rank stops with it if it failed; every rank then claims shards through
+ * the shared-file locks (the locks, not MPI, decide who runs what); the ranks agree that the
+ * job ended with an all-reduce of their exit codes; rank 0 verifies and merges; the final code
+ * is broadcast and every rank exits with it. A rank whose job folder cannot be reached any more
+ * leaves the work and waits for that end (leave_work).
  *
  * MPI is used only for these hand-offs (agree.c). Every wait is a non-blocking collective
  * polled with a short sleep: Open MPI busy-polls inside blocking collectives, and a waiting rank
@@ -33,12 +34,14 @@
 #include "eshard/verify.h"
 #include "eshard/worker.h"
 
+#include <limits.h>
 #include <math.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define HOST_LEN 256
@@ -55,6 +58,7 @@ struct run {
 	struct es_worker_result wres;
 	struct es_merge_follow *follow; /* rank 0: the merge while working */
 	int lost;                    /* elastic mode: this rank's job folder went away; it left the work */
+	size_t slice[3];             /* prepare: the ranges this rank read, [0, 1) of [2] (none: 0 0 0) */
 };
 
 /* The work code of a rank that lost the job folder (elastic mode): it left the work, and the
@@ -70,7 +74,7 @@ static int parse_cli(int argc, char **argv, struct job_cli *c)
 				   "submission id (default PAI_JOB_ID, DLC_JOB_ID, JOB_ID, SLURM_JOB_ID, or made up)");
 	static const struct es_cmd_help help = {
 		"run",
-		"Run the whole job under MPI: rank 0 prepares, every rank claims and processes shards, rank 0 verifies and merges.",
+		"Run the whole job under MPI: rank 0 prepares (every rank reads its share of the input), every rank claims and processes shards, rank 0 verifies and merges.",
 		"Start it as 'mpirun -np N -npernode 1 eshard-mpi run ...' (one rank per node; MPICH:\n"
 		"'mpiexec -n N -ppn 1'), with srun in a Slurm allocation, or alone for one machine. The\n"
 		"launcher returns the ranks' code, except Open MPI's mpirun when it gets SIGTERM or SIGINT\n"
@@ -180,11 +184,147 @@ static int check_strict(struct run *r)
 	return r->cli->pc.o.num_shards ? check_strict_shards(r) : 0;
 }
 
-/* Phase 1: rank 0 prepares (an unchanged job is a no-op, so a resubmission resumes); every rank
- * learns the shard count (an automatic one is made here). */
+/* ---- the ranks' share of prepare's pass 1 (prepare.h, struct es_prepare_ranks) ----
+ *
+ * Rank 0's prepare calls share and gather; every other rank follows them (follow_prepare):
+ * rank 0 broadcasts the plan's length (0: no plan, prepare went on without the ranks) and the
+ * plan; every rank checks that it sees the stage folder; each reads its slice; rank 0 gathers
+ * the counts. Every wait is polled (agree.c), so a rank that finished its slice sleeps. */
+
+struct share {
+	struct run *r;
+	int told;                    /* rank 0: the other ranks got the plan's length */
+};
+
+/* Every rank's len bytes into rank 0's all (NULL on the other ranks). */
+static int gather_bytes(struct run *r, const void *mine, size_t len, struct es_buf *all)
+{
+	int n = r->ag.size, rc = 0;
+	int64_t me = (int64_t)len, *lens = r->ag.rank == 0 ? calloc((size_t)n, sizeof(*lens)) : NULL;
+	int *counts = r->ag.rank == 0 ? calloc((size_t)n, sizeof(*counts)) : NULL;
+	int *displs = r->ag.rank == 0 ? calloc((size_t)n, sizeof(*displs)) : NULL;
+	if (r->ag.rank == 0 && (!lens || !counts || !displs)) {
+		/* Rank 0 cannot take part: the ranks would wait for it forever. */
+		es_error(ES_ENOMEM, "out of memory gathering the ranks' counts of the input ranges");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	agree_gather(&me, lens, (int)sizeof(me));
+	int64_t total = 0;
+	for (int i = 0; lens && i < n; i++) {
+		counts[i] = lens[i] > INT_MAX - total ? 0 : (int)lens[i];
+		displs[i] = (int)total;
+		total += counts[i];
+		if (!counts[i] && lens[i])
+			rc = es_error(ES_EINVAL, "the ranks' counts of the input ranges pass 2 GiB");
+	}
+	if (all)
+		es_buf_reset(all);
+	if (all && es_buf_grow(all, (size_t)total)) {
+		es_error(ES_ENOMEM, "out of memory gathering the ranks' counts of the input ranges");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	agree_gatherv(mine, (int)len, all ? all->data : NULL, counts, displs);
+	if (all) {
+		all->len = (size_t)total; /* grown for them above */
+		all->data[total] = '\0';
+	}
+	free(lens);
+	free(counts);
+	free(displs);
+	return rc;
+}
+
+/* Whether every rank sees the plan's stage folder (one collective; a rank that does not says
+ * why, as a NOTE). */
+static int all_see_stage(const void *plan, size_t len, size_t *n)
+{
+	int blind = es_prepare_plan_check(plan, len, n) != 0;
+	if (blind)
+		es_log_note("NOTE: this rank cannot read prepare's stage folder (%s): rank 0 reads the input without the ranks",
+			    es_last_error());
+	return agree_max_int(blind) == 0;
+}
+
+static int share_hook(void *arg, const void *plan, size_t len, size_t n, size_t *lo, size_t *hi)
+{
+	struct share *s = arg;
+	/* MPI counts bytes in an int: a larger plan (millions of input files) is read here alone. */
+	int64_t size = len <= INT_MAX ? (int64_t)len : 0;
+	s->told = 1;
+	agree_bcast_bytes(&size, (int)sizeof(size));
+	if (!size)
+		return 1;
+	agree_bcast_bytes((void *)plan, (int)len); /* the root's buffer is only read */
+	size_t n_seen;
+	if (!all_see_stage(plan, len, &n_seen))
+		return 1;
+	es_prepare_rank_slice(n, s->r->ag.size, 0, lo, hi);
+	s->r->slice[0] = *lo;
+	s->r->slice[1] = *hi;
+	s->r->slice[2] = n;
+	return 0;
+}
+
+static int gather_hook(void *arg, const void *mine, size_t len, struct es_buf *all)
+{
+	struct share *s = arg;
+	return gather_bytes(s->r, mine, len, all);
+}
+
+/* A rank other than 0 while rank 0 prepares: its slice of the ranges, when there is a plan. */
+static void follow_prepare(struct run *r)
+{
+	int64_t len = 0;
+	agree_bcast_bytes(&len, (int)sizeof(len));
+	if (len <= 0)
+		return;
+	char *plan = malloc((size_t)len);
+	if (!plan) {
+		es_error(ES_ENOMEM, "out of memory for prepare's plan of the input ranges");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	agree_bcast_bytes(plan, (int)len);
+	size_t n, lo, hi;
+	if (all_see_stage(plan, (size_t)len, &n)) {
+		struct es_buf counts = ES_BUF_INIT;
+		es_prepare_rank_slice(n, r->ag.size, r->ag.rank, &lo, &hi);
+		r->slice[0] = lo;
+		r->slice[1] = hi;
+		r->slice[2] = n;
+		/* A failure is in the counts, for rank 0 to say in input order (or their absence). */
+		es_prepare_ranges_run(plan, (size_t)len, r->ag.rank, r->ag.size, r->cli->pc.o.threads, &counts);
+		gather_bytes(r, counts.data, counts.len, NULL);
+		es_buf_free(&counts);
+	}
+	free(plan);
+}
+
+/* Test builds (ESHARD_TEST_PREPARE_RANKS set): the ranges this rank read in prepare, the
+ * phase's wall time (since t0), the rank's CPU time and peak memory so far
+ * (tests/e2e/test_run_prepare_ranks.sh, tests/bench/prepare.sh). */
+static void say_prepare_cpu(struct run *r, double t0)
+{
+#ifdef ESHARD_TEST_HOOKS
+	struct rusage ru;
+	if (getenv("ESHARD_TEST_PREPARE_RANKS") && getrusage(RUSAGE_SELF, &ru) == 0)
+		fprintf(stderr, "prepare rank %d: ranges %zu to %zu of %zu, wall %.3f s, cpu %.3f s, peak rss %ld KiB\n",
+			r->ag.rank, r->slice[0], r->slice[1], r->slice[2], es_time_mono() - t0,
+			(double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+				ru.ru_stime.tv_usec / 1e6,
+			ru.ru_maxrss);
+#else
+	(void)r;
+	(void)t0;
+#endif
+}
+
+/* Phase 1: rank 0 prepares (an unchanged job is a no-op, so a resubmission resumes), the other
+ * ranks reading their share of the input when it asks; every rank learns the shard count (an
+ * automatic one is made here). */
 static int prepare_phase(struct run *r)
 {
 	int code = 0;
+	double t0 = es_time_mono();
 	struct es_prepare_opts *o = &r->cli->pc.o;
 	int automatic = !o->num_shards;
 	int64_t shards = o->num_shards, unsharded = 0;
@@ -198,8 +338,16 @@ static int prepare_phase(struct run *r)
 		/* At least 4 shards per rank; strict mode's nodes when it counts fewer ranks' hosts. */
 		o->auto_ranks = r->ag.size;
 		o->progress_secs = (double)r->cli->progress_secs; /* a long prepare says how far it is */
+		struct share sh = { r, 0 };
+		struct es_prepare_ranks ranks = { r->ag.size, share_hook, gather_hook, &sh };
+		o->ranks = r->ag.size > 1 ? &ranks : NULL;
 		struct es_prepare_result pres;
 		int prc = es_prepare_run(o, &pres);
+		o->ranks = NULL;
+		if (r->ag.size > 1 && !sh.told) {
+			int64_t none = 0; /* no plan: the other ranks stop waiting for one */
+			agree_bcast_bytes(&none, (int)sizeof(none));
+		}
 		if (!prc && r->cli->retry_failed)
 			prc = es_retry_run(pres.job_dir, 1, NULL, 0, 0);
 		code = es_exit_code(prc);
@@ -208,7 +356,10 @@ static int prepare_phase(struct run *r)
 			unsharded = pres.unsharded;
 		}
 		free(pres.job_dir);
+	} else {
+		follow_prepare(r);
 	}
+	say_prepare_cpu(r, t0);
 	code = agree_bcast_int(code);
 	int64_t facts[2] = { shards, unsharded };
 	agree_bcast_bytes(facts, (int)sizeof(facts));

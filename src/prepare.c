@@ -4,10 +4,12 @@
  * Pass 1 streams every input file once: each line is validated and normalized, the raw bytes
  * and the normalized bytes are hashed, and the normalized stream is written to one temporary
  * file inside the stage folder. Hashing the raw bytes and writing run on a second thread, so
- * that the two cores share the SHA-256 work with the parser. Pass 2 knows the total size, applies the split rule to the
- * temporary file (no second parse) and copies each shard's byte range into its shard file,
- * two shards at a time, punching the copied range out of the temporary so that the job needs
- * little more than one copy of the data on disk at any moment.
+ * that the two cores share the SHA-256 work with the parser. With --threads, pass 1 reads
+ * byte ranges of the input in parallel instead (prepare_par.c), into one temporary per range.
+ * Pass 2 knows the total size, applies the split rule to the temporaries (no second parse) and
+ * copies each shard's byte range into its shard file, two shards at a time, punching the
+ * copied range out of the temporaries so that the job needs little more than one copy of the
+ * data on disk at any moment.
  */
 #include "eshard/prepare.h"
 #include "eshard/attempt.h"
@@ -28,6 +30,7 @@
 #include "eshard/stop.h"
 #include "eshard/workq.h"
 #include "json.h"
+#include "prepare_par.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -42,7 +45,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CHUNK ((size_t)1 << 20)
 #define QUEUE_LEN 16
 
 void es_prepare_opts_init(struct es_prepare_opts *o)
@@ -86,21 +88,6 @@ int es_prepare_shard_id(uint64_t index, uint64_t n, char *out, size_t outsz)
 	int len = snprintf(out, outsz, "part-%0*llu-of-%0*llu", width, (unsigned long long)index,
 			   width, (unsigned long long)n);
 	return len < 0 || (size_t)len >= outsz ? ES_EINTERNAL : 0;
-}
-
-/* ---------------- input file facts ---------------- */
-
-struct in_file {
-	uint64_t rows;       /* kept lines */
-	uint64_t bad;        /* lines left out (--bad-lines skip) */
-	uint64_t size;
-	int64_t mtime_ns;
-	char sha[65];
-};
-
-static int64_t mtime_ns_of(const struct stat *st)
-{
-	return (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
 }
 
 /* ---------------- the hashing and writing thread of pass 1 ---------------- */
@@ -182,16 +169,7 @@ static void raw_cb(void *arg, const void *p, size_t n)
 
 /* ---------------- pass 1 ---------------- */
 
-/* The decompression bomb guard (prepare.h, max_input_bytes), checked line by line. */
-struct size_guard {
-	int64_t max_input;   /* > 0: the cap on the decoded bytes of all input; 0: the ratio rule */
-	uint64_t total;      /* decoded bytes of every file so far */
-	uint64_t file;       /* decoded bytes of the current file */
-	uint64_t stored;     /* the current file's stored size */
-	int compressed;
-};
-
-static int guard_line(struct size_guard *g, size_t len, int has_nl, const char *path, uint64_t lineno)
+int es_prepare_guard_line(struct size_guard *g, size_t len, int has_nl, const char *path, uint64_t lineno)
 {
 	uint64_t n = (uint64_t)len + (has_nl != 0);
 	g->total += n;
@@ -207,22 +185,6 @@ static int guard_line(struct size_guard *g, size_t len, int has_nl, const char *
 				(unsigned long long)g->file, (unsigned long long)lineno);
 	return 0;
 }
-
-/* A line left out by --bad-lines skip: where, and why (the message without its place). */
-struct bad_line {
-	size_t file;
-	uint64_t lineno;
-	char reason[192];
-};
-
-struct pass1 {
-	uint64_t rows, bytes;
-	char norm_sha[65];
-	uint64_t bad;               /* lines left out, all files */
-	size_t files_bad;           /* files with a line left out */
-	struct bad_line *first;     /* the first ES_BAD_LINES_KEPT of them (malloc'd) */
-	size_t n_first, cap_first;  /* grown as lines come: a range (of thousands) may keep few */
-};
 
 /* The message of a bad line without its " at <path>:<lineno>", which the manifest keeps apart. */
 static void bad_reason(const char *msg, const char *path, uint64_t lineno, char *out, size_t n)
@@ -270,7 +232,7 @@ static int note_bad_line(struct pass1 *res, struct in_file *files, size_t file, 
  * does, since a stray blank line (most often the last) is the usual cause; other errors are
  * said as they were.
  */
-static int normalize_line(struct es_jsonl *jl, int skip, const char *line, size_t len, uint64_t global,
+int es_prepare_normalize_line(struct es_jsonl *jl, int skip, const char *line, size_t len, uint64_t global,
 			  const char *path, uint64_t lineno, struct es_buf *out, struct pass1 *res,
 			  struct in_file *files, size_t file)
 {
@@ -365,9 +327,9 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 				break;
 			}
 			uint64_t lineno = es_line_reader_lineno(r);
-			rc = guard_line(&guard, len, has_nl, path, lineno);
+			rc = es_prepare_guard_line(&guard, len, has_nl, path, lineno);
 			if (!rc)
-				rc = normalize_line(jl, skip_bad, line, len, global, path, lineno, &out, res, files, i);
+				rc = es_prepare_normalize_line(jl, skip_bad, line, len, global, path, lineno, &out, res, files, i);
 			if (rc == 1) {
 				rc = 0;
 				continue;
@@ -395,7 +357,7 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 		}
 		files[i].rows = rows;
 		files[i].size = (uint64_t)st.st_size;
-		files[i].mtime_ns = mtime_ns_of(&st);
+		files[i].mtime_ns = es_prepare_mtime_ns(&st);
 		rc = hasher_push(&h, JOB_END_FILE, i, NULL, 0);
 		res->rows += rows;
 	}
@@ -431,13 +393,6 @@ static int run_pass1(const struct es_scan *scan, struct es_jsonl *jl, size_t max
 struct shard_out {
 	uint64_t start, len, rows;
 	char sha[65];
-};
-
-/* The normalized stream, as the temporaries that hold it in order: one (pass 1 in order) or one
- * per input range (the ranges in parallel). */
-struct piece {
-	char *path;
-	uint64_t off, len;   /* where its bytes lie in the normalized stream */
 };
 
 /* A reader of the normalized stream by offset; it keeps the piece it read last open. */
@@ -667,701 +622,6 @@ static int run_pass2(const struct piece *pieces, size_t n_pieces, const char *sh
 		pthread_join(th[i], NULL);
 	free(th);
 	return atomic_load(&p.err);
-}
-
-/* ---------------- pass 1 over ranges, in parallel ----------------
- *
- * The input is cut into byte ranges at line ends (ranges.h). Worker threads take the ranges in
- * order, and each validates and re-encodes its range into a temporary of its own; the counts of
- * the ranges, summed in order, place every row and every byte in the normalized stream, which
- * is the temporaries one after another. Two more threads compute what is sequential by nature:
- * one hashes each input file in order, the other the normalized stream, range after range as
- * they are done. The outcome is the same as pass 1 in order, error messages included: a range
- * that fails keeps its message, the first failure in input order is the one said, and a range
- * that does not know how many lines its file has before it (that needs the earlier ranges)
- * says its error again, quietly, once they are counted.
- */
-
-struct prange {
-	struct es_range r;
-	char *tmp;                /* its normalized temporary */
-	uint64_t line0;           /* lines of its file before it, when known (line0_known) */
-	uint64_t row0;            /* rows of the input before it (the index keys' row number) */
-	uint64_t base;            /* stored bytes of the input before it (--max-input-bytes) */
-	int line0_known;
-	uint64_t lines, rows, out;
-	struct in_file f;         /* its bad line count */
-	struct pass1 p1;          /* its bad lines */
-	int rc, skipped, done;
-	char *msg;                /* rc's message */
-};
-
-struct par {
-	const struct es_scan *scan;
-	struct es_jsonl_opts jo;
-	size_t max_line;
-	int64_t max_input;
-	int skip;
-	atomic_int *abandon;
-	struct in_file *files;
-	size_t n_files;             /* the files planned (a file that cannot be planned ends them) */
-	struct prange *rs;
-	size_t n;
-	atomic_size_t next;
-	atomic_size_t failed;       /* the first range that failed so far (n: none) */
-	atomic_ullong done_bytes;   /* stored bytes read, for the progress line */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;          /* a range is done */
-	size_t n_done;
-	int raw_rc, norm_rc;        /* the hashing threads' errors and their messages */
-	char *raw_msg, *norm_msg;
-	size_t raw_file;
-	char norm_sha[65];
-};
-
-/* A failure kept to be said later: its message, or the failure to keep it. */
-static char *keep_msg(void)
-{
-	return strdup(es_last_error());
-}
-
-static int par_stopped(struct par *P, size_t i)
-{
-	int rc = es_check_stop("prepare");
-	if (!rc && atomic_load(P->abandon))
-		rc = es_error(ES_EINVAL, "prepare stopped: the recipe was refused");
-	if (!rc && atomic_load(&P->failed) < i)
-		rc = 1; /* an earlier range failed: what this one finds will not be said */
-	return rc;
-}
-
-static int write_out(int fd, struct es_buf *out, struct prange *g)
-{
-	int rc = fd >= 0 ? es_fs_write_all(fd, out->data, out->len, g->tmp) : 0;
-	g->out += out->len;
-	es_buf_reset(out);
-	return rc;
-}
-
-/* A line reader over range g alone, its lines numbered from g->line0 + 1. */
-static int open_range(struct par *P, const struct prange *g, int *fd, struct es_line_reader **rd)
-{
-	const char *path = P->scan->files[g->r.file].path;
-	int codec = es_codec_of_name(path);
-	*rd = NULL;
-	if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return es_error_errno(ES_EIO, "cannot open input file '%s'", path);
-	posix_fadvise(*fd, (off_t)g->r.start, (off_t)(g->r.end - g->r.start), POSIX_FADV_SEQUENTIAL);
-	int rc = 0;
-	if (lseek(*fd, (off_t)g->r.start, SEEK_SET) < 0)
-		rc = es_error_errno(ES_EIO, "cannot read '%s'", path);
-	else if (!(*rd = es_line_reader_new_codec(*fd, P->max_line, path, codec)))
-		rc = es_error(ES_ENOMEM, "out of memory reading '%s'", path);
-	if (rc) {
-		close(*fd);
-		return rc;
-	}
-	if (codec == ES_CODEC_PLAIN)
-		es_line_reader_set_limit(*rd, g->r.end - g->r.start);
-	es_line_reader_set_lineno(*rd, g->line0);
-	return 0;
-}
-
-/* Range i through the line reader and the normalizer into out_fd (-1: nowhere, a rerun that
- * only says an error). 1 when it stopped because an earlier range failed. */
-static int run_range(struct par *P, size_t i, struct prange *g, struct es_jsonl *jl, int out_fd)
-{
-	const char *path = P->scan->files[g->r.file].path;
-	struct es_line_reader *rd;
-	int fd, rc = open_range(P, g, &fd, &rd);
-	if (rc)
-		return rc;
-	struct size_guard guard = { P->max_input, g->base, 0, g->r.end, es_codec_of_name(path) != ES_CODEC_PLAIN };
-	struct es_buf out = ES_BUF_INIT;
-	const char *line;
-	size_t len;
-	int has_nl, got;
-	uint64_t seen = 0, told = 0;
-	/* A stop (or an earlier range's failure) is looked for before the first line, then every
-	 * 4096 lines or 1 MiB, whichever comes first: ranges of few long lines must stop at once too. */
-	if ((rc = par_stopped(P, i)) != 0)
-		got = 0;
-	while (!rc && (got = es_line_reader_next(rd, &line, &len, &has_nl)) == 1) {
-		uint64_t now = es_line_reader_bytes(rd);
-		if ((++seen & 4095) == 0 || now - told >= ((uint64_t)1 << 20)) {
-			if ((rc = par_stopped(P, i)) != 0)
-				break;
-			atomic_fetch_add(&P->done_bytes, now - told);
-			told = now;
-		}
-		uint64_t lineno = es_line_reader_lineno(rd);
-		rc = guard_line(&guard, len, has_nl, path, lineno);
-		if (!rc)
-			rc = normalize_line(jl, P->skip, line, len, g->row0 + g->rows, path, lineno, &out, &g->p1, &g->f, 0);
-		if (rc == 1) {
-			rc = 0;
-			continue;
-		}
-		if (rc)
-			break;
-		g->rows++;
-		if (out.len >= CHUNK && (rc = write_out(out_fd, &out, g)) != 0)
-			break;
-	}
-	if (!rc && got < 0)
-		rc = got;
-	if (!rc)
-		rc = write_out(out_fd, &out, g);
-	g->lines = es_line_reader_lineno(rd) - g->line0;
-	uint64_t read = es_line_reader_bytes(rd);
-	atomic_fetch_add(&P->done_bytes, read - told);
-	if (!rc && read != g->r.end - g->r.start)
-		rc = es_error(ES_EINVAL, "Input changed while it was read: %s", path);
-	es_buf_free(&out);
-	es_line_reader_free(rd);
-	close(fd);
-	return rc;
-}
-
-static int range_to_tmp(struct par *P, size_t i, struct es_jsonl *jl)
-{
-	struct prange *g = &P->rs[i];
-#ifdef ESHARD_TEST_HOOKS
-	/* Tests make each range slow (milliseconds), for the progress line, or one of them
-	 * (ESHARD_TEST_RANGE_DELAY_ONLY=<index>), so that a later range fails first. */
-	int64_t ms, only;
-	const char *env = getenv("ESHARD_TEST_RANGE_DELAY_MS"), *which = getenv("ESHARD_TEST_RANGE_DELAY_ONLY");
-	if (env && !es_parse_i64(env, &ms) && ms > 0 && (!which || (!es_parse_i64(which, &only) && (size_t)only == i)))
-		es_sleep((double)ms / 1e3);
-#endif
-	int fd, rc = es_fs_open_new(g->tmp, 0600, 1, &fd);
-	if (rc)
-		return rc;
-	rc = run_range(P, i, g, jl, fd);
-	/* No fsync, as for pass 1's temporary (run_pass1). */
-	if (close(fd) != 0 && !rc)
-		rc = es_error_errno(ES_EIO, "cannot write '%s'", g->tmp);
-	if (!rc)
-		es_crash_point("prepare-mid-ranges"); /* on a worker thread, other ranges under way */
-	return rc;
-}
-
-static void range_done(struct par *P, size_t i, int rc)
-{
-	struct prange *g = &P->rs[i];
-	if (rc == 1) {
-		g->skipped = 1;
-		rc = 0;
-	}
-	if (rc) {
-		g->rc = rc;
-		g->msg = keep_msg();
-		size_t f = atomic_load(&P->failed);
-		while (i < f && !atomic_compare_exchange_weak(&P->failed, &f, i))
-			;
-	}
-	pthread_mutex_lock(&P->mu);
-	g->done = 1;
-	P->n_done++;
-	pthread_cond_broadcast(&P->cv);
-	pthread_mutex_unlock(&P->mu);
-}
-
-static void *par_worker(void *arg)
-{
-	struct par *P = arg;
-	/* Messages are kept, not printed: only the first failure in input order is said. */
-	es_log_quiet_begin();
-	struct es_jsonl *jl = es_jsonl_new(&P->jo);
-	for (;;) {
-		size_t i = atomic_fetch_add(&P->next, 1);
-		if (i >= P->n)
-			break;
-		int rc = !jl ? es_error(ES_ENOMEM, "out of memory") : atomic_load(&P->failed) < i ? 1 : range_to_tmp(P, i, jl);
-		range_done(P, i, rc);
-	}
-	es_jsonl_free(jl);
-	es_log_quiet_end();
-	return NULL;
-}
-
-/* The bytes of the file at path (an input file when input) into sha, in CHUNK reads through
- * buf; *total gets their count. A stop (or an earlier range's failure) is looked for every 64
- * reads. */
-static int hash_file(struct par *P, struct es_sha *sha, const char *path, int input, char *buf, uint64_t *total)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return es_error_errno(ES_EIO, "cannot open %s'%s'", input ? "input file " : "", path);
-	int rc = 0;
-	uint64_t reads = 0;
-	*total = 0;
-	while (!rc) {
-		if ((++reads & 63) == 0 && (rc = par_stopped(P, P->n)) != 0)
-			break;
-		ssize_t n = read(fd, buf, CHUNK);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			rc = es_error_errno(ES_EIO, "cannot read '%s'", path);
-		if (n <= 0)
-			break;
-		es_sha_update(sha, buf, (size_t)n);
-		*total += (uint64_t)n;
-	}
-	close(fd);
-	return rc;
-}
-
-/* The raw hash of input file f, which must still have the size planned. */
-static int hash_input(struct par *P, size_t f, char *buf)
-{
-	const char *path = P->scan->files[f].path;
-	struct es_sha sha;
-	uint64_t total;
-	int rc = es_sha_init(&sha);
-	if (!rc)
-		rc = hash_file(P, &sha, path, 1, buf, &total);
-	if (!rc && total != P->files[f].size)
-		rc = es_error(ES_EINVAL, "Input changed while it was read: %s", path);
-	if (!rc)
-		return es_sha_final(&sha, P->files[f].sha);
-	es_sha_abort(&sha);
-	return rc;
-}
-
-static void *raw_hasher(void *arg)
-{
-	struct par *P = arg;
-	es_log_quiet_begin();
-	char *buf = malloc(CHUNK);
-	int rc = buf ? 0 : es_error(ES_ENOMEM, "out of memory hashing input");
-	for (size_t f = 0; !rc && f < P->n_files; f++) {
-		rc = hash_input(P, f, buf);
-		P->raw_file = f;
-	}
-	if (rc && rc != 1) {
-		P->raw_rc = rc;
-		P->raw_msg = keep_msg();
-	}
-	free(buf);
-	es_log_quiet_end();
-	return NULL;
-}
-
-/* Wait until range i is done; 0 when it succeeded whole. */
-static int wait_range(struct par *P, size_t i)
-{
-	pthread_mutex_lock(&P->mu);
-	while (!P->rs[i].done)
-		pthread_cond_wait(&P->cv, &P->mu);
-	pthread_mutex_unlock(&P->mu);
-	return P->rs[i].rc || P->rs[i].skipped;
-}
-
-static void *norm_hasher(void *arg)
-{
-	struct par *P = arg;
-	es_log_quiet_begin();
-	struct es_sha sha;
-	char *buf = malloc(CHUNK);
-	int rc = buf ? es_sha_init(&sha) : es_error(ES_ENOMEM, "out of memory hashing");
-	int open_sha = buf && !rc;
-	for (size_t i = 0; !rc && i < P->n; i++)
-		rc = wait_range(P, i) ? 1 : hash_file(P, &sha, P->rs[i].tmp, 0, buf, &(uint64_t){ 0 });
-	if (open_sha && !rc)
-		rc = es_sha_final(&sha, P->norm_sha);
-	else if (open_sha)
-		es_sha_abort(&sha);
-	if (rc && rc != 1) {
-		P->norm_rc = rc;
-		P->norm_msg = keep_msg();
-	}
-	free(buf);
-	es_log_quiet_end();
-	return NULL;
-}
-
-/* The ranges of every input file; a file that cannot be opened ends the plan there, its error
- * kept in *plan_msg to be said after those of the files before it. */
-static int plan_ranges(struct par *P, const char *stage, uint64_t target, struct es_ranges *rs, int *plan_rc,
-		       char **plan_msg)
-{
-	int rc = 0;
-	es_log_quiet_begin();
-	for (size_t f = 0; !rc && f < P->scan->n_files; f++) {
-		const char *path = P->scan->files[f].path;
-		struct stat st;
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || fstat(fd, &st) != 0) {
-			*plan_rc = es_error_errno(ES_EIO, "cannot open input file '%s'", path);
-			if (fd >= 0)
-				close(fd);
-			break;
-		}
-		P->files[f].size = (uint64_t)st.st_size;
-		P->files[f].mtime_ns = mtime_ns_of(&st);
-		if (es_codec_of_name(path) != ES_CODEC_PLAIN)
-			rc = es_ranges_add_whole(rs, f, (uint64_t)st.st_size);
-		else
-			rc = es_ranges_add_file(rs, f, fd, (uint64_t)st.st_size, target, path);
-		if (rc)
-			*plan_rc = rc;
-		close(fd);
-		P->n_files = f + 1;
-	}
-	if (*plan_rc && !(*plan_msg = keep_msg()))
-		rc = ES_ENOMEM;
-	es_log_quiet_end();
-	if (rc == ES_ENOMEM)
-		return es_error(ES_ENOMEM, "out of memory planning input ranges");
-	P->n = rs->n;
-	if (!(P->rs = calloc(rs->n ? rs->n : 1, sizeof(*P->rs))))
-		return es_error(ES_ENOMEM, "out of memory planning input ranges");
-	uint64_t base = 0;
-	for (size_t i = 0; i < rs->n; i++) {
-		struct prange *g = &P->rs[i];
-		g->r = rs->v[i];
-		g->base = base;
-		base += g->r.end - g->r.start;
-		g->line0_known = i == 0 || rs->v[i - 1].file != g->r.file;
-		struct es_buf name = ES_BUF_INIT;
-		g->tmp = es_buf_printf(&name, "%s/.normalized.%zu.tmp", stage, i) ? NULL : es_buf_detach(&name, NULL);
-		es_buf_free(&name);
-		if (!g->tmp)
-			return es_error(ES_ENOMEM, "out of memory planning input ranges");
-	}
-	return 0;
-}
-
-/* Index keys number the rows of the whole input: a range must know the rows before it before it
- * starts. Without --bad-lines skip every line is a row (a bad one stops prepare), so a quick
- * first pass that counts the '\n' of each range, in parallel, tells every range its first row
- * and line number. */
-static int count_range(struct par *P, struct prange *g, char *buf)
-{
-	const char *path = P->scan->files[g->r.file].path;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return es_error_errno(ES_EIO, "cannot open input file '%s'", path);
-	int rc = 0;
-	char last = '\n';
-	for (uint64_t off = g->r.start; !rc && off < g->r.end;) {
-		if ((rc = es_check_stop("prepare")) != 0)
-			break;
-		uint64_t want = g->r.end - off < CHUNK ? g->r.end - off : CHUNK;
-		ssize_t n = pread(fd, buf, (size_t)want, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = n < 0 ? es_error_errno(ES_EIO, "cannot read '%s'", path)
-				   : es_error(ES_EINVAL, "Input changed while it was read: %s", path);
-			break;
-		}
-		for (const char *p = buf, *end = buf + n; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
-			g->lines++;
-		last = buf[n - 1];
-		off += (uint64_t)n;
-	}
-	close(fd);
-	g->lines += last != '\n'; /* a last line without '\n' */
-	return rc;
-}
-
-static void *count_worker(void *arg)
-{
-	struct par *P = arg;
-	es_log_quiet_begin();
-	char *buf = malloc(CHUNK);
-	for (;;) {
-		size_t i = atomic_fetch_add(&P->next, 1);
-		if (i >= P->n)
-			break;
-		int rc = buf ? count_range(P, &P->rs[i], buf) : es_error(ES_ENOMEM, "out of memory");
-		if (rc)
-			range_done(P, i, rc);
-	}
-	free(buf);
-	es_log_quiet_end();
-	return NULL;
-}
-
-/* Run fn on n threads (at least one, on this one when no other can start). */
-static void on_threads(int n, void *(*fn)(void *), void *arg)
-{
-	pthread_t th[256];
-	int started = 0;
-	if (n > (int)(sizeof(th) / sizeof(th[0])))
-		n = (int)(sizeof(th) / sizeof(th[0]));
-	while (started < n && pthread_create(&th[started], NULL, fn, arg) == 0)
-		started++;
-	if (!started)
-		fn(arg);
-	for (int i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
-}
-
-/* The count pass: every range's first row and line; 0, or the first failure (said). */
-static int count_rows(struct par *P, int threads)
-{
-	on_threads(threads, count_worker, P);
-	atomic_store(&P->next, 0);
-	uint64_t rows = 0, line0 = 0;
-	for (size_t i = 0; i < P->n; i++) {
-		struct prange *g = &P->rs[i];
-		if (g->rc)
-			return es_error(g->rc, "%s", g->msg ? g->msg : "out of memory");
-		if (i && P->rs[i - 1].r.file != g->r.file)
-			line0 = 0;
-		g->row0 = rows;
-		g->line0 = line0;
-		g->line0_known = 1;
-		rows += g->lines;
-		line0 += g->lines;
-		g->lines = 0;
-	}
-	return 0;
-}
-
-/* The main thread waits for the ranges, saying how far they are every every seconds (0:
- * never) on stderr. */
-static void wait_ranges(struct par *P, double every, uint64_t total)
-{
-	double t0 = es_time_mono(), next = t0 + every;
-	pthread_mutex_lock(&P->mu);
-	while (P->n_done < P->n) {
-		if (every <= 0) {
-			pthread_cond_wait(&P->cv, &P->mu);
-			continue;
-		}
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		double left = next - es_time_mono();
-		if (left > 0) {
-			ts.tv_sec += (time_t)left;
-			ts.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&P->cv, &P->mu, &ts);
-		}
-		double now = es_time_mono();
-		if (now < next || P->n_done >= P->n)
-			continue;
-		next = now + every;
-		double done = (double)atomic_load(&P->done_bytes), rate = done / (now - t0);
-		pthread_mutex_unlock(&P->mu);
-		es_log_note("prepare: %.0f of %.0f MB read (%.0f%%), %.0f MB/s, ETA %.0f s", done / 1e6,
-			    (double)total / 1e6, total ? 100.0 * done / (double)total : 100.0, rate / 1e6,
-			    rate > 0 && (double)total > done ? ((double)total - done) / rate : 0.0);
-		pthread_mutex_lock(&P->mu);
-	}
-	pthread_mutex_unlock(&P->mu);
-}
-
-/* Say range i's failure; when the range did not know its line numbers, run it again, quietly
- * and writing nothing, numbered from the lines of its file before it (all counted by now). */
-static int say_range_error(struct par *P, size_t i, struct es_jsonl *jl)
-{
-	struct prange *g = &P->rs[i];
-	char *again = NULL;
-	int rc = g->rc;
-	if (!g->line0_known && jl) {
-		struct prange c;
-		memset(&c, 0, sizeof(c));
-		c.r = g->r;
-		c.base = g->base;
-		c.row0 = g->row0;
-		for (size_t j = i; j > 0 && P->rs[j - 1].r.file == g->r.file; j--)
-			c.line0 += P->rs[j - 1].lines;
-		es_log_quiet_begin();
-		int rc2 = run_range(P, i, &c, jl, -1);
-		if (rc2 < 0 && (again = keep_msg()) != NULL)
-			rc = rc2;
-		es_log_quiet_end();
-		free(c.p1.first);
-	}
-	rc = es_error(rc, "%s", again ? again : g->msg ? g->msg : "out of memory");
-	free(again);
-	return rc;
-}
-
-/* The first failure in input order: the ranges of each file, then its raw hash; then the file
- * that could not be planned; then the normalized hash. Said once, here; 0 when none. */
-static int par_first_error(struct par *P, struct es_jsonl *jl, int plan_rc, const char *plan_msg)
-{
-	size_t i = 0;
-	for (size_t f = 0; f < P->n_files; f++) {
-		for (; i < P->n && P->rs[i].r.file == f; i++)
-			if (P->rs[i].rc)
-				return say_range_error(P, i, jl);
-		if (P->raw_rc && P->raw_file == f)
-			return es_error(P->raw_rc, "%s", P->raw_msg ? P->raw_msg : "out of memory");
-	}
-	if (plan_rc)
-		return es_error(plan_rc, "%s", plan_msg ? plan_msg : "out of memory");
-	if (P->norm_rc)
-		return es_error(P->norm_rc, "%s", P->norm_msg ? P->norm_msg : "out of memory");
-	return 0;
-}
-
-/* The ranges' counts summed in order into the files' and the input's, their bad lines (the
- * first ES_BAD_LINES_KEPT in input order), and their temporaries as the stream's pieces. */
-static int par_merge(struct par *P, struct pass1 *res, struct piece *pieces)
-{
-	uint64_t line0 = 0;
-	for (size_t i = 0; i < P->n; i++) {
-		struct prange *g = &P->rs[i];
-		size_t f = g->r.file;
-		if (i && P->rs[i - 1].r.file != f)
-			line0 = 0;
-		P->files[f].rows += g->rows;
-		P->files[f].bad += g->f.bad;
-		res->rows += g->rows;
-		res->bad += g->p1.bad;
-		for (size_t k = 0; k < g->p1.n_first && res->n_first < ES_BAD_LINES_KEPT; k++) {
-			if (!res->first && !(res->first = calloc(ES_BAD_LINES_KEPT, sizeof(*res->first))))
-				return es_error(ES_ENOMEM, "out of memory noting the bad lines of the input");
-			res->cap_first = ES_BAD_LINES_KEPT;
-			struct bad_line *b = &res->first[res->n_first++];
-			*b = g->p1.first[k];
-			b->file = f;
-			b->lineno += g->line0_known ? 0 : line0;
-		}
-		pieces[i] = (struct piece){ g->tmp, res->bytes, g->out };
-		g->tmp = NULL;
-		res->bytes += g->out;
-		line0 += g->lines;
-	}
-	for (size_t f = 0; f < P->n_files; f++)
-		res->files_bad += P->files[f].bad != 0;
-	memcpy(res->norm_sha, P->norm_sha, sizeof(res->norm_sha));
-	return 0;
-}
-
-static void par_free(struct par *P)
-{
-	for (size_t i = 0; P->rs && i < P->n; i++) {
-		free(P->rs[i].tmp);
-		free(P->rs[i].msg);
-		free(P->rs[i].p1.first);
-	}
-	free(P->rs);
-	free(P->raw_msg);
-	free(P->norm_msg);
-	pthread_mutex_destroy(&P->mu);
-	pthread_cond_destroy(&P->cv);
-}
-
-/* The size of each range: about eight per thread, so that threads that finish early find
- * more, within [1 MiB, 256 MiB] (a test build may ask for another with
- * ESHARD_TEST_RANGE_BYTES, to cut small inputs into many ranges). */
-static uint64_t range_target(const struct es_scan *scan, int threads)
-{
-	uint64_t total = 0;
-	for (size_t f = 0; f < scan->n_files; f++) {
-		struct stat st;
-		if (stat(scan->files[f].path, &st) == 0)
-			total += (uint64_t)st.st_size;
-	}
-	uint64_t t = total / ((uint64_t)threads * 8);
-	t = t < ((uint64_t)1 << 20) ? (uint64_t)1 << 20 : t > ((uint64_t)256 << 20) ? (uint64_t)256 << 20 : t;
-#ifdef ESHARD_TEST_HOOKS
-	int64_t v;
-	const char *env = getenv("ESHARD_TEST_RANGE_BYTES");
-	if (env && !es_parse_i64(env, &v) && v > 0)
-		t = (uint64_t)v;
-#endif
-	return t;
-}
-
-/* The workers and both hashing threads, until every range is done and hashed. */
-static int par_run(struct par *P, int threads, double progress_secs, uint64_t total)
-{
-	int k = P->n < (size_t)threads ? (int)P->n : threads;
-	pthread_t *th = calloc((size_t)k + 2, sizeof(*th));
-	if (!th)
-		return es_error(ES_ENOMEM, "out of memory starting threads");
-	int have_raw = pthread_create(&th[0], NULL, raw_hasher, P) == 0;
-	int have_norm = pthread_create(&th[1], NULL, norm_hasher, P) == 0;
-	int started = 0;
-	while (started < k && pthread_create(&th[2 + started], NULL, par_worker, P) == 0)
-		started++;
-	/* Without a thread of their own, they run here, one after the other. */
-	if (!started)
-		par_worker(P);
-	wait_ranges(P, progress_secs, total);
-	for (int i = 0; i < started; i++)
-		pthread_join(th[2 + i], NULL);
-	if (have_raw)
-		pthread_join(th[0], NULL);
-	else
-		raw_hasher(P);
-	if (have_norm)
-		pthread_join(th[1], NULL);
-	else
-		norm_hasher(P);
-	free(th);
-	return 0;
-}
-
-struct par_in {
-	const struct es_prepare_opts *o;
-	const struct es_scan *scan;
-	const struct es_jsonl_opts *jo;
-	const char *stage;
-	size_t max_line;
-	int threads;
-	atomic_int *abandon;
-};
-
-/* Pass 1 over ranges on in->threads threads: files' facts into files, the input's into res,
- * the normalized stream's pieces into *pieces (*n_pieces of them, the caller frees). */
-static int run_par_pass1(const struct par_in *in, struct in_file *files, struct pass1 *res, struct piece **pieces,
-			 size_t *n_pieces)
-{
-	struct par P;
-	memset(&P, 0, sizeof(P));
-	P.scan = in->scan;
-	P.jo = *in->jo;
-	P.max_line = in->max_line;
-	P.max_input = in->o->max_input_bytes;
-	P.skip = in->o->skip_bad_lines;
-	P.abandon = in->abandon;
-	P.files = files;
-	pthread_mutex_init(&P.mu, NULL);
-	pthread_cond_init(&P.cv, NULL);
-	free(res->first);
-	memset(res, 0, sizeof(*res));
-	struct es_ranges rs = ES_RANGES_INIT;
-	int plan_rc = 0;
-	char *plan_msg = NULL;
-	int rc = plan_ranges(&P, in->stage, range_target(in->scan, in->threads), &rs, &plan_rc, &plan_msg);
-	es_ranges_free(&rs);
-	atomic_store(&P.failed, P.n);
-	uint64_t total = P.n ? P.rs[P.n - 1].base + (P.rs[P.n - 1].r.end - P.rs[P.n - 1].r.start) : 0;
-	if (!rc && in->jo->n_index)
-		rc = count_rows(&P, in->threads);
-	struct es_jsonl *jl = rc ? NULL : es_jsonl_new(in->jo);
-	if (!rc && !jl)
-		rc = es_error(ES_ENOMEM, "out of memory");
-	if (!rc)
-		rc = par_run(&P, in->threads, in->o->progress_secs, total);
-	if (!rc)
-		rc = par_first_error(&P, jl, plan_rc, plan_msg);
-	if (!rc && !(*pieces = calloc(P.n ? P.n : 1, sizeof(**pieces))))
-		rc = es_error(ES_ENOMEM, "out of memory");
-	if (!rc) {
-		*n_pieces = P.n;
-		rc = par_merge(&P, res, *pieces);
-	}
-	if (!rc)
-		es_crash_point("prepare-after-ranges");
-	es_jsonl_free(jl);
-	free(plan_msg);
-	par_free(&P);
-	return rc;
 }
 
 /* ---------------- the manifest ---------------- */
@@ -1642,9 +902,9 @@ static int diff_inputs_stat(const struct es_manifest *m, const struct es_scan *s
 				 (long long)st.st_size);
 			return 0;
 		}
-		if (e->mtime_ns != mtime_ns_of(&st)) {
+		if (e->mtime_ns != es_prepare_mtime_ns(&st)) {
 			diff_add(&d->results, "input file %s modified at mtime_ns %lld (now %lld)", e->path,
-				 (long long)e->mtime_ns, (long long)mtime_ns_of(&st));
+				 (long long)e->mtime_ns, (long long)es_prepare_mtime_ns(&st));
 			return 0;
 		}
 	}
@@ -2318,9 +1578,9 @@ static int prep_scan(struct prep *P)
 		return es_error(ES_ENOMEM, "out of memory");
 	size_t max_line = o->max_line_bytes ? o->max_line_bytes : ES_MAX_LINE_BYTES;
 	int threads = o_threads(o);
-	if (threads > 1 && !needs_order(o, r, &P->scan)) {
+	if ((threads > 1 || o->ranks) && !needs_order(o, r, &P->scan)) {
 		struct par_in in = { o, &P->scan, &jo, P->stage.data, max_line, threads, &P->bg.failed };
-		return run_par_pass1(&in, P->files, &P->p1, &P->pieces, &P->n_pieces);
+		return es_prepare_par_pass1(&in, P->files, &P->p1, &P->pieces, &P->n_pieces);
 	}
 	P->jl = es_jsonl_new(&jo);
 	P->pieces = calloc(1, sizeof(*P->pieces));
@@ -2382,7 +1642,7 @@ static int prep_write(struct prep *P)
 	for (size_t i = 0; i < P->scan.n_files; i++) {
 		struct stat st;
 		if (stat(P->scan.files[i].path, &st) != 0 || (uint64_t)st.st_size != P->files[i].size ||
-		    mtime_ns_of(&st) != P->files[i].mtime_ns)
+		    es_prepare_mtime_ns(&st) != P->files[i].mtime_ns)
 			return es_error(ES_EINVAL, "Input changed between the scan and write passes: %s", P->scan.files[i].path);
 	}
 	return 0;

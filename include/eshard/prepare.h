@@ -94,7 +94,45 @@ struct es_prepare_opts {
 	int64_t threads;
 	/* > 0: a progress line on stderr every progress_secs seconds while the input is read. */
 	double progress_secs;
+	/* `run` with more than one rank: the ranks share pass 1 where threads could (not where
+	 * pass 1 must read in order). NULL: this process alone. Not recorded. */
+	const struct es_prepare_ranks *ranks;
 };
+
+/*
+ * The ranks of `run` share pass 1 (README "Prepare at scale"): the preparing rank plans the
+ * input's byte ranges and hands the plan to the front end, which carries it to every rank; each
+ * rank reads its slice of the ranges (es_prepare_ranges_run) into temporaries in the stage
+ * folder, which every rank must see; the front end gathers every rank's counts back, and the
+ * preparing rank hashes, writes the shards and publishes as with threads alone. The library
+ * calls no MPI: these hooks are the front end's.
+ */
+struct es_prepare_ranks {
+	int size;                   /* ranks, > 1 */
+	/* The plan of n ranges (len bytes) to every rank, and whether they can all read the stage
+	 * (es_prepare_plan_check): 0 with this rank's slice in [*lo, *hi) (es_prepare_rank_slice),
+	 * 1 when this rank reads every range alone (gather is then not called), or an error,
+	 * said (the other ranks are then released). */
+	int (*share)(void *arg, const void *plan, size_t len, size_t n, size_t *lo, size_t *hi);
+	/* This rank's counts (len bytes) to every rank, everybody's, in rank order, into all;
+	 * called once after a share that returned 0, even when this rank failed. */
+	int (*gather)(void *arg, const void *mine, size_t len, struct es_buf *all);
+	void *arg;
+};
+
+/* The slice [*lo, *hi) of n ranges that rank reads of size ranks. Rank 0 also hashes the
+ * normalized stream and writes the shards: it reads a smaller slice. */
+void es_prepare_rank_slice(size_t n, int size, int rank, size_t *lo, size_t *hi);
+/* On a rank that got a plan (len bytes): whether it sees the plan's stage folder (the probe
+ * file the preparing rank wrote there). 0 with the plan's range count in *n, or an error,
+ * kept quiet (es_last_error() says what), so that the caller can fall back. */
+int es_prepare_plan_check(const void *plan, size_t len, size_t *n);
+/* On rank (of size, rank > 0): its slice of plan's ranges (es_prepare_rank_slice), read on
+ * threads threads (0: the CPUs this process may use) into their temporaries in the plan's stage
+ * folder; rank 1 also hashes the input files, on one more thread. Their counts and hashes (or
+ * failures, each kept with its message, to be said by the preparing rank in input order) into
+ * counts. 0, or ES_ENOMEM when not even the counts could be made. */
+int es_prepare_ranges_run(const void *plan, size_t len, int rank, int size, int64_t threads, struct es_buf *counts);
 
 struct es_prepare_result {
 	int already_prepared;       /* 1: an unchanged job existed, nothing was written */
