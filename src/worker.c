@@ -785,14 +785,22 @@ static const char *finish_not_started(struct shard_run *r)
 	return res;
 }
 
+static const char *finish_outage(struct shard_run *r, double since, int err);
+
 /* The shard file is read by the processor: it must be the job folder's own regular file, not a
  * symbolic link planted to feed it something else. */
 static const char *check_input(struct shard_run *r)
 {
 	struct stat st;
 	struct es_buf why = ES_BUF_INIT;
-	if (lstat(r->input.data, &st) != 0)
-		es_buf_printf(&why, "Shard file %s cannot be read: %s", r->input.data, strerror(errno));
+	es_proc_test_hook("ESHARD_TEST_HOOK_BEFORE_INPUT_CHECK");
+	int rc = lstat(r->input.data, &st), err = errno;
+	/* The job folder went away under the claim (a server restart): not the shard's fault, nor
+	 * a reason to stop this worker; ride it out like any other step. */
+	if (rc != 0 && es_fs_transient(err))
+		return finish_outage(r, outage_start(r->w), err);
+	if (rc != 0)
+		es_buf_printf(&why, "Shard file %s cannot be read: %s", r->input.data, strerror(err));
 	else if (S_ISLNK(st.st_mode))
 		es_buf_printf(&why, "Shard file %s is a symbolic link; eshard-mpi does not follow links in a job folder",
 			      r->input.data);
