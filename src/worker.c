@@ -301,15 +301,26 @@ static int tick(void *arg)
 		return 0;
 	}
 	/* A backup of this shard may have won: its done record is there. No backup starts before
-	 * the attempt is ES_BACKUP_MIN_EXTRA_SECS old, so short attempts never look. */
-	if (es_time_epoch() - w->c.claimed_at_epoch >= ES_BACKUP_MIN_EXTRA_SECS &&
-	    es_claim_yield(&w->c, t->i, w->c.token) == 1) {
-		t->superseded = 1;
-		return 1;
+	 * the attempt is ES_BACKUP_MIN_EXTRA_SECS old, so short attempts never look. The look is
+	 * quiet: the lease refresh below reports what ails the job folder, once, not twice a
+	 * second. */
+	if (es_time_epoch() - w->c.claimed_at_epoch >= ES_BACKUP_MIN_EXTRA_SECS) {
+		es_log_quiet_begin();
+		int yielded = es_claim_yield(&w->c, t->i, w->c.token) == 1;
+		es_log_quiet_end();
+		if (yielded) {
+			t->superseded = 1;
+			return 1;
+		}
 	}
 	if (!beat && !t->io_since)
 		return 0;
+	/* During an outage the refresh is retried at every tick: its first failure was reported. */
+	if (t->io_since)
+		es_log_quiet_begin();
 	int rc = es_claim_heartbeat(&t->w->c, t->i);
+	if (t->io_since)
+		es_log_quiet_end();
 	if (rc == 1) {
 		t->lost = 1;
 		es_warning("lost the lease on %s (taken over by another worker); stopping its attempt", t->w->m.shards[t->i].id);
