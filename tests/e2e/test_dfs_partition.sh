@@ -31,12 +31,15 @@ gluster_setup
 gluster_netns_setup
 
 dfs_input 240
-# proc.sh, each child's pid, input and output logged on local disk; PROC_SECS (in a worker's
-# environment) overrides how long its children take.
+# proc.sh, each child's pid, input and output logged on local disk; SLOW_ONCE=DIR (in a worker's
+# environment): its first child takes 120 s (the shard cut off), the ones after it (claimed once
+# its link is back, on a loaded machine) as long as the others'.
 cat >"$T/proc-log.sh" <<EOF2
 #!/bin/sh
 echo "\$\$ \$2 \$3" >>$T/procs.log
-exec $T/proc.sh "\${PROC_SECS:-\$1}" "\$2" "\$3"
+secs=\$1
+if [ -n "\${SLOW_ONCE:-}" ] && mkdir "\$SLOW_ONCE" 2>/dev/null; then secs=120; fi
+exec $T/proc.sh "\$secs" "\$2" "\$3"
 EOF2
 chmod +x "$T/proc-log.sh"
 COMMON=(--config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards 24)
@@ -70,7 +73,7 @@ PY
 holds_lock() { [ -n "$(lock_of "$1")" ]; }
 secs() { python3 -c 'import sys; print("%.1f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$1" "$2"; }
 
-# partition W PING HB LEASE: prepares $JOB, starts worker W (cut off, its children slow) and,
+# partition W PING HB LEASE: prepares $JOB, starts worker W (cut off, its first child slow) and,
 # once it holds a shard, cuts its link and starts the workers W+1 and W+2; returns once the
 # lease of W's shard ran out and another worker took it over (the link still cut), with
 # shard, adir, token (W's lock), pW, pA, pB (the workers' pids), t0 and t1 (the cut and the
@@ -80,7 +83,7 @@ partition() {
   gluster_cli volume set "$GLUSTER_VOL" network.ping-timeout "$ping" >/dev/null || fail "gluster: network.ping-timeout"
   run_expect 0 gluster_run prep "$BIN" prepare "${COMMON[@]}" --job-dir "$T/mnt/$JOB" \
     --process-cmd "$T/proc-log.sh 0.3 {input} {output}" --heartbeat-secs "$hb" --lease-secs "$lease"
-  worker "$w" GLUSTER_NETNS="$GLUSTER_NETNS" PROC_SECS=120
+  worker "$w" GLUSTER_NETNS="$GLUSTER_NETNS" SLOW_ONCE="$T/slow.$w"
   pW=$!
   wait_for 20 test -s "$T/w$w.pid"
   wait_for 30 holds_lock "$(cat "$T/w$w.pid")"
