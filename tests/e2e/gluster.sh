@@ -167,6 +167,30 @@ print(len(att), shards, takeovers, sum(a.get("status") == "superseded" for a in 
 PY
 }
 
+# dfs_superseded_ok JOB: every superseded attempt is a backup (it lost the race) or a primary
+# whose shard's done record is a backup's (a backup started on an overdue shard and won); any
+# other superseded primary ran a shard that was already done: a terminal fence did not hold on
+# the client cache.
+dfs_superseded_ok() {
+  python3 - "$1" <<'PY'
+import glob, json, os, sys
+job = sys.argv[1]
+bad = []
+for p in glob.glob(os.path.join(job, "attempts", "*", "*", "attempt.json")):
+    a = json.load(open(p))
+    if a.get("status") != "superseded" or a.get("backup"):
+        continue
+    rec = json.load(open(os.path.join(job, "state", "done", a["shard_id"] + ".json")))
+    won = [b for b in (json.load(open(q)) for q in glob.glob(os.path.join(job, "attempts", a["shard_id"], "*", "attempt.json")))
+           if b.get("token") == rec.get("token")]
+    if not won or not won[0].get("backup"):
+        bad.append(p)
+for b in bad:
+    print("superseded, not by a backup:", b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+}
+
 # dfs_plain_run OUT: the reference output, the same job (COMMON, without its processor) run by
 # one worker on local disk with a processor that does not sleep.
 dfs_plain_run() {
