@@ -133,6 +133,7 @@ struct tick_arg {
 	int released;        /* the lock was released on a stop, before the child was stopped */
 	int superseded;      /* the shard's done record is another attempt's: stop */
 	double last_beat;
+	double refreshed;    /* the last lease refresh that the job folder answered (es_time_mono) */
 	/* The lease refresh fails with a transient error (es_fs_transient) since io_since
 	 * (es_time_mono; 0: it works), with io_errno; io_seen: it failed so at least once during
 	 * this attempt; unreachable: for longer than the outage budget, so the child was stopped. */
@@ -258,7 +259,9 @@ static int backup_outrun(struct worker *w, size_t i)
 /* A lease refresh failed. An error that is not transient is not fatal: the next refresh may
  * work, and the lease is long. A transient one (es_fs_transient) is retried at every tick
  * (twice a second) for the outage budget; past it the job folder is unreachable (a dead mount):
- * 1 stops the child. */
+ * 1 stops the child. The budget counts from the last refresh that worked, not from this
+ * failure: a partitioned client's call hangs until its timeout (an NFS major timeout,
+ * Gluster's ping timeout) before it fails, and the lease ran on meanwhile. */
 static int refresh_failed(struct tick_arg *t, int rc)
 {
 	int err;
@@ -269,12 +272,14 @@ static int refresh_failed(struct tick_arg *t, int rc)
 	}
 	double now = es_time_mono();
 	if (!t->io_since) {
-		t->io_since = t->w->fs_failing_since ? t->w->fs_failing_since : now;
+		double since = t->w->fs_failing_since;
+		t->io_since = since && since < t->refreshed ? since : t->refreshed;
 		t->w->fs_failing_since = t->io_since;
 		t->io_errno = err;
 		t->io_seen = 1;
-		es_warning("cannot refresh the lease of %s (%s); retrying for up to %g s", t->w->m.shards[t->i].id,
-			   es_last_error(), outage_budget(t->w));
+		double left = outage_budget(t->w) - (now - t->io_since);
+		es_warning("cannot refresh the lease of %s (%s), last refreshed %.1f s ago; retrying for up to %.1f s",
+			   t->w->m.shards[t->i].id, es_last_error(), now - t->refreshed, left > 0 ? left : 0);
 	}
 	if (now - t->io_since < outage_budget(t->w))
 		return 0;
@@ -332,6 +337,7 @@ static int tick(void *arg)
 	}
 	if (rc < 0)
 		return refresh_failed(t, rc);
+	t->refreshed = es_time_mono();
 	if (t->io_since) {
 		es_log_note("The job folder %s answers again after %.1f s", w->m.job_dir, now - t->io_since);
 		t->io_since = 0;
@@ -635,7 +641,7 @@ static void shard_setup(struct shard_run *r, struct worker *w, size_t i)
 	/* Twice a second: the lease is refreshed when due, and a primary notices within half a
 	 * second that a backup's result won (so the job's end does not wait for it). */
 	s->tick_secs = w->c.policy.heartbeat_secs < 0.5 ? w->c.policy.heartbeat_secs : 0.5;
-	r->ta = (struct tick_arg){ .w = w, .i = i, .last_beat = es_time_mono() };
+	r->ta = (struct tick_arg){ .w = w, .i = i, .last_beat = es_time_mono(), .refreshed = es_time_mono() };
 	s->tick = tick;
 	s->tick_arg = &r->ta;
 	s->on_stop = release_on_stop;
@@ -803,14 +809,22 @@ static const char *finish_not_started(struct shard_run *r)
 	return res;
 }
 
+static const char *finish_outage(struct shard_run *r, double since, int err);
+
 /* The shard file is read by the processor: it must be the job folder's own regular file, not a
  * symbolic link planted to feed it something else. */
 static const char *check_input(struct shard_run *r)
 {
 	struct stat st;
 	struct es_buf why = ES_BUF_INIT;
-	if (lstat(r->input.data, &st) != 0)
-		es_buf_printf(&why, "Shard file %s cannot be read: %s", r->input.data, strerror(errno));
+	es_proc_test_hook("ESHARD_TEST_HOOK_BEFORE_INPUT_CHECK");
+	int rc = lstat(r->input.data, &st), err = errno;
+	/* The job folder went away under the claim (a server restart): not the shard's fault, nor
+	 * a reason to stop this worker; ride it out like any other step. */
+	if (rc != 0 && es_fs_transient(err))
+		return finish_outage(r, outage_start(r->w), err);
+	if (rc != 0)
+		es_buf_printf(&why, "Shard file %s cannot be read: %s", r->input.data, strerror(err));
 	else if (S_ISLNK(st.st_mode))
 		es_buf_printf(&why, "Shard file %s is a symbolic link; eshard-mpi does not follow links in a job folder",
 			      r->input.data);

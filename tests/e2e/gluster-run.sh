@@ -6,9 +6,19 @@
 # goes to PIDFILE, so that a test can kill this host's mount under a running worker), CMD runs,
 # and the mount goes when CMD ends. Exits with CMD's code (70 when the mount did not come up).
 # GLUSTER_CLIENT_LOG: the client's log file (default /dev/null).
+# GLUSTER_NETNS="NETNS HOSTS" (gluster_netns_setup in gluster.sh): the client alone runs in the
+# network namespace NETNS (a /proc/PID/ns/net), which reaches the server over a veth pair whose
+# link a test can cut, with HOSTS bind-mounted over /etc/hosts in this mount namespace so that
+# the server's name resolves to the server's end of that pair. CMD keeps this network (MPI
+# is not cut).
 exec unshare --mount --propagation private /bin/sh -c '
 server=$1 vol=$2 mp=$3 pidfile=$4; shift 4
-glusterfs -N --volfile-server="$server" --volfile-id="$vol" \
+netns=
+if [ -n "${GLUSTER_NETNS:-}" ]; then
+  mount --bind "${GLUSTER_NETNS#* }" /etc/hosts || exit 70
+  netns="nsenter --net=${GLUSTER_NETNS%% *}"
+fi
+$netns glusterfs -N --volfile-server="$server" --volfile-id="$vol" \
   --log-file="${GLUSTER_CLIENT_LOG:-/dev/null}" "$mp" &
 fs=$!
 echo "$fs" >"$pidfile"

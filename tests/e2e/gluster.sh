@@ -26,6 +26,12 @@
 #   gluster_cli ARGS...         the gluster command, retried while another transaction of
 #                               glusterd (another test's) holds its lock
 #   dfs_held_by JOB PID [SECS]  the shard PID claimed less than SECS ago (see below)
+#   gluster_netns_setup         a network namespace for one client, joined to this one by a
+#                               veth pair with addresses of the benchmark range 198.18.0.0/15
+#                               (test traffic stays on this machine), and exports GLUSTER_NETNS:
+#                               gluster_run with it set runs its client there (gluster-run.sh)
+#   gluster_link down|up        cuts that client's link (its end of the pair goes down) or
+#                               restores it: a partitioned host
 #
 # On exit, even on failure, every client of the volume that a test started is killed and the
 # volume stopped and deleted, before lib.sh removes $T.
@@ -48,6 +54,9 @@ gluster_teardown() {
   local f p
   # The test's own background commands (workers on the volume) first: they hold its mounts.
   for p in $(jobs -p); do kill -KILL "$p" 2>/dev/null || true; done
+  # The veth pair goes with its namespace once its holder (a background job) and client are
+  # gone; delete the pair now in case a process of the namespace outlives them.
+  [ -z "${GLUSTER_VETH:-}" ] || ip link del "$GLUSTER_VETH" 2>/dev/null || true
   for f in "$T"/gluster/pids/*.pid; do
     [ -f "$f" ] || continue
     p=$(cat "$f")
@@ -100,6 +109,35 @@ gluster_run() {
   "$SRC/tests/e2e/gluster-run.sh" "$GLUSTER_SERVER" "$GLUSTER_VOL" "$T/mnt" "$GLUSTER_PIDS/$name.pid" "$@"
 }
 gluster_client_pid() { cat "$GLUSTER_PIDS/$1.pid"; }
+
+gluster_netns_setup() {
+  local id n a ns
+  command -v ip >/dev/null && command -v nsenter >/dev/null || fail "ip (iproute2) and nsenter (util-linux) are missing"
+  # No named namespace (that would write /run/netns): a background job holds it.
+  unshare --net sleep 100000 &
+  ns=/proc/$!/ns/net
+  wait_for 10 sh -c '[ "$(readlink "$1")" != "$(readlink /proc/self/ns/net)" ]' sh "$ns"
+  id=$(basename "$T" | tr -cd 'A-Za-z0-9')
+  GLUSTER_VETH=esp$id
+  # A /30 of 198.18.0.0/15 chosen from the test's folder name, so runs side by side differ.
+  n=$(printf '%s' "$id" | cksum | cut -d' ' -f1)
+  a=198.18.$((n % 256)).$((n / 256 % 64 * 4))
+  ip link add "$GLUSTER_VETH" type veth peer name esc$id || fail "cannot create a veth pair (needs root)"
+  ip link set "esc$id" netns "$ns" || fail "cannot move esc$id into the client's network namespace"
+  ip addr add "${a%.*}.$((${a##*.} + 1))/30" dev "$GLUSTER_VETH"
+  ip link set "$GLUSTER_VETH" up
+  nsenter --net="$ns" ip addr add "${a%.*}.$((${a##*.} + 2))/30" dev "esc$id"
+  nsenter --net="$ns" ip link set "esc$id" up
+  nsenter --net="$ns" ip link set lo up
+  # The server's name (the volume's brick host) resolves to our end of the pair for that client.
+  { echo "${a%.*}.$((${a##*.} + 1)) $GLUSTER_SERVER"; echo "127.0.0.1 localhost"; grep -v "[[:space:]]$GLUSTER_SERVER\([[:space:]]\|$\)" /etc/hosts; } >"$T/gluster/netns-hosts"
+  GLUSTER_NETNS="$ns $T/gluster/netns-hosts"
+  GLUSTER_NETNS_IF=esc$id
+  wait_for 10 nsenter --net="$ns" sh -c "ip -br link show esc$id | grep -qw UP"
+}
+# Its own end goes down, not ours: with ours down the kernel would route the server's replies to
+# the client's address through the default route, out of this machine.
+gluster_link() { nsenter --net="${GLUSTER_NETNS%% *}" ip link set "$GLUSTER_NETNS_IF" "$1"; }
 # wait_bounded SECS PID: PID (a background job of the test) ends within SECS, or the test fails:
 # no process may hang on a file system that went away.
 wait_bounded() {
@@ -145,6 +183,30 @@ def records(kind):
     return [n for n in os.listdir(os.path.join(job, "state", kind)) if not n.startswith(".")]
 print(len(att), shards, takeovers, sum(a.get("status") == "superseded" for a in att),
       len(records("done")), sum(bool(a.get("backup")) for a in att), len(records("failed")))
+PY
+}
+
+# dfs_superseded_ok JOB: every superseded attempt is a backup (it lost the race) or a primary
+# whose shard's done record is a backup's (a backup started on an overdue shard and won); any
+# other superseded primary ran a shard that was already done: a terminal fence did not hold on
+# the client cache.
+dfs_superseded_ok() {
+  python3 - "$1" <<'PY'
+import glob, json, os, sys
+job = sys.argv[1]
+bad = []
+for p in glob.glob(os.path.join(job, "attempts", "*", "*", "attempt.json")):
+    a = json.load(open(p))
+    if a.get("status") != "superseded" or a.get("backup"):
+        continue
+    rec = json.load(open(os.path.join(job, "state", "done", a["shard_id"] + ".json")))
+    won = [b for b in (json.load(open(q)) for q in glob.glob(os.path.join(job, "attempts", a["shard_id"], "*", "attempt.json")))
+           if b.get("token") == rec.get("token")]
+    if not won or not won[0].get("backup"):
+        bad.append(p)
+for b in bad:
+    print("superseded, not by a backup:", b, file=sys.stderr)
+sys.exit(1 if bad else 0)
 PY
 }
 

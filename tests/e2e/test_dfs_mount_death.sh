@@ -14,10 +14,10 @@ unset PAI_JOB_ID DLC_JOB_ID JOB_ID SLURM_JOB_ID
 gluster_setup
 
 dfs_input 240
-# proc.sh, with each child's pid and input logged on local disk (to check it was stopped).
+# proc.sh, with each child's pid, input and output logged on local disk (to check it was stopped).
 cat >"$T/proc-log.sh" <<EOF2
 #!/bin/sh
-echo "\$\$ \$2" >>$T/procs.log
+echo "\$\$ \$2 \$3" >>$T/procs.log
 exec $T/proc.sh "\$@"
 EOF2
 chmod +x "$T/proc-log.sh"
@@ -35,14 +35,35 @@ for w in 1 2 3 4; do
   pids+=($!)
 done
 for w in 1 2 3 4; do wait_for 20 test -s "$T/w$w.pid"; done
+# held_by PID: "SHARD ATTEMPT_DIR" of the running lock worker PID took less than a second ago
+# (its child runs 2 s more at least; the brick is the server's copy).
+held_by() {
+  python3 - "$job" "$1" <<'PY'
+import json, os, sys, time
+d = os.path.join(sys.argv[1], "state", "locks")
+for n in sorted(os.listdir(d) if os.path.isdir(d) else []):
+    try:
+        l = json.load(open(os.path.join(d, n)))
+    except Exception:
+        continue
+    if (l.get("pid") == int(sys.argv[2]) and l.get("status", "running") == "running"
+            and time.time() - l.get("claimed_at_epoch", 0) < 1):
+        print(l["shard_id"], l["attempt_dir"]); break
+PY
+}
 w2=$(cat "$T/w2.pid")
-shard=
+held=
 for _ in $(seq 1 600); do
-  shard=$(dfs_held_by "$job" "$w2")
-  [ -z "$shard" ] || break
+  held=$(held_by "$w2")
+  [ -z "$held" ] || break
   sleep 0.1
 done
-[ -n "$shard" ] || fail "worker 2 took no shard within 60 s"
+[ -n "$held" ] || fail "worker 2 took no shard within 60 s"
+read -r shard adir <<<"$held"
+# Its child (the one whose output goes to its attempt's folder, not a taker's) runs.
+child_of_w2() { awk -v a="/$adir/" 'index($3, a) { print $1 }' "$T/procs.log"; }
+w2_child_runs() { [ -n "$(child_of_w2)" ]; }
+wait_for 10 w2_child_runs
 
 t0=$(date +%s.%N)
 kill -KILL "$(gluster_client_pid node2)"
@@ -55,8 +76,7 @@ echo "node2's mount killed under $shard: its worker exited $rc2 after $dt s"
 python3 -c "import sys; sys.exit(float(sys.argv[1]) > $HB + 5)" "$dt" || fail "it took $dt s to exit (bound: heartbeat + 5 s)"
 grep ERROR "$T/w2.err" | tail -1 | grep -qF "ERROR: the job folder $T/mnt/job cannot be reached: Transport endpoint is not connected (errno 107)" ||
   { cat "$T/w2.err"; fail "the error does not name the job folder and the errno"; }
-child=$(awk -v s="/$shard.jsonl" 'index($2, s) { p = $1 } END { print p }' "$T/procs.log")
-[ -n "$child" ] || fail "no child was logged for $shard"
+child=$(child_of_w2)
 ! kill -0 "$child" 2>/dev/null || fail "the child $child of $shard still runs after its worker exited"
 pass "mount death: exit 2 after $dt s, its last ERROR naming the job folder and errno 107, its child stopped"
 

@@ -3,7 +3,8 @@
 # volume (tests/e2e/gluster.sh), one client per host in its own mount namespace, with the
 # metadata caches of production clients (md-cache and the negative-lookup cache, 600 s):
 #   - the job PASSes, every rank exits 0, mpirun ends within its bound;
-#   - one attempt per shard, none superseded (the terminal fences hold on a real client cache);
+#   - one attempt per shard (and one per backup, should a loaded machine make a shard overdue),
+#     none superseded but by a backup (the terminal fences hold on a real client cache);
 #   - exactly one done record per shard, whose token is the one attempt that says done;
 #   - the merged output is byte-identical to a run on local disk.
 . "$(dirname "$0")/lib.sh"
@@ -33,7 +34,10 @@ ranks_expect 4 0
 job=$GLUSTER_BRICK/job
 read -r attempts shards takeovers superseded done backups failed <<<"$(dfs_counts "$job")"
 echo "gluster, 4 fake hosts, caches 600 s: $(($(date +%s) - s)) s, attempts=$attempts shards=$shards superseded=$superseded takeovers=$takeovers backups=$backups failed=$failed"
-[ "$attempts" = 40 ] && [ "$superseded" = 0 ] || fail "$attempts attempts ($superseded superseded) for 40 shards"
+# A shard the loaded machine made overdue may get a backup, whose win supersedes its primary;
+# any other superseded attempt ran a finished shard.
+[ "$attempts" = $((40 + backups)) ] || fail "$attempts attempts ($backups backups) for 40 shards"
+dfs_superseded_ok "$job" || fail "an attempt was superseded by something else than a backup"
 [ "$done" = 40 ] && [ "$failed" = 0 ] || fail "$done done and $failed failed records for 40 shards"
 exactly_once "$job" --fence || fail "the accepted results are not one per shard"
 cmp "$T/plain.jsonl" "$job/merged.jsonl" || fail "the merged output differs from a run on local disk"
