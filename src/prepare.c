@@ -209,6 +209,9 @@ static int note_bad_line(struct pass1 *res, struct in_file *files, size_t file, 
 		res->files_bad++;
 	if (res->bad++ >= ES_BAD_LINES_KEPT)
 		return 0;
+	/* Not es_grow (which starts at 16): every range of a parallel pass keeps its own list, and
+	 * 20,000 ranges with a bad line each would hold 16 places apiece; this one starts at 4 and
+	 * stops at the ES_BAD_LINES_KEPT that are kept at all. */
 	if (res->n_first == res->cap_first) {
 		size_t cap = res->cap_first ? 2 * res->cap_first : 4;
 		if (cap > ES_BAD_LINES_KEPT)

@@ -4,6 +4,7 @@
  * range, whatever the size of the file (a very long line is read once more, to its end).
  */
 #include "eshard/ranges.h"
+#include "eshard/buf.h"
 #include "eshard/log.h"
 
 #include <errno.h>
@@ -15,14 +16,9 @@
 
 static int push(struct es_ranges *r, size_t file, uint64_t start, uint64_t end)
 {
-	if (r->n == r->cap) {
-		size_t ncap = r->cap ? 2 * r->cap : 16;
-		struct es_range *nv = realloc(r->v, ncap * sizeof(*nv));
-		if (!nv)
-			return es_error(ES_ENOMEM, "out of memory planning input ranges");
-		r->v = nv;
-		r->cap = ncap;
-	}
+	int rc = es_grow(&r->v, &r->cap, r->n + 1, sizeof(*r->v));
+	if (rc)
+		return rc;
 	r->v[r->n++] = (struct es_range){ file, start, end };
 	return 0;
 }
