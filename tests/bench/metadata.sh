@@ -4,7 +4,7 @@
 # per-fop counts (`gluster volume profile VOL info cumulative`).
 #
 #   tests/bench/metadata.sh [--bin PATH] [--configs "RxN ..."] [--status-shards "N ..."]
-#                           [--sleep SECS] [--window SECS] [--partial K]
+#                           [--sleep SECS] [--window SECS] [--partial K] [--status-runs K]
 #
 # The volume is the one of tests/e2e/gluster.sh, sourced as it is: glusterd on this machine, a
 # one-brick volume with the metadata-cache and nl-cache option groups (md-cache and the
@@ -22,23 +22,26 @@
 #   job          every operation of `run` (from mpirun's start to its end) but the tail held
 #                open for the measurement, per shard (N + 1 shards); and the issue's job, whose
 #                long shard takes 40 s: that plus what is left of the 40 s once the rest is
-#                done, at the tail's rate (window A);
-#   tail         once every shard but the long one is done, six windows of --window
-#                seconds (default 20, two of rank 0's progress periods; A twice that), the
-#                ranks stopped with SIGSTOP and let go with SIGCONT (their clients go on): A
-#                every rank as it is, from the tail's start; J every idle rank; I one idle
-#                rank alone; Z every rank stopped (what is left: the long shard's supervisor,
-#                the clients themselves); H the long shard's rank alone; D rank 0 alone. An
-#                idle rank is neither rank 0 nor the long shard's (R - 2 of them). Attributed:
-#                one idle rank = I - Z, measured alone (cross-check: (J - Z) / (R - 2), every
-#                idle rank together); rank 0 following (progress lines and merge-follow) =
-#                D - Z with its own idle worker loop, D - I without it; the long shard's rank
-#                = H - Z. That rank stays stopped for J, I, Z and D, less than its lease; every
-#                rank runs again before the long shard ends;
+#                done, at the tail's first rate (J, and rank 0's D - Z);
+#   tail         once every shard but the long one is done, six windows of --window seconds
+#                (default 20, two of rank 0's progress periods), the ranks stopped with
+#                SIGSTOP and let go with SIGCONT (their clients go on): J every rank but rank
+#                0, from the tail's start, for twice --window; I one idle rank and the long
+#                shard's; H the long shard's rank alone; Z every rank stopped (what is left:
+#                the long shard's supervisor, the clients themselves); D rank 0 alone; A every
+#                rank. An idle rank is neither rank 0 nor the long shard's (R - 2 of them).
+#                Attributed: an idle rank = (J - H) / (R - 2) in the tail's first seconds (it
+#                reads again what the last shards changed), then I - H measured alone; both
+#                count what it reads again after each heartbeat of the long shard. Rank 0
+#                following (progress lines and merge-follow) = D - Z with its own idle worker
+#                loop, and without it; the long shard's rank = H - Z. That rank stays stopped
+#                for Z and D only, less than its lease; every rank runs again before the long
+#                shard ends;
 #   status       `eshard-mpi status` wall time on the finished job from a new client mount,
-#                median of 3 (the first is cold, the next two find the client's caches warm).
+#                median of --status-runs (default 3; the first is cold, the next ones find the
+#                client's caches warm).
 # --status-shards "20000 100000": for each N a job of N one-row shards (cp) is prepared through
-# one client (its operations and time printed), then `status` is timed (median of 3) before
+# one client (its operations and time printed), then `status` is timed (the same way) before
 # any work and after one `worker --max-shards K` (--partial, default 200) finished K shards.
 #
 # Every run checks exactly-once on the brick (tests/e2e/exactly_once.py --fence). Each window's
@@ -47,9 +50,9 @@
 # are requests to the server too); each figure is followed by its largest fops.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-bin="" configs=${ESHARD_BENCH_CONFIGS:-8x400} status_shards=${ESHARD_BENCH_STATUS_SHARDS:-} sleep_secs=0.2 window=20 partial=200
+bin="" configs=${ESHARD_BENCH_CONFIGS:-8x400} status_shards=${ESHARD_BENCH_STATUS_SHARDS:-} sleep_secs=0.2 window=20 partial=200 status_runs=3
 usage() {
-  echo "usage: $0 [--bin PATH] [--configs \"RxN ...\"] [--status-shards \"N ...\"] [--sleep SECS] [--window SECS] [--partial K]" >&2
+  echo "usage: $0 [--bin PATH] [--configs \"RxN ...\"] [--status-shards \"N ...\"] [--sleep SECS] [--window SECS] [--partial K] [--status-runs K]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -61,6 +64,7 @@ while [ $# -gt 0 ]; do
     --sleep) sleep_secs=$2 ;;
     --window) window=$2 ;;
     --partial) partial=$2 ;;
+    --status-runs) status_runs=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -75,11 +79,11 @@ for c in $configs; do
   [ "$r" -ge 3 ] || { echo "metadata bench: $c: at least 3 ranks (rank 0, the long shard's, an idle one)" >&2; exit 2; }
   [ "$r" -le "$maxr" ] || maxr=$r
 done
-for v in $status_shards $window $partial; do
+for v in $status_shards $window $partial $status_runs; do
   case $v in '' | *[!0-9]* | 0) echo "metadata bench: '$v' is not a positive integer" >&2; exit 2 ;; esac
 done
-# The long shard's rank stays stopped for four windows: less than its lease (120 s).
-[ "$window" -le 25 ] || { echo "metadata bench: --window is at most 25 s" >&2; exit 2; }
+# The long shard's rank stays stopped for two windows: less than its lease (120 s).
+[ "$window" -le 40 ] || { echo "metadata bench: --window is at most 40 s" >&2; exit 2; }
 case $sleep_secs in '' | *[!0-9.]*) echo "metadata bench: --sleep takes seconds, got '$sleep_secs'" >&2; exit 2 ;; esac
 [ -n "$bin" ] || bin=$(bash "$repo/scripts/build.sh")
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
@@ -173,20 +177,20 @@ with open(sys.argv[1], "w") as f:
     for i in range(int(sys.argv[2])):
         f.write(json.dumps({"id": i, "text": "m %d" % i}) + "\n")' "$1" "$2"
 }
-# status_times JOB NAME: `status` of JOB three times through a new client NAME; prints
-# "median runs..." (exit 0 or 1 is a status, 2 an error).
+# status_times JOB NAME: `status` of JOB --status-runs times (default 3) through a new client
+# NAME; prints "median runs..." (exit 0 or 1 is a status, 2 an error).
 status_times() {
   local out
   out=$(gluster_run "$2" /bin/bash -c '
-for i in 1 2 3; do
+for i in $(seq 1 "$2"); do
   s=$EPOCHREALTIME; rc=0
   "$0" status --job-dir "$1" >/dev/null 2>&1 || rc=$?
   e=$EPOCHREALTIME
   [ "$rc" -le 1 ] || { echo "status exited $rc" >&2; exit 1; }
   echo "${s/,/.} ${e/,/.}"
-done' "$bin" "$1") || fail "status of $1 failed"
+done' "$bin" "$1" "$status_runs") || fail "status of $1 failed"
   awk '{ t[NR] = $2 - $1 } END { n = NR; for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (t[j] < t[i]) { x = t[i]; t[i] = t[j]; t[j] = x }
-    printf "median %.3f s of 3 (sorted: %.3f %.3f %.3f)", t[2], t[1], t[2], t[3] }' <<<"$out"
+    printf "median %.3f s of %d (sorted:", t[int((n + 1) / 2)], n; for (i = 1; i <= n; i++) printf " %.3f", t[i]; printf ")" }' <<<"$out"
 }
 
 # ---- one configuration: R ranks, N short shards and one long one
@@ -246,25 +250,25 @@ EOF
   done
   [ -n "$holder" ] && [ "$holder" != 0 ] && [ "${#idle[@]}" = $((r - 2)) ] ||
     fail "$tag: the long shard runs on $(cat "$slow/host"), rank '${holder}': no clean split"
-  # The windows: A every rank; J every idle rank; I one idle rank alone; Z every rank
-  # stopped; H the long shard's rank alone; D rank 0 alone. The long shard's rank is stopped
-  # for four of them, less than its lease (120 s).
+  # The windows, from the tail's start: J every rank but rank 0 (twice as long: the idle ranks
+  # first read again what the last shards changed); I one idle rank and the long shard's; H
+  # the long shard's rank alone; Z every rank stopped; D rank 0 alone; A every rank. The long
+  # shard's rank goes on heartbeating (an idle rank reads its lock again after each) but for Z
+  # and D, less than its lease (120 s).
   local r0pid hpid
   r0pid=$(cat "$T/ranks/pid.0") hpid=$(cat "$T/ranks/pid.$holder")
-  window "$s/a" 2
-  kill -STOP "$r0pid" "$hpid"
-  window "$s/j"
+  kill -STOP "$r0pid"
+  window "$s/j" 2
   [ "${#idle[@]}" -le 1 ] || kill -STOP "${idle[@]:1}"
   window "$s/i"
   kill -STOP "${idle[0]}"
-  window "$s/z"
-  kill -CONT "$hpid"
   window "$s/h"
   kill -STOP "$hpid"
+  window "$s/z"
   kill -CONT "$r0pid"
   window "$s/d"
   kill -CONT "${idle[@]}" "$hpid"
-  sleep 0.5
+  window "$s/a"
   snap "$s/t1"
   local t_rel
   t_rel=$(now)
@@ -279,19 +283,20 @@ EOF
 
   read -r tot secs fops <<<"$(ops "$s/r0" "$s/r1" "$s/t0" "$s/t1" "$total")"
   say "$tag: job: $tot ops per shard ($total shards, $secs s of run without the held tail of $(awk -v b="$t_rel" -v c="$t_tail" 'BEGIN { printf "%.1f", b - c }') s): $fops"
-  local a j i z h d job_ops=$tot
-  read -r a fops <<<"$(persec "$s/a")"; say "$tag: tail A, all $r ranks: $a ops/s: $fops"
-  # The issue's job: the long shard takes 40 s, its tail what is left of them once the rest is done.
+  local a j i h z d
+  read -r j fops <<<"$(persec "$s/j")"; say "$tag: tail J, the $((r - 2)) idle ranks and the long shard's: $j ops/s: $fops"
+  read -r i fops <<<"$(persec "$s/i")"; say "$tag: tail I, one idle rank and the long shard's: $i ops/s: $fops"
+  read -r h fops <<<"$(persec "$s/h")"; say "$tag: tail H, the long shard's rank alone: $h ops/s: $fops"
+  read -r z fops <<<"$(persec "$s/z")"; say "$tag: tail Z, every rank stopped: $z ops/s: $fops"
+  read -r d fops <<<"$(persec "$s/d")"; say "$tag: tail D, rank 0 alone: $d ops/s: $fops"
+  read -r a fops <<<"$(persec "$s/a")"; say "$tag: tail A, every rank: $a ops/s: $fops"
+  say "$tag: idle rank in the tail: $(calc "($j - $h) / $((r - 2))") ops/s in its first $((2 * window)) s, (J - H) / $((r - 2)) idle ranks; then $(calc "$i - $h") ops/s measured alone (I - H)"
+  say "$tag: rank 0 following in the tail: $(calc "$d - $z") ops/s with its own idle worker loop (D - Z), $(calc "$d - $z - ($i - $h)") ops/s without it; the long shard's rank: $(calc "$h - $z") ops/s (H - Z)"
+  # The issue's job: the long shard takes 40 s, its tail what is left of them once the rest is
+  # done, at the tail's first rate (J, and rank 0's D - Z).
   local left
   left=$(calc "max(0, 40 - ($t_tail - $(cat "$slow/start")))")
-  say "$tag: job as in the issue (a long shard of 40 s, a tail of $left s at A's rate): $(calc "($job_ops * $total + $a * $left) / $total") ops per shard"
-  read -r j fops <<<"$(persec "$s/j")"; say "$tag: tail J, the $((r - 2)) idle ranks alone: $j ops/s: $fops"
-  read -r i fops <<<"$(persec "$s/i")"; say "$tag: tail I, one idle rank alone: $i ops/s: $fops"
-  read -r z fops <<<"$(persec "$s/z")"; say "$tag: tail Z, every rank stopped: $z ops/s: $fops"
-  read -r h fops <<<"$(persec "$s/h")"; say "$tag: tail H, the long shard's rank alone: $h ops/s: $fops"
-  read -r d fops <<<"$(persec "$s/d")"; say "$tag: tail D, rank 0 alone: $d ops/s: $fops"
-  say "$tag: idle rank in the tail: $(calc "$i - $z") ops/s measured alone (I - Z); $(calc "($j - $z) / $((r - 2))") ops/s as (J - Z) / $((r - 2)) idle ranks"
-  say "$tag: rank 0 following in the tail: $(calc "$d - $z") ops/s with its own idle worker loop (D - Z), $(calc "$d - $i") ops/s without it (D - I); the long shard's rank: $(calc "$h - $z") ops/s (H - Z)"
+  say "$tag: job as in the issue (a long shard of 40 s: a tail of $left s at $(calc "$j + $d - $z") ops/s): $(calc "($tot * $total + ($j + $d - $z) * $left) / $total") ops per shard"
   say "$tag: status on the finished job: $(status_times "$job" "st-$tag")"
 }
 
