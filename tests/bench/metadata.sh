@@ -11,11 +11,11 @@
 # negative-lookup cache, 600 s), one FUSE client per fake host (tests/e2e/fakehosts.sh) in its
 # own mount namespace. It needs root, glusterd, FUSE and unshare, as the dfs tests do.
 #
-# Every configuration R x N (--configs, default "8x400"; the issue's are R in 8 16 64 128 and N
-# in 400 2000 20000) is a job of N + 1 shards of one row each: N run a processor that sleeps
-# --sleep seconds (default 0.2) and copies its input, and one, the first shard claimed on the
-# last host, waits until the benchmark lets it go (the issue's "one shard of 40 s", held as long
-# as the measurement needs). It prints:
+# Every configuration R x N (--configs or ESHARD_BENCH_CONFIGS, default "8x400"; the issue's
+# are R in 8 16 64 128 and N in 400 2000 20000) is a job of N + 1 shards of one row each: N
+# run a processor that sleeps --sleep seconds (default 0.2) and copies its input, and one, the
+# first shard claimed on the last host, waits until the benchmark lets it go (the issue's "one
+# shard of 40 s", held as long as the measurement needs). It prints:
 #   prepare      `eshard-mpi prepare` of the job through one client, counted apart: the run
 #                that follows resumes the prepared job (same options), so its figures start
 #                after prepare;
@@ -40,9 +40,10 @@
 #   status       `eshard-mpi status` wall time on the finished job from a new client mount,
 #                median of --status-runs (default 3; the first is cold, the next ones find the
 #                client's caches warm).
-# --status-shards "20000 100000": for each N a job of N one-row shards (cp) is prepared through
-# one client (its operations and time printed), then `status` is timed (the same way) before
-# any work and after one `worker --max-shards K` (--partial, default 200) finished K shards.
+# --status-shards "20000 100000" (or ESHARD_BENCH_STATUS_SHARDS): for each N a job of N one-row
+# shards (cp) is prepared through one client (its operations and time printed), then `status`
+# is timed (the same way) before any work and after one `worker --max-shards K` (--partial,
+# default 200) finished K shards.
 #
 # Every run checks exactly-once on the brick (tests/e2e/exactly_once.py --fence). Each window's
 # rate is its count over the wall time between the two profile reads (about 0.2 s of error
