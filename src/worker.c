@@ -141,6 +141,7 @@ struct tick_arg {
 	int io_errno;
 	int io_seen;
 	int unreachable;
+	int yield_warned;    /* a look for another attempt's done record failed: said once */
 };
 
 /* ---------------- a shared file system that goes away for a while ---------------- */
@@ -182,8 +183,10 @@ static int transient(int rc, int *err)
 }
 
 /* The job folder failed with errno err since `since` (es_time_mono): probe it (es_fs_reachable)
- * with a bounded backoff, 0.25 s doubling to 2 s, until it answers (0) or the outage budget is
- * spent or a stop is asked for (-1). */
+ * with a bounded backoff, 0.25 s doubling to 2 s, until it answers (0), a stop is asked for (1:
+ * the caller goes on as if it answered, and the worker's loop ends as on any stop, so that a
+ * SIGTERM or a peer's stop during an outage is not taken for a dead mount) or the outage budget
+ * is spent (-1). */
 static int ride_out(struct worker *w, double since, int err)
 {
 	double delay = 0.25, budget = outage_budget(w);
@@ -200,7 +203,7 @@ static int ride_out(struct worker *w, double since, int err)
 		}
 		delay = delay * 2 > 2 ? 2 : delay * 2;
 	}
-	return -1;
+	return stopped(w->o) ? 1 : -1;
 }
 
 /* The job folder stayed unreachable for the whole budget: a dead mount. Nothing can be written
@@ -320,9 +323,11 @@ static int tick(void *arg)
 			t->superseded = 1;
 			return 1;
 		}
-		if (yielded < 0 && !transient(yielded, &err))
-			es_warning("cannot look for another attempt's done record of %s (%s)", w->m.shards[t->i].id,
-				   es_last_error());
+		if (yielded < 0 && !transient(yielded, &err) && !t->yield_warned) {
+			t->yield_warned = 1;
+			es_warning("cannot look for another attempt's done record of %s (%s); looking again at every "
+				   "tick, said once", w->m.shards[t->i].id, es_last_error());
+		}
 	}
 	if (!beat && !t->io_since)
 		return 0;
@@ -863,7 +868,7 @@ static const char *finish_unreachable(struct shard_run *r)
 static const char *finish_outage(struct shard_run *r, double since, int err)
 {
 	struct worker *w = r->w;
-	if (ride_out(w, since, err)) {
+	if (ride_out(w, since, err) < 0) {
 		unreachable(w, since, err);
 		return "unreachable";
 	}
@@ -978,7 +983,7 @@ static const char *publish_unsure(struct shard_run *r, int err)
 {
 	struct worker *w = r->w;
 	double since = outage_start(w);
-	if (ride_out(w, since, err)) {
+	if (ride_out(w, since, err) < 0) {
 		unreachable(w, since, err);
 		return "unreachable";
 	}
@@ -1452,7 +1457,7 @@ static int step_outage(struct worker *w, int rc)
 	 * in a row, so that the worker ends instead of trying forever. */
 	double since = w->fs_failing_since;
 	if (now - since < outage_budget(w))
-		return ride_out(w, since, err) ? unreachable(w, since, err) : 0;
+		return ride_out(w, since, err) < 0 ? unreachable(w, since, err) : 0;
 	es_log_quiet_begin();
 	int away = es_fs_reachable(w->m.job_dir);
 	es_log_quiet_end();

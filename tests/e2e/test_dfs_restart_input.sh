@@ -8,6 +8,10 @@
 #   - exactly one done record per shard, no failure, output identical to a run on local disk.
 # (test_dfs_server_restart kills the brick at a random step; this is the step it once hit,
 # where a failed stat of the shard file stopped the worker with exit 2.)
+# Then the same outage with a SIGTERM while the worker rides it out: a stop, not a dead mount:
+#   - the worker exits 143 without the "cannot be reached ... this worker stops" error (it once
+#     took the stop for a spent outage budget: exit 2, and under `run --require-all-nodes`
+#     every rank 2 instead of 143); another worker finishes the job, exactly once.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/gluster.sh"
 need_test_hooks
@@ -67,3 +71,40 @@ run_expect 0 gluster_run check "$BIN" merge --job-dir "$T/mnt/job" --output "$T/
 exactly_once "$job" --fence --uncounted || fail "the accepted results are not one per shard"
 cmp "$T/plain.jsonl" "$T/out.jsonl" || fail "the merged output differs from a run on local disk"
 pass "a server restart between a claim and its input check: ridden out, the attempt preempted, exit 0, exactly once"
+
+# A stop while the worker rides an outage out: a second job, a shorter lease (budget 8 s).
+run_expect 0 gluster_run prep2 "$BIN" prepare "${COMMON[@]}" --job-dir "$T/mnt/job2" \
+  --process-cmd "$T/proc.sh 0 {input} {output}" --heartbeat-secs 1 --lease-secs 10
+sed -e "s|$T/hooked|$T/hooked2|; s|$T/at-hook|$T/at-hook2|; s|$T/brick-dead|$T/brick-dead2|; s|job/state|job2/state|" \
+  "$T/hook.sh" >"$T/hook2.sh"
+chmod +x "$T/hook2.sh"
+# The worker's own pid (gluster_run's is its wrapper's), for the signal.
+ESHARD_TEST_HOOK_BEFORE_INPUT_CHECK=$T/hook2.sh gluster_run node2 sh -c 'echo $$ >"$0"; exec "$@"' "$T/w2.pid" \
+  "$BIN" worker --job-dir "$T/mnt/job2" --poll-interval-secs 1 --progress-secs 0 >"$T/w2.out" 2>"$T/w2.err" &
+w2=$!
+wait_for 60 test -e "$T/at-hook2"
+wpid=$(cat "$T/w2.pid")
+brick=$(gluster_brick_pid)
+[ -n "$brick" ] || fail "no brick pid"
+kill -KILL "$brick"
+touch "$T/brick-dead2"
+riding2() { grep -q 'cannot be reached (Transport endpoint is not connected); retrying' "$T/w2.err" || ! kill -0 "$w2" 2>/dev/null; }
+wait_for 60 riding2
+kill -TERM "$wpid" 2>/dev/null || true
+rc=0
+wait_bounded 30 "$w2"
+wait "$w2" || rc=$?
+cat "$T/w2.err"
+[ "$rc" = 143 ] || fail "the worker stopped (SIGTERM) during an outage exited $rc, expected 143"
+! grep -q 'this worker stops, its shard' "$T/w2.err" || fail "a stop during an outage was reported as a dead mount"
+for _ in $(seq 1 60); do
+  gluster_cli volume start "$GLUSTER_VOL" force >/dev/null
+  now=$(gluster_brick_pid)
+  [ -n "$now" ] && [ "$now" != N/A ] && [ "$now" != "$brick" ] && break
+  sleep 0.5
+done
+run_expect 0 gluster_run node3 "$BIN" worker --job-dir "$T/mnt/job2" --poll-interval-secs 1 --progress-secs 0
+run_expect 0 gluster_run check2 "$BIN" merge --job-dir "$T/mnt/job2" --output "$T/out2.jsonl"
+exactly_once "$GLUSTER_BRICK/job2" --fence --uncounted --stale-ok || fail "the accepted results of the stopped job are not one per shard"
+cmp "$T/plain.jsonl" "$T/out2.jsonl" || fail "the stopped job's merged output differs from a run on local disk"
+pass "a SIGTERM while riding out an outage: exit 143, no dead-mount error; the job finished exactly once"
