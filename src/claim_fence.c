@@ -33,6 +33,17 @@ int es_claim_inside_job(const struct es_manifest *m, const char *rel, struct es_
 	return 0;
 }
 
+void es_claim_sweep_record_links(const struct es_manifest *m, const char *kind, const char *id)
+{
+	struct es_buf dir = ES_BUF_INIT, rec = ES_BUF_INIT, prefix = ES_BUF_INIT;
+	if (!es_jobpath_join(&dir, m->job_dir, strcmp(kind, "done") ? ES_JOB_FAILED : ES_JOB_DONE) &&
+	    !es_jobpath_record(&rec, m->job_dir, kind, id) && !es_buf_printf(&prefix, "%s.json.", id))
+		es_fs_sweep_links_of(dir.data, prefix.data, rec.data);
+	es_buf_free(&dir);
+	es_buf_free(&rec);
+	es_buf_free(&prefix);
+}
+
 /* A publisher that died between its record and its fence left its attempt "running": when the
  * record is its own (same token), the attempt did publish, so it says "done" (with
  * recovered_at) and its result; any other running attempt is marked stale. */
@@ -172,6 +183,7 @@ int es_claim_fence_if_recorded(struct es_claimer *c, size_t i, const char *lock_
 	char *text = es_claim_record_text(c->m, record, id, &len);
 	rc = es_claim_write_fence(fd, lock_path, doc, id, record, text, len);
 	free(text);
+	es_claim_sweep_record_links(c->m, record, id);
 	c->obs[i].terminal = 1;
 	cJSON_Delete(doc);
 	es_claim_unlock_close(fd);
@@ -220,6 +232,7 @@ static int repair_at(struct es_claimer *c, size_t i, const char *lock_path)
 		if (rc == 0) {
 			rc = es_claim_write_fence(fd, lock_path, doc, id, kinds[k], text, len);
 			es_claim_mark_recovered(m, li.attempt_dir, kinds[k], text, len);
+			es_claim_sweep_record_links(m, kinds[k], id);
 			c->obs[i].terminal = 1;
 			cJSON_Delete(doc);
 			es_claim_unlock_close(fd);

@@ -55,6 +55,9 @@ int es_claim_inside_job(const struct es_manifest *m, const char *rel, struct es_
 void es_claim_mark_recovered(const struct es_manifest *m, const char *ad, const char *state,
 			     const char *record, size_t len);
 int es_claim_rewrite_lock(int fd, const char *lock_path, const cJSON *doc, const char *crash_point);
+/* After a fence was written for a record its dead publisher left (repair, takeover): remove
+ * the record's second names that publisher left in state/<kind> (es_fs_sweep_links_of). */
+void es_claim_sweep_record_links(const struct es_manifest *m, const char *kind, const char *id);
 int es_claim_write_fence(int fd, const char *lock_path, cJSON *doc, const char *id, const char *state,
 			 const char *record, size_t record_len);
 char *es_claim_record_text(const struct es_manifest *m, const char *state, const char *id, size_t *len);

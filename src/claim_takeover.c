@@ -151,6 +151,7 @@ int es_claim_try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 		if (!(rc = es_claim_write_fence(fd, lock_path, doc, id, record, text, len)))
 			rc = 2;
 		es_claim_mark_recovered(m, li.attempt_dir, record, text, len);
+		es_claim_sweep_record_links(m, record, id);
 		free(text);
 		o->terminal = 1;
 		goto out;

@@ -131,8 +131,10 @@ int es_fs_temp_owner(const char *name)
 
 /* idle_secs < 0: remove what es_fs_temp_owner says is gone; else remove what has not changed
  * for idle_secs (its maker is known to be gone); or_gone: with idle_secs >= 0, also remove what
- * es_fs_temp_owner says is gone, whatever its age. */
-static int sweep(const char *dir, const char *prefix, int report_kept, double idle_secs, int or_gone)
+ * es_fs_temp_owner says is gone, whatever its age. same_as (not NULL): remove only what is that
+ * very file (device and inode), whatever its age and maker. */
+static int sweep(const char *dir, const char *prefix, int report_kept, double idle_secs, int or_gone,
+		 const struct stat *same_as)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -148,6 +150,14 @@ static int sweep(const char *dir, const char *prefix, int report_kept, double id
 		struct stat st;
 		if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
 			continue;
+		if (same_as) {
+			if (st.st_dev == same_as->st_dev && st.st_ino == same_as->st_ino && unlinkat(dirfd(d), n, 0) == 0) {
+				removed++;
+				es_warning("removed %s/%s, a second name of a published file left by a writer that died "
+					   "between its link and its unlink", dir, n);
+			}
+			continue;
+		}
 		if (idle_secs >= 0) {
 			struct timespec now;
 			clock_gettime(CLOCK_REALTIME, &now);
@@ -176,17 +186,25 @@ static int sweep(const char *dir, const char *prefix, int report_kept, double id
 
 int es_fs_sweep_temps(const char *dir, const char *prefix, int report_kept)
 {
-	return sweep(dir, prefix, report_kept, -1, 0);
+	return sweep(dir, prefix, report_kept, -1, 0, NULL);
 }
 
 int es_fs_sweep_dead_temps(const char *dir, double idle_secs)
 {
-	return sweep(dir, NULL, 0, idle_secs < 0 ? 0 : idle_secs, 0);
+	return sweep(dir, NULL, 0, idle_secs < 0 ? 0 : idle_secs, 0, NULL);
 }
 
 int es_fs_sweep_writer_temps(const char *dir, const char *prefix, double idle_secs)
 {
-	return sweep(dir, prefix, 0, idle_secs < 0 ? 0 : idle_secs, 1);
+	return sweep(dir, prefix, 0, idle_secs < 0 ? 0 : idle_secs, 1, NULL);
+}
+
+int es_fs_sweep_links_of(const char *dir, const char *prefix, const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return errno == ENOENT ? 0 : es_error_errno(ES_EIO, "cannot stat '%s'", path);
+	return sweep(dir, prefix, 0, -1, 0, &st);
 }
 
 int es_path_join(struct es_buf *out, const char *a, const char *b)

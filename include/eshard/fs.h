@@ -55,6 +55,13 @@ int es_fs_sweep_dead_temps(const char *dir, double idle_secs);
  * lives for the milliseconds between its write and its link). Returns how many were removed. */
 int es_fs_sweep_writer_temps(const char *dir, const char *prefix, double idle_secs);
 
+/* The temporaries ".<prefix><anything>.<32hex>.tmp" of folder dir that are the file at path
+ * itself (one device and inode): the second name that an exclusive publish (temp + link)
+ * leaves when its writer dies between the link and the unlink of its temporary. Removing one
+ * is safe at any age and on any host, as its content is the published file's. Returns how many
+ * were removed, or a negative ES_E* code when path cannot be checked. */
+int es_fs_sweep_links_of(const char *dir, const char *prefix, const char *path);
+
 /* The job folder is a boundary. Once set (es_manifest_load sets it to the job folder it
  * loaded; NULL clears it), every function below that creates, renames, links, removes or reads
  * a path inside root opens the folders between root and the path's last component one at a time

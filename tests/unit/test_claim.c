@@ -729,6 +729,39 @@ static void test_fences(void)
 	es_manifest_free(&m);
 }
 
+/* A publisher that died between the link of its done record and the unlink of its temporary
+ * (crash point publish-after-link) left the record's second name ".<id>.json.<hex>.tmp" in
+ * state/done. The repair that fences the record for it (a worker on another host at the job's
+ * end, before any lease ran out) removes that name: it is the record itself, so its age and
+ * maker do not matter. A temporary that is another file stays. */
+static void test_repair_links(void)
+{
+	struct es_manifest m;
+	make_job("repair-links", 1, &m);
+	struct es_policy pol = policy(&m, 1000000000, 30.0, 3);
+	struct es_claimer owner, c;
+	CHECK_INT_EQ(es_claimer_init(&owner, &m, &pol), 0);
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &pol), 0);
+	const char *id = m.shards[0].id;
+	CHECK_INT_EQ(es_claim_try(&owner, 0), ES_CLAIM_OK);
+	char rec[PATH_MAX], second[PATH_MAX], other[PATH_MAX], body[128];
+	jpath(rec, &m, "state/done/%s.json", id);
+	sfmt(body, sizeof(body), "{\n  \"token\": \"%s\"\n}\n", owner.token);
+	write_text(rec, body);
+	jpath(second, &m, "state/done/.%s.json.0123456789abcdef0123456789abcdef.tmp", id);
+	CHECK(link(rec, second) == 0);
+	jpath(other, &m, "state/done/.%s.json.fedcba9876543210fedcba9876543210.tmp", id);
+	write_text(other, body);
+	es_claimer_free(&owner);
+	CHECK_INT_EQ(es_claim_repair(&c, 0), 1);
+	CHECK_STR_EQ(lock_state(&m, 0, NULL, 0), "done");
+	CHECK(exists(rec));
+	CHECK(!exists(second));
+	CHECK(exists(other));
+	es_claimer_free(&c);
+	es_manifest_free(&m);
+}
+
 /* The status an attempt.json says, "" when unreadable. */
 static const char *attempt_status(const struct es_manifest *m, const char *rel)
 {
@@ -951,6 +984,7 @@ int main(void)
 	test_lease();
 	test_retry_limit();
 	test_fences();
+	test_repair_links();
 	test_backups();
 	test_backup_lease();
 	test_attempt_text();
