@@ -23,6 +23,7 @@
 #                               pid in $GLUSTER_PIDS/NAME.pid)
 #   gluster_client_pid NAME     the pid of NAME's client (kill it: that host's mount dies)
 #   gluster_brick_pid           the pid of the brick process (kill it: the server goes away)
+#   gluster_restart_brick OLD   starts the volume again until a brick other than OLD is online
 #   gluster_cli ARGS...         the gluster command, retried while another transaction of
 #                               glusterd (another test's) holds its lock
 #   dfs_held_by JOB PID [SECS]  the shard PID claimed less than SECS ago (see below)
@@ -152,9 +153,10 @@ gluster_brick_pid() {
   gluster_cli volume status "$GLUSTER_VOL" | awk -v b="$GLUSTER_SERVER:$GLUSTER_BRICK" '$1 == "Brick" && $2 == b { print $NF }'
 }
 
-# dfs_held_by JOB PID [SECS]: the shard whose running lock process PID took less than SECS
-# (default 1) ago (so that its child, if it runs a few seconds, still runs for a while), or
-# nothing; JOB is read through the brick (the server's copy).
+# dfs_held_by JOB PID [SECS]: "SHARD ATTEMPT_DIR TOKEN" of the running lock that process PID
+# took less than SECS (default 1; inf: any time) ago (so that its child, if it runs a few
+# seconds, still runs for a while), or nothing; JOB is read through the brick (the server's
+# copy).
 dfs_held_by() {
   python3 - "$1" "$2" "${3:-1}" <<'PY'
 import json, os, sys, time
@@ -166,8 +168,22 @@ for n in sorted(os.listdir(d) if os.path.isdir(d) else []):
         continue
     if (l.get("pid") == int(sys.argv[2]) and l.get("status", "running") == "running"
             and time.time() - l.get("claimed_at_epoch", 0) < float(sys.argv[3])):
-        print(l["shard_id"]); break
+        print(l["shard_id"], l["attempt_dir"], l["token"]); break
 PY
+}
+
+# gluster_restart_brick OLD_PID: start the volume again after its brick process OLD_PID was
+# killed. glusterd takes a moment to notice the brick's death; until it does, a force start is
+# a no-op: start until a new brick process is online (at most about 30 s).
+gluster_restart_brick() {
+  local now
+  for _ in $(seq 1 60); do
+    gluster_cli volume start "$GLUSTER_VOL" force >/dev/null
+    now=$(gluster_brick_pid)
+    [ -n "$now" ] && [ "$now" != N/A ] && [ "$now" != "$1" ] && return 0
+    sleep 0.5
+  done
+  fail "the brick of $GLUSTER_VOL did not come back within 30 s"
 }
 
 # dfs_counts JOB: "attempts shards takeovers superseded done_records backups failed_records"

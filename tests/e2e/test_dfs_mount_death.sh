@@ -35,31 +35,15 @@ for w in 1 2 3 4; do
   pids+=($!)
 done
 for w in 1 2 3 4; do wait_for 20 test -s "$T/w$w.pid"; done
-# held_by PID: "SHARD ATTEMPT_DIR" of the running lock worker PID took less than a second ago
-# (its child runs 2 s more at least; the brick is the server's copy).
-held_by() {
-  python3 - "$job" "$1" <<'PY'
-import json, os, sys, time
-d = os.path.join(sys.argv[1], "state", "locks")
-for n in sorted(os.listdir(d) if os.path.isdir(d) else []):
-    try:
-        l = json.load(open(os.path.join(d, n)))
-    except Exception:
-        continue
-    if (l.get("pid") == int(sys.argv[2]) and l.get("status", "running") == "running"
-            and time.time() - l.get("claimed_at_epoch", 0) < 1):
-        print(l["shard_id"], l["attempt_dir"]); break
-PY
-}
 w2=$(cat "$T/w2.pid")
 held=
 for _ in $(seq 1 600); do
-  held=$(held_by "$w2")
+  held=$(dfs_held_by "$job" "$w2")
   [ -z "$held" ] || break
   sleep 0.1
 done
 [ -n "$held" ] || fail "worker 2 took no shard within 60 s"
-read -r shard adir <<<"$held"
+read -r shard adir _ <<<"$held"
 # Its child (the one whose output goes to its attempt's folder, not a taker's) runs.
 child_of_w2() { awk -v a="/$adir/" 'index($3, a) { print $1 }' "$T/procs.log"; }
 w2_child_runs() { [ -n "$(child_of_w2)" ]; }

@@ -60,19 +60,7 @@ worker() {
     --progress-secs 0 "$@" >"$T/w$w.out" 2>"$T/w$w.err" &
 }
 # lock_of PID: "SHARD ATTEMPT_DIR TOKEN" of the running lock worker PID holds (read on the brick).
-lock_of() {
-  python3 - "$GLUSTER_BRICK/$JOB" "$1" <<'PY'
-import json, os, sys
-d = os.path.join(sys.argv[1], "state", "locks")
-for n in sorted(os.listdir(d) if os.path.isdir(d) else []):
-    try:
-        l = json.load(open(os.path.join(d, n)))
-    except Exception:
-        continue
-    if l.get("pid") == int(sys.argv[2]) and l.get("status", "running") == "running":
-        print(l["shard_id"], l["attempt_dir"], l["token"]); break
-PY
-}
+lock_of() { dfs_held_by "$GLUSTER_BRICK/$JOB" "$1" inf; }
 holds_lock() { [ -n "$(lock_of "$1")" ]; }
 secs() { python3 -c 'import sys; print("%.1f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$1" "$2"; }
 

@@ -47,12 +47,7 @@ touch "$T/brick-dead"
 # The worker rides the outage out (its warning), or ends (the bug): either way, go on.
 riding() { grep -q 'cannot be reached (Transport endpoint is not connected); retrying' "$T/w.err" || ! kill -0 "$w" 2>/dev/null; }
 wait_for 60 riding
-for _ in $(seq 1 60); do
-  gluster_cli volume start "$GLUSTER_VOL" force >/dev/null
-  now=$(gluster_brick_pid)
-  [ -n "$now" ] && [ "$now" != N/A ] && [ "$now" != "$brick" ] && break
-  sleep 0.5
-done
+gluster_restart_brick "$brick"
 rc=0
 wait_bounded 90 "$w"
 wait "$w" || rc=$?
@@ -97,12 +92,7 @@ wait "$w2" || rc=$?
 cat "$T/w2.err"
 [ "$rc" = 143 ] || fail "the worker stopped (SIGTERM) during an outage exited $rc, expected 143"
 ! grep -q 'this worker stops, its shard' "$T/w2.err" || fail "a stop during an outage was reported as a dead mount"
-for _ in $(seq 1 60); do
-  gluster_cli volume start "$GLUSTER_VOL" force >/dev/null
-  now=$(gluster_brick_pid)
-  [ -n "$now" ] && [ "$now" != N/A ] && [ "$now" != "$brick" ] && break
-  sleep 0.5
-done
+gluster_restart_brick "$brick"
 run_expect 0 gluster_run node3 "$BIN" worker --job-dir "$T/mnt/job2" --poll-interval-secs 1 --progress-secs 0
 run_expect 0 gluster_run check2 "$BIN" merge --job-dir "$T/mnt/job2" --output "$T/out2.jsonl"
 exactly_once "$GLUSTER_BRICK/job2" --fence --uncounted --stale-ok || fail "the accepted results of the stopped job are not one per shard"

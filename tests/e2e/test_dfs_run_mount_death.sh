@@ -67,7 +67,7 @@ kill_under_shard() {
   pid=$(cat "$T/ranks/pid.$RANK")
   SHARD= CHILD=
   for _ in $(seq 1 600); do
-    SHARD=$(dfs_held_by "$GLUSTER_BRICK/$2" "$pid" 20)
+    read -r SHARD _ <<<"$(dfs_held_by "$GLUSTER_BRICK/$2" "$pid" 20)"
     [ -z "$SHARD" ] || CHILD=$(child_of "$1")
     [ -z "$CHILD" ] || break
     sleep 0.1

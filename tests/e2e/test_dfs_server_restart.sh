@@ -35,14 +35,7 @@ done_records() { find "$job/state/done" -name '*.json' ! -name '.*' 2>/dev/null 
   kill -KILL "$brick"
   t0=$(date +%s.%N)
   sleep 1
-  # glusterd takes a moment to notice the brick's death; until it does, a force start is a
-  # no-op: start until a new brick process is online.
-  for _ in $(seq 1 60); do
-    gluster_cli volume start "$GLUSTER_VOL" force >/dev/null
-    now=$(gluster_brick_pid)
-    [ -n "$now" ] && [ "$now" != N/A ] && [ "$now" != "$brick" ] && break
-    sleep 0.5
-  done
+  gluster_restart_brick "$brick"
   echo "brick $brick killed at $(done_records) done records, started again after $(python3 -c "import sys,time; print('%.1f' % (time.time() - float(sys.argv[1])))" "$t0") s" >"$T/fault"
 ) &
 fault=$!
