@@ -9,6 +9,7 @@
 # reading to rank 0 (a NOTE). A crash of a rank other than 0 in the middle leaves no job folder,
 # and the rerun succeeds.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/ranges_lib.sh"
 . "$(dirname "$0")/ranks.sh"
 . "$(dirname "$0")/fakehosts.sh"
 need_test_hooks
@@ -22,39 +23,10 @@ export ESHARD_TEST_RANGE_BYTES=150 ESHARD_TEST_PREPARE_RANKS=1
 fake_mpirun() { timeout 100 "$MPIRUN" $FAKEHOSTS_MPIRUN_ARGS "$@"; }
 
 IN=$T/in
-mkdir -p "$IN/nested/deeper" "$IN/media"
-python3 - "$IN" <<'PY'
-import json, os, sys
-d = sys.argv[1]
-def rows(path, lo, hi, crlf=False, extra=None):
-    with open(path, "w", newline="") as f:
-        for i in range(lo, hi):
-            r = {"id": i, "text": "word " * (i % 13), "n": i * 0.5}
-            if i % 5 == 0:
-                r["images"] = ["media/%d.jpg" % i]
-            if extra and i in extra:
-                r["text"] = extra[i]
-            f.write(json.dumps(r, ensure_ascii=False) + ("\r\n" if crlf else "\n"))
-rows(os.path.join(d, "a.jsonl"), 0, 120, extra={7: "x" * 2000, 50: "\u4e2d\u6587 \u00e9"})
-rows(os.path.join(d, "nested/b.jsonl"), 120, 130, crlf=True)
-open(os.path.join(d, "nested/c.jsonl"), "w").close()
-rows(os.path.join(d, "nested/deeper/d.jsonl"), 130, 300)
-with open(os.path.join(d, "nested/deeper/d.jsonl"), "a") as f:
-    f.write('{"id": 300, "text": "last"}')
-PY
+ranges_input "$IN"
 write_recipe "$T/recipe.yaml" # index key global_index
 PLAIN=(--process-cmd 'cp {input} {output}')
 
-# same_job A B: the two job folders are the same but for the manifest's created_at.
-same_job() {
-  python3 - "$1/manifest.json" "$2/manifest.json" <<'PY' || fail "manifests of $1 and $2 differ"
-import re, sys
-a, b = (re.sub(rb'"created_at": "[^"]*"', b"", open(p, "rb").read()) for p in sys.argv[1:])
-sys.exit(a != b)
-PY
-  cmp "$1/recipe.yaml" "$2/recipe.yaml" || fail "recipe.yaml of $1 and $2 differ"
-  diff -r "$1/shards" "$2/shards" >/dev/null || fail "shards of $1 and $2 differ"
-}
 
 # slices NP: the ranges each rank said it read ("prepare rank R: ranges LO to HI of N") tile
 # the plan in rank order, and every rank read some.
