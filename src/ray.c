@@ -844,14 +844,15 @@ static void undo_launch(struct es_ray_head *h)
 
 /* One `ray start` on the block in h->port. 0 when the head is up; *race is set when it failed
  * because someone else bound a port of the block after choose_ports() found it free (another
- * job's head with the same rank number starting at the same moment). */
+ * job's head with the same rank number starting at the same moment); *exited when `ray start`
+ * itself ended with a failure status (not cut off by the deadline or a stop). */
 static int launch(const struct es_ray_opts *o, struct es_ray_head *h, const char *ray, char *const *envp,
-		  double deadline, int *race)
+		  double deadline, int *race, int *exited)
 {
 	struct es_strv argv = { 0 };
 	struct es_buf log = ES_BUF_INIT, tail = ES_BUF_INIT;
 	int log_fd = -1, status = 0;
-	*race = 0;
+	*race = *exited = 0;
 	int rc = build_argv(h, ray, &argv);
 	if (!rc)
 		rc = es_path_join(&log, h->temp_dir, "ray-start.log");
@@ -903,6 +904,7 @@ static int launch(const struct es_ray_opts *o, struct es_ray_head *h, const char
 			goto out;
 		}
 		output_tail(log.data, &tail);
+		*exited = WIFEXITED(status);
 		if (WIFEXITED(status))
 			rc = es_error(ES_EIO, "`ray start --head` (ports %d-%d, temp dir %s) exited with status %d; last output: %s",
 				      h->port, h->port + ES_RAY_PORT_BLOCK - 1, h->temp_dir, WEXITSTATUS(status), tail.data);
@@ -935,6 +937,17 @@ out:
 	es_buf_free(&log);
 	es_buf_free(&tail);
 	return rc;
+}
+
+/* Print the kept message of a failure that was made quietly; returns code. */
+static int say_again(int code)
+{
+	char *msg = strdup(es_last_error());
+	if (!msg)
+		return es_error(code, "`ray start --head` failed (out of memory for its message)");
+	es_error(code, "%s", msg);
+	free(msg);
+	return code;
 }
 
 int es_ray_head_start(const struct es_ray_opts *o, struct es_ray_head *h)
@@ -989,6 +1002,7 @@ int es_ray_head_start(const struct es_ray_opts *o, struct es_ray_head *h)
 
 	double deadline = es_time_mono() + (o->start_timeout_secs > 0 ? o->start_timeout_secs : 120.0);
 	long long from_k = o->rank_on_host;
+	int retried = 0;
 	for (int attempt = 1;; attempt++) {
 		if ((rc = choose_ports(o, h, from_k)) != 0)
 			goto out;
@@ -997,15 +1011,31 @@ int es_ray_head_start(const struct es_ray_opts *o, struct es_ray_head *h)
 			goto out;
 		}
 		temp_made = 1;
-		int race;
-		rc = launch(o, h, ray.data, env.v, deadline, &race);
-		if (!rc || !race || attempt == 3)
+		int race, exited;
+		/* Quiet while a failure may still be retried: said below, once, as what it is. */
+		es_log_quiet_begin();
+		rc = launch(o, h, ray.data, env.v, deadline, &race, &exited);
+		es_log_quiet_end();
+		if (!rc)
 			break;
-		es_warning("Ray head ports %d-%d were taken while it started; trying the next block", h->port,
-			   h->port + ES_RAY_PORT_BLOCK - 1);
+		if (exited && !retried && attempt < 3 && es_time_mono() + ES_RAY_RETRY_MIN_SECS < deadline) {
+			/* On a node loaded past its cores, Ray's own waits inside `ray start` (for
+			 * its GCS, for the raylet) can run out although nothing is wrong: one more
+			 * start on a fresh temp folder, within the same deadline, before the rank
+			 * gives up (which stops the job: docs/dj-notes.md). */
+			retried = 1;
+			es_warning("%s; starting the Ray head once more", es_last_error());
+		} else if (!race || attempt == 3) {
+			if (rc != ES_EEXIST)
+				rc = say_again(rc);
+			break;
+		} else {
+			es_warning("Ray head ports %d-%d were taken while it started; trying the next block", h->port,
+				   h->port + ES_RAY_PORT_BLOCK - 1);
+			from_k = h->port_block + o->ranks_on_host;
+		}
 		es_fs_remove_tree(h->temp_dir);
 		temp_made = 0;
-		from_k = h->port_block + o->ranks_on_host;
 	}
 	if (rc == ES_EEXIST)
 		rc = es_error(ES_EIO, "Ray head ports were taken by someone else while it started, 3 times in a row");

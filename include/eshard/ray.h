@@ -53,6 +53,9 @@
 
 #define ES_RAY_PORT_BASE 20000   /* below the usual ephemeral range, above Ray's defaults */
 #define ES_RAY_PORT_BLOCK 384
+/* A `ray start` that exited with a failure is tried once more when at least this much of the
+ * start timeout is left (es_ray_opts.start_timeout_secs). */
+#define ES_RAY_RETRY_MIN_SECS 20.0
 #define ES_RAY_FIXED_PORTS 16    /* offsets below this are fixed services; the rest workers */
 #define ES_RAY_TEMP_DIR_MAX 40   /* Ray appends about 64 bytes of socket path; limit is 107 */
 

@@ -82,6 +82,9 @@ printf '#!/bin/sh\necho "fake ray: cannot start" >&2\nexit 3\n' >"$T/fake-ray"; 
 mkdir -p "$T/f1" "$T/f2" "$T/f3"
 run_expect 2 "$T/driver" --ray "$T/fake-ray" --base "$BASE" --rank 0 --ranks 1 --dir "$T/f1"
 grep -qF "exited with status 3; last output: fake ray: cannot start" "$T/f1/error" || fail "bad error: $(cat "$T/f1/error")"
+# Tried once more (a loaded node's `ray start` can fail for no fault), then the error, once.
+[ "$(grep -c "starting the Ray head once more" "$T/err")" = 1 ] || fail "expected one retry warning: $(cat "$T/err")"
+[ "$(grep -c "ERROR: .*exited with status 3" "$T/err")" = 1 ] || fail "expected the error once: $(cat "$T/err")"
 [ -z "$(ls -A "$BASE")" ] || fail "a failed start left $(ls -A "$BASE")"
 run_expect 2 "$T/driver" --ray "$T/no-such-ray" --base "$BASE" --rank 0 --ranks 1 --dir "$T/f2"
 grep -qF "is not an executable file" "$T/f2/error" || fail "bad error: $(cat "$T/f2/error")"
@@ -121,6 +124,31 @@ wait "$drv" || fail "driver after a port race failed"
 [ "$(kv "$T/f4/result" stop_rc)" = 0 ] || fail "stop after a port race failed"
 kill "$(cat "$T/racer.pid")" 2>/dev/null || true
 pass "a block taken during start: moved on to block $b4"
+
+# 0c. `ray start` fails once for no fault of the node (on a loaded machine Ray's GCS can miss
+#     its own start-up wait): the head is started once more, within the same deadline.
+cat >"$T/flaky-ray" <<EOF
+#!/bin/sh
+if [ ! -e "$T/flaked" ]; then
+  touch "$T/flaked"
+  echo "fake ray: the GCS did not start in time" >&2
+  exit 1
+fi
+exec "$RAY" "\$@"
+EOF
+chmod +x "$T/flaky-ray"
+mkdir -p "$T/f5"
+"$T/driver" --ray "$T/flaky-ray" --base "$BASE" --rank 0 --ranks 1 --dir "$T/f5" >"$T/f5/out" 2>"$T/f5/err" &
+drv=$!
+wait_file "$T/f5/info" "$T/f5" 240
+grep -qF "exited with status 1; last output: fake ray: the GCS did not start in time; starting the Ray head once more" "$T/f5/err" ||
+  { cat "$T/f5/err"; fail "no retry warning after a failed start"; }
+if grep -F "ERROR" "$T/f5/err"; then fail "a start that worked the second time printed an error"; fi
+[ "$(kv "$T/f5/info" alive)" = 1 ] || fail "head started the second time is not alive"
+touch "$T/f5/stop"
+wait "$drv" || fail "driver after a failed first start failed"
+[ "$(kv "$T/f5/result" stop_rc)" = 0 ] || fail "stop after a failed first start failed"
+pass "a start that failed once: started the second time"
 
 # 1. Two ranks of one host start their heads at the same time.
 start_driver "$T/r0" 0 2
