@@ -95,6 +95,15 @@ ranks_expect() {
   done
 }
 
+# ranks_span: seconds from the first rank's start to the last rank's exit (the wrapper's pid
+# and rc files), one decimal. It leaves out mpirun's own start and end, which grow with the
+# machine's load (23 s in all beside four other test runs) where the ranks' span does not.
+ranks_span() {
+  python3 -c 'import glob, os, sys; d = sys.argv[1]
+s = min(os.stat(f).st_mtime for f in glob.glob(d + "/pid.*")); e = max(os.stat(f).st_mtime for f in glob.glob(d + "/rc.*"))
+print(round(e - s, 1))' "$T/ranks"
+}
+
 # ranks_started N: at least N ranks have recorded their pid.
 ranks_started() { [ "$(find "$T/ranks" -name 'pid.*' | wc -l)" -ge "$1" ]; }
 ranks_wait_pids() { wait_for "$2" ranks_started "$1"; }

@@ -120,7 +120,8 @@ pass "strict cap checked by the prepare coordinator"
 t0=$(date +%s)
 for i in 1 2; do start m$i node$i "$BIN" dlc "${COMMON[@]}" --num-shards 6 --nodes 3 --require-all-nodes --job-dir "$T/mjob" --run-id m-1 --wait-timeout-secs 4; done
 wait_all; all_codes 2
-[ $(($(date +%s) - t0)) -lt 20 ] || fail "the missing worker's wait took $(($(date +%s) - t0)) s"
+# Within the 4 s given, not the default (35 h); the bound leaves room for a loaded machine.
+[ $(($(date +%s) - t0)) -lt 60 ] || fail "the missing worker's wait took $(($(date +%s) - t0)) s"
 grep -q 'timed out after 4s waiting for all shards ([0-9]/6 done)' "$T/.mjob.dlc-coordination/"*/abort.json || fail "abort reason"
 pass "strict with a missing worker"
 
