@@ -152,6 +152,9 @@ int es_claim_lock_info_fd(int fd, const char *path, struct es_lock_info *li, cJS
 	es_json_get_i64(l, "heartbeat", &li->heartbeat);
 	if (es_json_get_num(l, "lease_secs", &li->lease_secs))
 		li->lease_secs = 0;
+	copy_str(li->maker, sizeof(li->maker), l, "maker");
+	if (strlen(li->maker) != 24 || strspn(li->maker, "0123456789abcdef") != 24)
+		li->maker[0] = '\0';
 	const char *state = es_json_get_str(l, "status");
 	snprintf(li->state, sizeof(li->state), "%s", state ? state : "running");
 	li->terminal = !strcmp(li->state, "done") || !strcmp(li->state, "failed");
@@ -288,10 +291,15 @@ cJSON *es_claim_lock_doc(const struct es_claimer *c, const char *shard_id)
 	es_json_set_str(l, "shard_id", shard_id);
 	es_json_set_str(l, "token", c->token);
 	/* eshard-mpi fields, which readers of the reference ignore: the lock's state (running,
-	 * then a terminal fence) and the lease. */
+	 * then a terminal fence), the lease, and what names this process in the tokens of its
+	 * temporaries, so that whoever takes the lock over or fences it in our place removes those
+	 * we left, whatever their age (docs/job-folder.md#debris). */
+	char maker[25];
+	es_fs_temp_maker(maker);
 	es_json_set_str(l, "status", "running");
 	es_json_set_int(l, "heartbeat", c->heartbeat);
 	es_json_set_float(l, "lease_secs", c->policy.lease_secs);
+	es_json_set_str(l, "maker", maker);
 	return l;
 }
 
@@ -484,7 +492,8 @@ static int create_lock(struct es_claimer *c, size_t i, const char *lock_path, in
 }
 
 /* The attempt folder (its leaf is new: the name holds a fresh token) and its attempt.json,
- * from the lock document l (without the lease fields, which only a lock carries). */
+ * from the lock document l (without the lease fields and the maker, which only a lock
+ * carries). */
 int es_claim_make_attempt(struct es_claimer *c, size_t i, cJSON *l)
 {
 	const struct es_manifest *m = c->m;
@@ -500,6 +509,7 @@ int es_claim_make_attempt(struct es_claimer *c, size_t i, cJSON *l)
 		es_json_set_str(l, "input_path", m->shards[i].path);
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "heartbeat");
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "lease_secs");
+		cJSON_DeleteItemFromObjectCaseSensitive(l, "maker");
 		es_buf_adds(&ad, "/" ES_ATTEMPT_JSON);
 		rc = es_json_dump(l, 1, &text);
 		if (!rc)

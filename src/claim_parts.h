@@ -58,6 +58,10 @@ int es_claim_rewrite_lock(int fd, const char *lock_path, const cJSON *doc, const
 /* After a fence was written for a record its dead publisher left (repair, takeover): remove
  * the record's second names that publisher left in state/<kind> (es_fs_sweep_links_of). */
 void es_claim_sweep_record_links(const struct es_manifest *m, const char *kind, const char *id);
+/* Under the flock of a lock whose holder is dead (a takeover, a repair): remove the temporaries
+ * of the shard's records that it made (maker, the lock's), at any age, and the others once
+ * they are lease_secs old or their maker is gone. */
+void es_claim_sweep_record_temps(const struct es_manifest *m, const char *id, double lease_secs, const char *maker);
 int es_claim_write_fence(int fd, const char *lock_path, cJSON *doc, const char *id, const char *state,
 			 const char *record, size_t record_len);
 char *es_claim_record_text(const struct es_manifest *m, const char *state, const char *id, size_t *len);
