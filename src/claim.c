@@ -623,12 +623,78 @@ int es_claim_heartbeat(struct es_claimer *c, size_t i)
 	return rc;
 }
 
-static int release_at(const char *lock_path, const char *token)
+/* Whether the lock held open as fd is still the one at lock_path, as a listing of its folder
+ * tells (es_fs_listed_ino): 1 yes, 0 no, negative on error. */
+static int still_listed(int fd, const char *lock_path)
+{
+	struct stat st;
+	struct es_buf dir = ES_BUF_INIT;
+	const char *slash = strrchr(lock_path, '/');
+	ino_t ino;
+	int rc = !slash ? es_error(ES_EINVAL, "lock path '%s' has no folder", lock_path)
+			: es_buf_add(&dir, lock_path, (size_t)(slash - lock_path));
+	if (!rc && fstat(fd, &st) != 0)
+		rc = es_error_errno(ES_EIO, "cannot stat lock '%s'", lock_path);
+	if (!rc)
+		rc = es_fs_listed_ino(dir.data, slash + 1, &ino);
+	es_buf_free(&dir);
+	return rc < 0 ? rc : rc == 0 && ino == st.st_ino;
+}
+
+/* The key of a lock in state/lock_ends: its token, or for a lock without a well-formed one (torn,
+ * or written by hand) its inode number; a reused inode number only costs a listing below. */
+static void end_key(int fd, const char *token, char key[40])
+{
+	struct stat st;
+	if (strlen(token) == 32 && strspn(token, "0123456789abcdef") == 32)
+		snprintf(key, 40, "%s", token);
+	else
+		snprintf(key, 40, "i%llu", fstat(fd, &st) == 0 ? (unsigned long long)st.st_ino : 0ULL);
+}
+
+int es_claim_end_lock(const struct es_manifest *m, const char *id, int fd, const char *lock_path, const char *token,
+		      const char *action)
+{
+	char key[40], now[40];
+	struct es_buf dir = ES_BUF_INIT, marker = ES_BUF_INIT, line = ES_BUF_INIT;
+	cJSON *doc = cJSON_CreateObject();
+	end_key(fd, token, key);
+	es_time_now_iso(now);
+	es_json_set_str(doc, "action", action);
+	es_json_set_str(doc, "at", now);
+	es_json_set_str(doc, "hostname", es_hostname());
+	es_json_set_int(doc, "pid", (int64_t)getpid());
+	int rc = es_jobpath_join(&dir, m->job_dir, ES_JOB_LOCK_ENDS);
+	if (!rc)
+		rc = es_jobpath_lock_end(&marker, m->job_dir, id, key);
+	if (!rc)
+		rc = es_fs_mkdir_nofollow(dir.data, 0755);
+	if (!rc)
+		rc = es_json_dump(doc, 0, &line);
+	if (!rc)
+		rc = es_fs_create_exclusive(marker.data, line.data, line.len);
+	/* Made before: its maker held this flock, and ends the lock before it gives it back. */
+	if (rc == 1) {
+		int listed = still_listed(fd, lock_path);
+		rc = listed < 0 ? listed : !listed;
+	}
+	cJSON_Delete(doc);
+	es_buf_free(&dir);
+	es_buf_free(&marker);
+	es_buf_free(&line);
+	return rc;
+}
+
+static int release_at(const struct es_manifest *m, const char *id, const char *lock_path, const char *token)
 {
 	int fd;
 	int rc = es_claim_lock_owned(lock_path, token, 0, &fd, NULL);
 	if (rc)
 		return rc;
+	if ((rc = es_claim_end_lock(m, id, fd, lock_path, token, "release")) != 0) {
+		es_claim_unlock_close(fd);
+		return rc;
+	}
 	es_crash_point("release-before-unlink");
 	if (unlink(lock_path) != 0)
 		rc = es_error_errno(ES_EIO, "cannot remove lock '%s'", lock_path);
@@ -643,7 +709,7 @@ int es_claim_release(struct es_claimer *c, size_t i, const char *token)
 	struct es_buf lock_path = ES_BUF_INIT;
 	int rc = es_jobpath_lock(&lock_path, c->m->job_dir, c->m->shards[i].id);
 	if (!rc)
-		rc = release_at(lock_path.data, token);
+		rc = release_at(c->m, c->m->shards[i].id, lock_path.data, token);
 	es_buf_free(&lock_path);
 	return rc;
 }

@@ -47,6 +47,16 @@ int es_claim_lock_owned(const char *lock_path, const char *token, int nonblock, 
 void es_claim_unlock_close(int fd);
 cJSON *es_claim_lock_doc(const struct es_claimer *c, const char *shard_id);
 int es_claim_make_attempt(struct es_claimer *c, size_t i, cJSON *l);
+/* Under the flock of the lock held open as fd (at lock_path, with token), before it is moved or
+ * removed by its name (action: "takeover", "release"): the exclusive create of its marker
+ * state/lock_ends/<id>.<token> makes this process the one that ends it. A name may lead,
+ * through this client's cache, to a lock that another client has moved already, while the file
+ * server's name leads to a newer lock, which a rename or unlink by name would hit; whoever moved
+ * it made the marker first. When the marker exists, its maker held this flock then and ends the
+ * lock before giving the flock back, so it has finished or died: a listing of the locks folder
+ * (es_fs_listed_ino) tells which. 0: ours to end; 1: ended by another; negative: error. */
+int es_claim_end_lock(const struct es_manifest *m, const char *id, int fd, const char *lock_path, const char *token,
+		      const char *action);
 /* c->attempt_rel from c->attempt_number and c->token; a name that does not fit is an error. */
 int es_claim_set_attempt_rel(struct es_claimer *c, const char *id);
 

@@ -146,6 +146,16 @@ int es_claim_try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 	    (rc = es_jobpath_stale_lock(&dest, m->job_dir, id, (long long)es_time_epoch(), tok)) != 0)
 		goto out;
 	es_proc_test_hook("ESHARD_TEST_HOOK_BEFORE_TAKEOVER");
+	/* The name we judged by may be a cached one, which another client's takeover has moved
+	 * already: the file server's exclusive create of the lock's end marker decides. */
+	if ((rc = es_claim_end_lock(m, id, fd, lock_path, li.token, "takeover")) != 0) {
+		if (rc == 1)
+			o->valid = 0;
+		goto out;
+	}
+	/* Before the move (the reference's order): a claimer that creates the next lock as soon as
+	 * the name is free counts this attempt among the failures. */
+	mark_attempt_stale(m, li.attempt_dir, c->policy.lease_secs);
 	/* Where flock() is local to one client, another host's takeover may have moved the lock
 	 * first: the rename then finds no lock, which is a lost race (as for the open above). */
 	es_log_quiet_begin();
@@ -166,7 +176,6 @@ int es_claim_try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 		rc = rc < 0 ? rc : 0;
 		goto out;
 	}
-	mark_attempt_stale(m, li.attempt_dir, c->policy.lease_secs);
 	c->took_over = 1;
 	snprintf(c->took_over_token, sizeof(c->took_over_token), "%s", li.token);
 	if (li.attempt_number > 0 && li.attempt_number <= INT32_MAX)

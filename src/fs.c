@@ -1006,6 +1006,25 @@ int es_fs_exists_fresh(const char *path)
 	return errno == EACCES || errno == EISDIR || errno == ENXIO ? 1 : es_error_errno(ES_EIO, "cannot open '%s'", path);
 }
 
+int es_fs_listed_ino(const char *dir, const char *name, ino_t *ino)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return es_error_errno(ES_EIO, "cannot read folder '%s'", dir);
+	struct dirent *e;
+	int rc = 1;
+	errno = 0;
+	while (rc == 1 && (e = readdir(d)) != NULL)
+		if (!strcmp(e->d_name, name)) {
+			*ino = e->d_ino;
+			rc = 0;
+		}
+	if (rc == 1 && errno)
+		rc = es_error_errno(ES_EIO, "cannot read folder '%s'", dir);
+	closedir(d);
+	return rc;
+}
+
 int es_fs_exists(const char *path)
 {
 	struct stat st;

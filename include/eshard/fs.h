@@ -194,6 +194,14 @@ int es_fs_expand_user(const char *path, struct es_buf *out);
  * opened (permissions, a folder, socket or FIFO in the way) exists; the open is O_NONBLOCK, so a
  * FIFO does not block it. */
 int es_fs_exists_fresh(const char *path);
+
+/* The inode number of the entry name of folder dir as a listing of dir (readdir) gives it: 0
+ * with *ino, 1 when the listing has no such entry, negative on an I/O error. A path lookup may
+ * be answered from the client's cache of names for a while (a FUSE client such as GlusterFS's
+ * keeps a name for its entry timeout, an NFS client for its attribute cache time), so that a
+ * name still leads to a file another client has renamed away; a fresh listing is read from the
+ * file server. */
+int es_fs_listed_ino(const char *dir, const char *name, ino_t *ino);
 /* 1 if path exists (lstat), 0 if not, negative on another error. */
 int es_fs_exists(const char *path);
 /* Copy a file byte for byte with its mode and times (like cp -p); dst is fsynced. */

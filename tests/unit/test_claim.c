@@ -835,6 +835,77 @@ static void test_takeover_temps(void)
 	es_manifest_free(&m);
 }
 
+/* The "action" of the end marker state/lock_ends/<id>.<token> of shard i's lock, "" when none. */
+static const char *end_action(const struct es_manifest *m, size_t i, const char *token)
+{
+	static char out[32];
+	char fmt[128], p[PATH_MAX];
+	cJSON *d = NULL;
+	sfmt(fmt, sizeof(fmt), "state/lock_ends/%%s.%s", token);
+	jpath(p, m, fmt, m->shards[i].id);
+	es_log_quiet_begin();
+	const char *a = es_json_load(p, &d) == 0 ? es_json_get_str(d, "action") : NULL;
+	es_log_quiet_end();
+	sfmt(out, sizeof(out), "%s", a ? a : "");
+	cJSON_Delete(d);
+	return out;
+}
+
+/* Shard i's lock, claimed by a claimer that then dies: stale by the reference's rule (mtime
+ * epoch 1). Its token goes to token. */
+static void dead_claim(const struct es_manifest *m, size_t i, char token[33])
+{
+	struct es_policy pol = policy(m, 1000000000, 1e9, 3);
+	struct es_claimer o;
+	char p[PATH_MAX];
+	CHECK_INT_EQ(es_claimer_init(&o, m, &pol), 0);
+	CHECK_INT_EQ(es_claim_try(&o, i), ES_CLAIM_OK);
+	sfmt(token, 33, "%s", o.token);
+	es_claimer_free(&o);
+	jpath(p, m, "state/locks/%s.lock", m->shards[i].id);
+	struct timeval tv[2] = { { 1, 0 }, { 1, 0 } };
+	CHECK(utimes(p, tv) == 0);
+}
+
+/* The end markers of locks (docs/job-folder.md#lock-end-markers): a takeover and a release each
+ * make state/lock_ends/<id>.<token> before they move or remove the lock, and one made before by
+ * a process that died before its move (the lock still listed under its name) stops neither. */
+static void test_lock_ends(void)
+{
+	struct es_manifest m;
+	make_job("lock-ends", 2, &m);
+	struct es_policy pol = policy(&m, 1, 1e9, 3);
+	struct es_claimer c;
+	char t0[33], t1[33], p[PATH_MAX], fmt[128];
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &pol), 0);
+	dead_claim(&m, 0, t0);
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_OK);
+	CHECK(c.took_over);
+	CHECK_STR_EQ(end_action(&m, 0, t0), "takeover");
+	CHECK_INT_EQ(es_claim_release(&c, 0, c.token), 0);
+	CHECK_STR_EQ(end_action(&m, 0, c.token), "release");
+	CHECK_STR_EQ(lock_state(&m, 0, NULL, 0), "none");
+	/* A taker that died after its marker: the lock is taken over all the same. */
+	dead_claim(&m, 1, t1);
+	sfmt(fmt, sizeof(fmt), "state/lock_ends/%%s.%s", t1);
+	jpath(p, &m, fmt, m.shards[1].id);
+	write_text(p, "{\"action\": \"takeover\"}\n");
+	CHECK_INT_EQ(es_claim_try(&c, 1), ES_CLAIM_OK);
+	CHECK(c.took_over);
+	CHECK_STR_EQ(c.took_over_token, t1);
+	/* A releaser that died after its marker: the owner releases all the same. */
+	sfmt(fmt, sizeof(fmt), "state/lock_ends/%%s.%s", c.token);
+	jpath(p, &m, fmt, m.shards[1].id);
+	write_text(p, "{\"action\": \"release\"}\n");
+	CHECK_INT_EQ(es_claim_release(&c, 1, c.token), 0);
+	CHECK_STR_EQ(lock_state(&m, 1, NULL, 0), "none");
+	char sl[PATH_MAX];
+	sfmt(sl, sizeof(sl), "%s/state/stale_locks", m.job_dir);
+	CHECK_INT_EQ(count_entries(sl, NULL, NULL, 0), 2);
+	es_claimer_free(&c);
+	es_manifest_free(&m);
+}
+
 /* The status an attempt.json says, "" when unreadable. */
 static const char *attempt_status(const struct es_manifest *m, const char *rel)
 {
@@ -1059,6 +1130,7 @@ int main(void)
 	test_fences();
 	test_repair_links();
 	test_takeover_temps();
+	test_lock_ends();
 	test_backups();
 	test_backup_lease();
 	test_attempt_text();

@@ -379,6 +379,18 @@ int main(void)
 			CHECK_INT_EQ(access(p, F_OK) == 0, stays2[k]);
 		}
 	}
+	/* A listing's inode number of an entry is its stat's; a missing entry is 1. */
+	{
+		char d[1024];
+		struct stat st;
+		ino_t ino = 0;
+		snprintf(d, sizeof(d), "%s/shared", t);
+		snprintf(p, sizeof(p), "%s/a.json", d);
+		CHECK_INT_EQ(lstat(p, &st), 0);
+		CHECK_INT_EQ(es_fs_listed_ino(d, "a.json", &ino), 0);
+		CHECK(ino == st.st_ino);
+		CHECK_INT_EQ(es_fs_listed_ino(d, "no.json", &ino), 1);
+	}
 	es_buf_free(&b);
 	/* The bounded tail of a log: the last lines, a line cut by the byte bound dropped. */
 	{
