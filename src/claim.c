@@ -691,6 +691,7 @@ static int release_at(const struct es_manifest *m, const char *id, const char *l
 	int rc = es_claim_lock_owned(lock_path, token, 0, &fd, NULL);
 	if (rc)
 		return rc;
+	es_proc_test_hook("ESHARD_TEST_HOOK_BEFORE_RELEASE");
 	if ((rc = es_claim_end_lock(m, id, fd, lock_path, token, "release")) != 0) {
 		es_claim_unlock_close(fd);
 		return rc;
