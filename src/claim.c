@@ -152,6 +152,9 @@ int es_claim_lock_info_fd(int fd, const char *path, struct es_lock_info *li, cJS
 	es_json_get_i64(l, "heartbeat", &li->heartbeat);
 	if (es_json_get_num(l, "lease_secs", &li->lease_secs))
 		li->lease_secs = 0;
+	copy_str(li->maker, sizeof(li->maker), l, "maker");
+	if (strlen(li->maker) != 24 || strspn(li->maker, "0123456789abcdef") != 24)
+		li->maker[0] = '\0';
 	const char *state = es_json_get_str(l, "status");
 	snprintf(li->state, sizeof(li->state), "%s", state ? state : "running");
 	li->terminal = !strcmp(li->state, "done") || !strcmp(li->state, "failed");
@@ -288,10 +291,15 @@ cJSON *es_claim_lock_doc(const struct es_claimer *c, const char *shard_id)
 	es_json_set_str(l, "shard_id", shard_id);
 	es_json_set_str(l, "token", c->token);
 	/* eshard-mpi fields, which readers of the reference ignore: the lock's state (running,
-	 * then a terminal fence) and the lease. */
+	 * then a terminal fence), the lease, and what names this process in the tokens of its
+	 * temporaries, so that whoever takes the lock over or fences it in our place removes those
+	 * we left, whatever their age (docs/job-folder.md#debris). */
+	char maker[25];
+	es_fs_temp_maker(maker);
 	es_json_set_str(l, "status", "running");
 	es_json_set_int(l, "heartbeat", c->heartbeat);
 	es_json_set_float(l, "lease_secs", c->policy.lease_secs);
+	es_json_set_str(l, "maker", maker);
 	return l;
 }
 
@@ -484,7 +492,8 @@ static int create_lock(struct es_claimer *c, size_t i, const char *lock_path, in
 }
 
 /* The attempt folder (its leaf is new: the name holds a fresh token) and its attempt.json,
- * from the lock document l (without the lease fields, which only a lock carries). */
+ * from the lock document l (without the lease fields and the maker, which only a lock
+ * carries). */
 int es_claim_make_attempt(struct es_claimer *c, size_t i, cJSON *l)
 {
 	const struct es_manifest *m = c->m;
@@ -500,6 +509,7 @@ int es_claim_make_attempt(struct es_claimer *c, size_t i, cJSON *l)
 		es_json_set_str(l, "input_path", m->shards[i].path);
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "heartbeat");
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "lease_secs");
+		cJSON_DeleteItemFromObjectCaseSensitive(l, "maker");
 		es_buf_adds(&ad, "/" ES_ATTEMPT_JSON);
 		rc = es_json_dump(l, 1, &text);
 		if (!rc)
@@ -613,12 +623,79 @@ int es_claim_heartbeat(struct es_claimer *c, size_t i)
 	return rc;
 }
 
-static int release_at(const char *lock_path, const char *token)
+/* Whether the lock held open as fd is still the one at lock_path, as a listing of its folder
+ * tells (es_fs_listed_ino): 1 yes, 0 no, negative on error. */
+static int still_listed(int fd, const char *lock_path)
+{
+	struct stat st;
+	struct es_buf dir = ES_BUF_INIT;
+	const char *slash = strrchr(lock_path, '/');
+	ino_t ino;
+	int rc = !slash ? es_error(ES_EINVAL, "lock path '%s' has no folder", lock_path)
+			: es_buf_add(&dir, lock_path, (size_t)(slash - lock_path));
+	if (!rc && fstat(fd, &st) != 0)
+		rc = es_error_errno(ES_EIO, "cannot stat lock '%s'", lock_path);
+	if (!rc)
+		rc = es_fs_listed_ino(dir.data, slash + 1, &ino);
+	es_buf_free(&dir);
+	return rc < 0 ? rc : rc == 0 && ino == st.st_ino;
+}
+
+/* The key of a lock in state/lock_ends: its token, or for a lock without a well-formed one (torn,
+ * or written by hand) its inode number; a reused inode number only costs a listing below. */
+static void end_key(int fd, const char *token, char key[40])
+{
+	struct stat st;
+	if (strlen(token) == 32 && strspn(token, "0123456789abcdef") == 32)
+		snprintf(key, 40, "%s", token);
+	else
+		snprintf(key, 40, "i%llu", fstat(fd, &st) == 0 ? (unsigned long long)st.st_ino : 0ULL);
+}
+
+int es_claim_end_lock(const struct es_manifest *m, const char *id, int fd, const char *lock_path, const char *token,
+		      const char *action)
+{
+	char key[40], now[40];
+	struct es_buf dir = ES_BUF_INIT, marker = ES_BUF_INIT, line = ES_BUF_INIT;
+	cJSON *doc = cJSON_CreateObject();
+	end_key(fd, token, key);
+	es_time_now_iso(now);
+	es_json_set_str(doc, "action", action);
+	es_json_set_str(doc, "at", now);
+	es_json_set_str(doc, "hostname", es_hostname());
+	es_json_set_int(doc, "pid", (int64_t)getpid());
+	int rc = es_jobpath_join(&dir, m->job_dir, ES_JOB_LOCK_ENDS);
+	if (!rc)
+		rc = es_jobpath_lock_end(&marker, m->job_dir, id, key);
+	if (!rc)
+		rc = es_fs_mkdir_nofollow(dir.data, 0755);
+	if (!rc)
+		rc = es_json_dump(doc, 0, &line);
+	if (!rc)
+		rc = es_fs_create_exclusive(marker.data, line.data, line.len);
+	/* Made before: its maker held this flock, and ends the lock before it gives it back. */
+	if (rc == 1) {
+		int listed = still_listed(fd, lock_path);
+		rc = listed < 0 ? listed : !listed;
+	}
+	cJSON_Delete(doc);
+	es_buf_free(&dir);
+	es_buf_free(&marker);
+	es_buf_free(&line);
+	return rc;
+}
+
+static int release_at(const struct es_manifest *m, const char *id, const char *lock_path, const char *token)
 {
 	int fd;
 	int rc = es_claim_lock_owned(lock_path, token, 0, &fd, NULL);
 	if (rc)
 		return rc;
+	es_proc_test_hook("ESHARD_TEST_HOOK_BEFORE_RELEASE");
+	if ((rc = es_claim_end_lock(m, id, fd, lock_path, token, "release")) != 0) {
+		es_claim_unlock_close(fd);
+		return rc;
+	}
 	es_crash_point("release-before-unlink");
 	if (unlink(lock_path) != 0)
 		rc = es_error_errno(ES_EIO, "cannot remove lock '%s'", lock_path);
@@ -633,7 +710,7 @@ int es_claim_release(struct es_claimer *c, size_t i, const char *token)
 	struct es_buf lock_path = ES_BUF_INIT;
 	int rc = es_jobpath_lock(&lock_path, c->m->job_dir, c->m->shards[i].id);
 	if (!rc)
-		rc = release_at(lock_path.data, token);
+		rc = release_at(c->m, c->m->shards[i].id, lock_path.data, token);
 	es_buf_free(&lock_path);
 	return rc;
 }

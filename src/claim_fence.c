@@ -44,6 +44,26 @@ void es_claim_sweep_record_links(const struct es_manifest *m, const char *kind, 
 	es_buf_free(&prefix);
 }
 
+/* The temporaries of the shard's done and failed records (".<id>.json.<32hex>.tmp" in
+ * state/done and state/failed) that the dead holder of its lock left: killed between the write
+ * of a record's temporary and its link or unlink (es_fs_publish_exclusive), it leaves one beside
+ * the records. Its own (its maker named in the lock) go at any age and on any host: it publishes
+ * only while it holds the lock's flock, which our caller holds now, so none of them is being
+ * written; one written after its last heartbeat is younger than a lease when it is taken over,
+ * and was kept for good before. A backup publishing the shard's record right now has a
+ * temporary too: a live one on this host is kept, and on another host it is removed only once
+ * it is a lease old. */
+void es_claim_sweep_record_temps(const struct es_manifest *m, const char *id, double lease_secs, const char *maker)
+{
+	struct es_buf dir = ES_BUF_INIT, prefix = ES_BUF_INIT;
+	int rc = es_buf_printf(&prefix, "%s.json.", id);
+	for (int k = 0; !rc && k < 2; k++)
+		if (!es_jobpath_join(&dir, m->job_dir, k ? ES_JOB_FAILED : ES_JOB_DONE))
+			es_fs_sweep_writer_temps(dir.data, prefix.data, lease_secs, maker);
+	es_buf_free(&dir);
+	es_buf_free(&prefix);
+}
+
 /* A publisher that died between its record and its fence left its attempt "running": when the
  * record is its own (same token), the attempt did publish, so it says "done" (with
  * recovered_at) and its result; any other running attempt is marked stale. */
@@ -233,6 +253,7 @@ static int repair_at(struct es_claimer *c, size_t i, const char *lock_path)
 			rc = es_claim_write_fence(fd, lock_path, doc, id, kinds[k], text, len);
 			es_claim_mark_recovered(m, li.attempt_dir, kinds[k], text, len);
 			es_claim_sweep_record_links(m, kinds[k], id);
+			es_claim_sweep_record_temps(m, id, c->policy.lease_secs, li.maker);
 			c->obs[i].terminal = 1;
 			cJSON_Delete(doc);
 			es_claim_unlock_close(fd);

@@ -47,6 +47,16 @@ int es_claim_lock_owned(const char *lock_path, const char *token, int nonblock, 
 void es_claim_unlock_close(int fd);
 cJSON *es_claim_lock_doc(const struct es_claimer *c, const char *shard_id);
 int es_claim_make_attempt(struct es_claimer *c, size_t i, cJSON *l);
+/* Under the flock of the lock held open as fd (at lock_path, with token), before it is moved or
+ * removed by its name (action: "takeover", "release"): the exclusive create of its marker
+ * state/lock_ends/<id>.<token> makes this process the one that ends it. A name may lead,
+ * through this client's cache, to a lock that another client has moved already, while the file
+ * server's name leads to a newer lock, which a rename or unlink by name would hit; whoever moved
+ * it made the marker first. When the marker exists, its maker held this flock then and ends the
+ * lock before giving the flock back, so it has finished or died: a listing of the locks folder
+ * (es_fs_listed_ino) tells which. 0: ours to end; 1: ended by another; negative: error. */
+int es_claim_end_lock(const struct es_manifest *m, const char *id, int fd, const char *lock_path, const char *token,
+		      const char *action);
 /* c->attempt_rel from c->attempt_number and c->token; a name that does not fit is an error. */
 int es_claim_set_attempt_rel(struct es_claimer *c, const char *id);
 
@@ -58,6 +68,10 @@ int es_claim_rewrite_lock(int fd, const char *lock_path, const cJSON *doc, const
 /* After a fence was written for a record its dead publisher left (repair, takeover): remove
  * the record's second names that publisher left in state/<kind> (es_fs_sweep_links_of). */
 void es_claim_sweep_record_links(const struct es_manifest *m, const char *kind, const char *id);
+/* Under the flock of a lock whose holder is dead (a takeover, a repair): remove the temporaries
+ * of the shard's records that it made (maker, the lock's), at any age, and the others once
+ * they are lease_secs old or their maker is gone. */
+void es_claim_sweep_record_temps(const struct es_manifest *m, const char *id, double lease_secs, const char *maker);
 int es_claim_write_fence(int fd, const char *lock_path, cJSON *doc, const char *id, const char *state,
 			 const char *record, size_t record_len);
 char *es_claim_record_text(const struct es_manifest *m, const char *state, const char *id, size_t *len);

@@ -89,23 +89,6 @@ static int verify_moved(const char *lock_path, const char *dest, const struct es
 	return 1;
 }
 
-/* The temporaries of the shard's done and failed records (".<id>.json.<32hex>.tmp" in
- * state/done and state/failed) that the dead holder of its stale lock left: killed between the
- * write of a record's temporary and its unlink (es_fs_publish_exclusive), it leaves one beside the
- * records, with its record linked or not. A backup publishing the shard's record right now has
- * a temporary too: a live one on this host is kept, and on another host a temporary is removed
- * only once it is a lease old. */
-static void sweep_record_temps(const struct es_manifest *m, const char *id, double lease_secs)
-{
-	struct es_buf dir = ES_BUF_INIT, prefix = ES_BUF_INIT;
-	int rc = es_buf_printf(&prefix, "%s.json.", id);
-	for (int k = 0; !rc && k < 2; k++)
-		if (!es_jobpath_join(&dir, m->job_dir, k ? ES_JOB_FAILED : ES_JOB_DONE))
-			es_fs_sweep_writer_temps(dir.data, prefix.data, lease_secs);
-	es_buf_free(&dir);
-	es_buf_free(&prefix);
-}
-
 /* A lock that looked stale, under flock: still the lock at the path, still running, still
  * stale? Then either the shard's record is visible (its publisher died before its fence: write
  * the fence, 2) or the lock is moved to state/stale_locks (1). 0: live, busy or terminal. */
@@ -140,7 +123,7 @@ int es_claim_try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 	}
 	if ((rc = es_claim_lock_info_fd(fd, lock_path, &li, &doc)) != 0 || li.terminal || !es_claim_observe(c, i, &li))
 		goto out; /* rc 0: terminal, or live */
-	sweep_record_temps(m, id, c->policy.lease_secs);
+	es_claim_sweep_record_temps(m, id, c->policy.lease_secs, li.maker);
 	if ((rc = es_claim_visible_record(m, id, &record)) != 0)
 		goto out;
 	if (record) {
@@ -163,6 +146,16 @@ int es_claim_try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 	    (rc = es_jobpath_stale_lock(&dest, m->job_dir, id, (long long)es_time_epoch(), tok)) != 0)
 		goto out;
 	es_proc_test_hook("ESHARD_TEST_HOOK_BEFORE_TAKEOVER");
+	/* The name we judged by may be a cached one, which another client's takeover has moved
+	 * already: the file server's exclusive create of the lock's end marker decides. */
+	if ((rc = es_claim_end_lock(m, id, fd, lock_path, li.token, "takeover")) != 0) {
+		if (rc == 1)
+			o->valid = 0;
+		goto out;
+	}
+	/* Before the move (the reference's order): a claimer that creates the next lock as soon as
+	 * the name is free counts this attempt among the failures. */
+	mark_attempt_stale(m, li.attempt_dir, c->policy.lease_secs);
 	/* Where flock() is local to one client, another host's takeover may have moved the lock
 	 * first: the rename then finds no lock, which is a lost race (as for the open above). */
 	es_log_quiet_begin();
@@ -183,7 +176,6 @@ int es_claim_try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 		rc = rc < 0 ? rc : 0;
 		goto out;
 	}
-	mark_attempt_stale(m, li.attempt_dir, c->policy.lease_secs);
 	c->took_over = 1;
 	snprintf(c->took_over_token, sizeof(c->took_over_token), "%s", li.token);
 	if (li.attempt_number > 0 && li.attempt_number <= INT32_MAX)

@@ -87,14 +87,20 @@ static uint32_t proc_start(pid_t pid, int *known)
 	return (uint32_t)st.starttime;
 }
 
+void es_fs_temp_maker(char out[25])
+{
+	int known;
+	snprintf(out, 25, "%08x%08x%08x", (unsigned)getpid(), (unsigned)host_id(), (unsigned)proc_start(getpid(), &known));
+}
+
 int es_fs_temp_token(char out[33])
 {
-	char rnd[33];
-	int known;
+	char rnd[33], maker[25];
 	int rc = es_fs_token(rnd);
 	if (rc)
 		return rc;
-	snprintf(out, 33, "%08x%08x%08x%.8s", (unsigned)getpid(), (unsigned)host_id(), (unsigned)proc_start(getpid(), &known), rnd);
+	es_fs_temp_maker(maker);
+	snprintf(out, 33, "%s%.8s", maker, rnd);
 	return 0;
 }
 
@@ -129,12 +135,20 @@ int es_fs_temp_owner(const char *name)
 	return ES_TEMP_GONE;
 }
 
+/* Whether the token of temporary name names maker (24 hex, es_fs_temp_maker). */
+static int made_by(const char *name, const char *maker)
+{
+	const char *t = token_of(name);
+	return maker && strlen(maker) == 24 && t && !strncmp(t, maker, 24);
+}
+
 /* idle_secs < 0: remove what es_fs_temp_owner says is gone; else remove what has not changed
  * for idle_secs (its maker is known to be gone); or_gone: with idle_secs >= 0, also remove what
- * es_fs_temp_owner says is gone, whatever its age. same_as (not NULL): remove only what is that
- * very file (device and inode), whatever its age and maker. */
+ * es_fs_temp_owner says is gone, whatever its age; dead_maker (not NULL): with idle_secs >= 0,
+ * also remove what that maker made, whatever its age and host. same_as (not NULL): remove only
+ * what is that very file (device and inode), whatever its age and maker. */
 static int sweep(const char *dir, const char *prefix, int report_kept, double idle_secs, int or_gone,
-		 const struct stat *same_as)
+		 const char *dead_maker, const struct stat *same_as)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -162,7 +176,7 @@ static int sweep(const char *dir, const char *prefix, int report_kept, double id
 			struct timespec now;
 			clock_gettime(CLOCK_REALTIME, &now);
 			double age = (double)(now.tv_sec - st.st_mtim.tv_sec) + (now.tv_nsec - st.st_mtim.tv_nsec) / 1e9;
-			if ((age >= idle_secs || (or_gone && es_fs_temp_owner(n) == ES_TEMP_GONE)) &&
+			if ((age >= idle_secs || made_by(n, dead_maker) || (or_gone && es_fs_temp_owner(n) == ES_TEMP_GONE)) &&
 			    unlinkat(dirfd(d), n, 0) == 0) {
 				removed++;
 				es_warning("removed %s/%s, a temporary file left by a worker whose shard was taken over", dir, n);
@@ -186,17 +200,17 @@ static int sweep(const char *dir, const char *prefix, int report_kept, double id
 
 int es_fs_sweep_temps(const char *dir, const char *prefix, int report_kept)
 {
-	return sweep(dir, prefix, report_kept, -1, 0, NULL);
+	return sweep(dir, prefix, report_kept, -1, 0, NULL, NULL);
 }
 
 int es_fs_sweep_dead_temps(const char *dir, double idle_secs)
 {
-	return sweep(dir, NULL, 0, idle_secs < 0 ? 0 : idle_secs, 0, NULL);
+	return sweep(dir, NULL, 0, idle_secs < 0 ? 0 : idle_secs, 0, NULL, NULL);
 }
 
-int es_fs_sweep_writer_temps(const char *dir, const char *prefix, double idle_secs)
+int es_fs_sweep_writer_temps(const char *dir, const char *prefix, double idle_secs, const char *dead_maker)
 {
-	return sweep(dir, prefix, 0, idle_secs < 0 ? 0 : idle_secs, 1, NULL);
+	return sweep(dir, prefix, 0, idle_secs < 0 ? 0 : idle_secs, 1, dead_maker, NULL);
 }
 
 int es_fs_sweep_links_of(const char *dir, const char *prefix, const char *path)
@@ -204,7 +218,7 @@ int es_fs_sweep_links_of(const char *dir, const char *prefix, const char *path)
 	struct stat st;
 	if (stat(path, &st) != 0)
 		return errno == ENOENT ? 0 : es_error_errno(ES_EIO, "cannot stat '%s'", path);
-	return sweep(dir, prefix, 0, -1, 0, &st);
+	return sweep(dir, prefix, 0, -1, 0, NULL, &st);
 }
 
 int es_path_join(struct es_buf *out, const char *a, const char *b)
@@ -990,6 +1004,25 @@ int es_fs_exists_fresh(const char *path)
 	if (errno == ENOENT || errno == ENOTDIR)
 		return 0;
 	return errno == EACCES || errno == EISDIR || errno == ENXIO ? 1 : es_error_errno(ES_EIO, "cannot open '%s'", path);
+}
+
+int es_fs_listed_ino(const char *dir, const char *name, ino_t *ino)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return es_error_errno(ES_EIO, "cannot read folder '%s'", dir);
+	struct dirent *e;
+	int rc = 1;
+	errno = 0;
+	while (rc == 1 && (e = readdir(d)) != NULL)
+		if (!strcmp(e->d_name, name)) {
+			*ino = e->d_ino;
+			rc = 0;
+		}
+	if (rc == 1 && errno)
+		rc = es_error_errno(ES_EIO, "cannot read folder '%s'", dir);
+	closedir(d);
+	return rc;
 }
 
 int es_fs_exists(const char *path)

@@ -8,7 +8,7 @@
 const char *const es_jobpath_folders[] = {
 	ES_JOB_SHARDS, ES_JOB_ATTEMPTS, ES_JOB_STATE, ES_JOB_LOCKS, ES_JOB_DONE, ES_JOB_FAILED,
 	ES_JOB_STALE_LOCKS, ES_JOB_HISTORY, ES_JOB_HISTORY_FAILED, ES_JOB_HISTORY_ATTEMPTS,
-	ES_JOB_HISTORY_CLAIMS, ES_JOB_EVENTS, ES_JOB_BACKUPS, NULL
+	ES_JOB_HISTORY_CLAIMS, ES_JOB_EVENTS, ES_JOB_BACKUPS, ES_JOB_LOCK_ENDS, NULL
 };
 
 /* Reset out to "<job_dir>/" (nothing for a relative name) and append the formatted name; a
@@ -62,6 +62,11 @@ int es_jobpath_stale_lock(struct es_buf *out, const char *job_dir, const char *i
 			  const char *hex)
 {
 	return build(out, job_dir, ES_JOB_STALE_LOCKS "/%s.%lld.%s.lock", id, secs, hex);
+}
+
+int es_jobpath_lock_end(struct es_buf *out, const char *job_dir, const char *id, const char *key)
+{
+	return build(out, job_dir, ES_JOB_LOCK_ENDS "/%s.%s", id, key);
 }
 
 int es_jobpath_backup(struct es_buf *out, const char *job_dir, const char *id, const char *primary_token)

@@ -178,6 +178,7 @@ struct es_lock_info {
 	int has_heartbeat;         /* an eshard-mpi lock, refreshed by its owner (a lease) */
 	int64_t heartbeat;
 	double lease_secs;         /* the owner's lease, 0 when absent */
+	char maker[25];            /* the owner's es_fs_temp_maker(), "" when absent or malformed */
 	double claimed_at_epoch;
 	char state[16];            /* "running" (also when absent: a reference lock), "done", "failed" */
 	int terminal;              /* state is done or failed: a terminal fence */

@@ -30,6 +30,11 @@ int es_fs_token(char out[33]);
  * to tell a temporary whose maker is gone from one that is being written. */
 int es_fs_temp_token(char out[33]);
 
+/* The first 24 hex characters of every es_fs_temp_token() of this process (its pid, host hash
+ * and start time) + NUL: a lock records it, so that whoever finds the lock's owner dead can tell
+ * that owner's temporaries from those of live writers, on any host. */
+void es_fs_temp_maker(char out[25]);
+
 /* Who made the entry named name (".<x>.<32hex>.tmp" or "<x>.preparing.<32hex>")?
  * ES_TEMP_GONE: this host (same host name, boot and pid namespace) and no process with that
  * pid and start time exists, so nothing can still write it; ES_TEMP_LIVE: that process exists;
@@ -50,10 +55,12 @@ int es_fs_sweep_dead_temps(const char *dir, double idle_secs);
 
 /* The temporaries ".<prefix><anything>.<32hex>.tmp" of folder dir, which several writers share
  * (state/done: a shard's done record is published by its attempt or by its backup), after the
- * one writer that matters was found dead (a taken-over lease): remove each whose maker is gone
- * (es_fs_temp_owner) and, on any host, each untouched for idle_secs (a live writer's temporary
- * lives for the milliseconds between its write and its link). Returns how many were removed. */
-int es_fs_sweep_writer_temps(const char *dir, const char *prefix, double idle_secs);
+ * one writer that matters was found dead (a taken-over lease): remove each that dead_maker made
+ * (its es_fs_temp_maker(), NULL or "" when unknown), whatever its age and on any host, each
+ * whose maker is gone (es_fs_temp_owner) and, on any host, each untouched for idle_secs (a live
+ * writer's temporary lives for the milliseconds between its write and its link). Returns how
+ * many were removed. */
+int es_fs_sweep_writer_temps(const char *dir, const char *prefix, double idle_secs, const char *dead_maker);
 
 /* The temporaries ".<prefix><anything>.<32hex>.tmp" of folder dir that are the file at path
  * itself (one device and inode): the second name that an exclusive publish (temp + link)
@@ -187,6 +194,14 @@ int es_fs_expand_user(const char *path, struct es_buf *out);
  * opened (permissions, a folder, socket or FIFO in the way) exists; the open is O_NONBLOCK, so a
  * FIFO does not block it. */
 int es_fs_exists_fresh(const char *path);
+
+/* The inode number of the entry name of folder dir as a listing of dir (readdir) gives it: 0
+ * with *ino, 1 when the listing has no such entry, negative on an I/O error. A path lookup may
+ * be answered from the client's cache of names for a while (a FUSE client such as GlusterFS's
+ * keeps a name for its entry timeout, an NFS client for its attribute cache time), so that a
+ * name still leads to a file another client has renamed away; a fresh listing is read from the
+ * file server. */
+int es_fs_listed_ino(const char *dir, const char *name, ino_t *ino);
 /* 1 if path exists (lstat), 0 if not, negative on another error. */
 int es_fs_exists(const char *path);
 /* Copy a file byte for byte with its mode and times (like cp -p); dst is fsynced. */

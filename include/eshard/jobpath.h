@@ -36,6 +36,7 @@
 #define ES_JOB_HISTORY_CLAIMS "state/history/claims"
 #define ES_JOB_EVENTS "state/events"
 #define ES_JOB_BACKUPS "state/backups"
+#define ES_JOB_LOCK_ENDS "state/lock_ends"
 
 /* Files of an attempt folder (docs/job-folder.md#attempt-records). */
 #define ES_ATTEMPT_JSON "attempt.json"
@@ -59,6 +60,8 @@ int es_jobpath_record(struct es_buf *out, const char *job_dir, const char *kind,
 /* state/stale_locks/<id>.<secs>.<hex>.lock */
 int es_jobpath_stale_lock(struct es_buf *out, const char *job_dir, const char *id, long long secs,
 			  const char *hex);
+/* state/lock_ends/<id>.<key>: the lock of that key (its token) is being moved or removed */
+int es_jobpath_lock_end(struct es_buf *out, const char *job_dir, const char *id, const char *key);
 /* state/backups/<id>.<primary token>.json */
 int es_jobpath_backup(struct es_buf *out, const char *job_dir, const char *id, const char *primary_token);
 /* state/events/<host>.<pid>.<first 8 characters of token>.jsonl */

@@ -752,12 +752,156 @@ static void test_repair_links(void)
 	CHECK(link(rec, second) == 0);
 	jpath(other, &m, "state/done/.%s.json.fedcba9876543210fedcba9876543210.tmp", id);
 	write_text(other, body);
+	/* Any other temporary of the shard's records that the dead publisher made (its maker, in
+	 * the lock, is this process) goes too: nothing can still write it. */
+	char tok[33], stray[PATH_MAX], name[128];
+	CHECK_INT_EQ(es_fs_temp_token(tok), 0);
+	sfmt(name, sizeof(name), "state/failed/.%%s.json.%s.tmp", tok);
+	jpath(stray, &m, name, id);
+	write_text(stray, body);
 	es_claimer_free(&owner);
 	CHECK_INT_EQ(es_claim_repair(&c, 0), 1);
 	CHECK_STR_EQ(lock_state(&m, 0, NULL, 0), "done");
 	CHECK(exists(rec));
 	CHECK(!exists(second));
 	CHECK(exists(other));
+	CHECK(!exists(stray));
+	es_claimer_free(&c);
+	es_manifest_free(&m);
+}
+
+/* The temporary "state/<kind>/.<id>.json.<token>.tmp" of shard 0's records, written fresh. */
+static void record_temp(char *out, const struct es_manifest *m, const char *kind, const char *token)
+{
+	char fmt[128];
+	sfmt(fmt, sizeof(fmt), "state/%s/.%%s.json.%s.tmp", kind, token);
+	jpath(out, m, fmt, m->shards[0].id);
+	write_text(out, "{}\n");
+}
+
+/* A holder on another host that died between the write of its done record's temporary and its
+ * link (crash point publish-after-temp): the temporary, written after its last heartbeat, is
+ * younger than a lease when the lock is taken over, and no sweep here can judge a maker on
+ * another host, so it stayed for good. The takeover removes what the lock's maker made, at any
+ * age, in state/done and state/failed; a fresh temporary of another maker there (a backup on
+ * another host, or one here, publishing now) stays. */
+static void test_takeover_temps(void)
+{
+	struct es_manifest m;
+	make_job("takeover-temps", 1, &m);
+	struct es_policy pol = policy(&m, 1000000000, 1e9, 3);
+	struct es_claimer owner, c;
+	CHECK_INT_EQ(es_claimer_init(&owner, &m, &pol), 0);
+	CHECK_INT_EQ(es_claim_try(&owner, 0), ES_CLAIM_OK);
+	/* The holder's maker on another host: pid 0x1234, our host hash with a digit changed. */
+	char live[33], dead[33], dead2[33], far[33], maker[25];
+	CHECK_INT_EQ(es_fs_temp_token(live), 0);
+	char host[9];
+	sfmt(host, sizeof(host), "%.8s", live + 8);
+	host[0] = host[0] == '0' ? '1' : '0';
+	sfmt(maker, sizeof(maker), "00001234%s00000001", host);
+	sfmt(dead, sizeof(dead), "%s89abcdef", maker);
+	sfmt(dead2, sizeof(dead2), "%s01234567", maker);
+	sfmt(far, sizeof(far), "00001235%s0000000189abcdef", host);
+	char lock[PATH_MAX], t_dead[PATH_MAX], t_dead2[PATH_MAX], t_far[PATH_MAX], t_live[PATH_MAX];
+	jpath(lock, &m, "state/locks/%s.lock", m.shards[0].id);
+	cJSON *l = NULL;
+	struct es_buf line = ES_BUF_INIT;
+	CHECK_INT_EQ(es_json_load(lock, &l), 0);
+	es_json_set_str(l, "maker", maker);
+	CHECK_INT_EQ(es_json_dump(l, 0, &line), 0);
+	write_text(lock, line.data);
+	es_buf_free(&line);
+	cJSON_Delete(l);
+	record_temp(t_dead, &m, "done", dead);
+	record_temp(t_dead2, &m, "failed", dead2);
+	record_temp(t_far, &m, "done", far);
+	record_temp(t_live, &m, "done", live);
+	es_claimer_free(&owner);
+	/* Stale by the reference's rule (mtime epoch 1, timeout 1 s); the lease never runs out. */
+	struct timeval tv[2] = { { 1, 0 }, { 1, 0 } };
+	CHECK(utimes(lock, tv) == 0);
+	pol = policy(&m, 1, 1e9, 3);
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &pol), 0);
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_OK);
+	es_log_quiet_end();
+	CHECK(c.took_over);
+	CHECK(!exists(t_dead));
+	CHECK(!exists(t_dead2));
+	CHECK(exists(t_far));
+	CHECK(exists(t_live));
+	es_claimer_free(&c);
+	es_manifest_free(&m);
+}
+
+/* The "action" of the end marker state/lock_ends/<id>.<token> of shard i's lock, "" when none. */
+static const char *end_action(const struct es_manifest *m, size_t i, const char *token)
+{
+	static char out[32];
+	char fmt[128], p[PATH_MAX];
+	cJSON *d = NULL;
+	sfmt(fmt, sizeof(fmt), "state/lock_ends/%%s.%s", token);
+	jpath(p, m, fmt, m->shards[i].id);
+	es_log_quiet_begin();
+	const char *a = es_json_load(p, &d) == 0 ? es_json_get_str(d, "action") : NULL;
+	es_log_quiet_end();
+	sfmt(out, sizeof(out), "%s", a ? a : "");
+	cJSON_Delete(d);
+	return out;
+}
+
+/* Shard i's lock, claimed by a claimer that then dies: stale by the reference's rule (mtime
+ * epoch 1). Its token goes to token. */
+static void dead_claim(const struct es_manifest *m, size_t i, char token[33])
+{
+	struct es_policy pol = policy(m, 1000000000, 1e9, 3);
+	struct es_claimer o;
+	char p[PATH_MAX];
+	CHECK_INT_EQ(es_claimer_init(&o, m, &pol), 0);
+	CHECK_INT_EQ(es_claim_try(&o, i), ES_CLAIM_OK);
+	sfmt(token, 33, "%s", o.token);
+	es_claimer_free(&o);
+	jpath(p, m, "state/locks/%s.lock", m->shards[i].id);
+	struct timeval tv[2] = { { 1, 0 }, { 1, 0 } };
+	CHECK(utimes(p, tv) == 0);
+}
+
+/* The end markers of locks (docs/job-folder.md#lock-end-markers): a takeover and a release each
+ * make state/lock_ends/<id>.<token> before they move or remove the lock, and one made before by
+ * a process that died before its move (the lock still listed under its name) stops neither. */
+static void test_lock_ends(void)
+{
+	struct es_manifest m;
+	make_job("lock-ends", 2, &m);
+	struct es_policy pol = policy(&m, 1, 1e9, 3);
+	struct es_claimer c;
+	char t0[33], t1[33], p[PATH_MAX], fmt[128];
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &pol), 0);
+	dead_claim(&m, 0, t0);
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_OK);
+	CHECK(c.took_over);
+	CHECK_STR_EQ(end_action(&m, 0, t0), "takeover");
+	CHECK_INT_EQ(es_claim_release(&c, 0, c.token), 0);
+	CHECK_STR_EQ(end_action(&m, 0, c.token), "release");
+	CHECK_STR_EQ(lock_state(&m, 0, NULL, 0), "none");
+	/* A taker that died after its marker: the lock is taken over all the same. */
+	dead_claim(&m, 1, t1);
+	sfmt(fmt, sizeof(fmt), "state/lock_ends/%%s.%s", t1);
+	jpath(p, &m, fmt, m.shards[1].id);
+	write_text(p, "{\"action\": \"takeover\"}\n");
+	CHECK_INT_EQ(es_claim_try(&c, 1), ES_CLAIM_OK);
+	CHECK(c.took_over);
+	CHECK_STR_EQ(c.took_over_token, t1);
+	/* A releaser that died after its marker: the owner releases all the same. */
+	sfmt(fmt, sizeof(fmt), "state/lock_ends/%%s.%s", c.token);
+	jpath(p, &m, fmt, m.shards[1].id);
+	write_text(p, "{\"action\": \"release\"}\n");
+	CHECK_INT_EQ(es_claim_release(&c, 1, c.token), 0);
+	CHECK_STR_EQ(lock_state(&m, 1, NULL, 0), "none");
+	char sl[PATH_MAX];
+	sfmt(sl, sizeof(sl), "%s/state/stale_locks", m.job_dir);
+	CHECK_INT_EQ(count_entries(sl, NULL, NULL, 0), 2);
 	es_claimer_free(&c);
 	es_manifest_free(&m);
 }
@@ -985,6 +1129,8 @@ int main(void)
 	test_retry_limit();
 	test_fences();
 	test_repair_links();
+	test_takeover_temps();
+	test_lock_ends();
 	test_backups();
 	test_backup_lease();
 	test_attempt_text();

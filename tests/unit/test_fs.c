@@ -359,13 +359,37 @@ int main(void)
 		struct timespec ts[2] = { { time(NULL) - 100, 0 }, { time(NULL) - 100, 0 } };
 		CHECK_INT_EQ(utimensat(AT_FDCWD, p, ts, 0), 0);
 		es_log_quiet_begin();
-		CHECK_INT_EQ(es_fs_sweep_writer_temps(d, "a.json.", 60), 2);
+		CHECK_INT_EQ(es_fs_sweep_writer_temps(d, "a.json.", 60, NULL), 2);
 		es_log_quiet_end();
 		const int stays[] = { 0, 1, 1, 0, 1, 1 };
 		for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++) {
 			snprintf(p, sizeof(p), "%s/%s", d, all[k]);
 			CHECK_INT_EQ(access(p, F_OK) == 0, stays[k]);
 		}
+		/* Named as the dead writer (its maker, 24 hex): another host's young one goes too;
+		 * a live maker's, another shard's and the record stay. */
+		char maker[25];
+		snprintf(maker, sizeof(maker), "%.24s", other + 8);
+		es_log_quiet_begin();
+		CHECK_INT_EQ(es_fs_sweep_writer_temps(d, "a.json.", 60, maker), 1);
+		es_log_quiet_end();
+		const int stays2[] = { 0, 1, 0, 0, 1, 1 };
+		for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++) {
+			snprintf(p, sizeof(p), "%s/%s", d, all[k]);
+			CHECK_INT_EQ(access(p, F_OK) == 0, stays2[k]);
+		}
+	}
+	/* A listing's inode number of an entry is its stat's; a missing entry is 1. */
+	{
+		char d[1024];
+		struct stat st;
+		ino_t ino = 0;
+		snprintf(d, sizeof(d), "%s/shared", t);
+		snprintf(p, sizeof(p), "%s/a.json", d);
+		CHECK_INT_EQ(lstat(p, &st), 0);
+		CHECK_INT_EQ(es_fs_listed_ino(d, "a.json", &ino), 0);
+		CHECK(ino == st.st_ino);
+		CHECK_INT_EQ(es_fs_listed_ino(d, "no.json", &ino), 1);
 	}
 	es_buf_free(&b);
 	/* The bounded tail of a log: the last lines, a line cut by the byte bound dropped. */

@@ -125,7 +125,7 @@ static void test_names_in_doc(void)
 		if (!CHECK(parent_first))
 			fprintf(stderr, "  %s comes before its parent\n", es_jobpath_folders[n]);
 	}
-	CHECK_INT_EQ((long long)n, 13);
+	CHECK_INT_EQ((long long)n, 14);
 	static const char *const files[] = { ES_JOB_MANIFEST, ES_JOB_RECIPE, ES_JOB_MERGE_RECORD, ES_ATTEMPT_JSON,
 					     ES_ATTEMPT_LOG, ES_ATTEMPT_EXPORT, ES_ATTEMPT_OUTPUT, ES_ATTEMPT_INPUT };
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
