@@ -141,6 +141,12 @@ struct tick_arg {
 	int io_errno;
 	int io_seen;
 	int unreachable;
+	/* The lease refresh fails with an error that is not transient (a full disk, a read-only or
+	 * forbidden lock: ENOSPC, EROFS, EACCES): its errno and message (refused_errno 0: it works);
+	 * unkept: for longer than the outage budget, so the child was stopped. */
+	int refused_errno;
+	char refused_why[512];
+	int unkept;
 	int yield_warned;    /* a look for another attempt's done record failed: said once */
 };
 
@@ -259,20 +265,38 @@ static int backup_outrun(struct worker *w, size_t i)
 	return !rc && li.exists && li.terminal;
 }
 
-/* A lease refresh failed. An error that is not transient is not fatal: the next refresh may
- * work, and the lease is long. A transient one (es_fs_transient) is retried at every tick
- * (twice a second) for the outage budget; past it the job folder is unreachable (a dead mount):
- * 1 stops the child. The budget counts from the last refresh that worked, not from this
- * failure: a partitioned client's call hangs until its timeout (an NFS major timeout,
- * Gluster's ping timeout) before it fails, and the lease ran on meanwhile. */
+/* A lease refresh failed with an error that is not transient (a full disk, a read-only or
+ * forbidden lock): the next refresh may work (space freed), so it is tried again at every
+ * heartbeat, said once. A lease that cannot be kept must not run out under a live child: another
+ * worker would take the shard over and run it a second time. So once the outage budget after
+ * the last refresh that worked is spent, 1 stops the child (finish_unkept), before the lease
+ * runs out. */
+static int refresh_refused(struct tick_arg *t, int err)
+{
+	double left = outage_budget(t->w) - (es_time_mono() - t->refreshed);
+	if (!t->refused_errno) {
+		t->refused_errno = err ? err : EIO;
+		snprintf(t->refused_why, sizeof(t->refused_why), "%s", es_last_error());
+		es_warning("cannot refresh the lease of %s (%s); trying again at every heartbeat for up to %.1f s, then its "
+			   "attempt stops", t->w->m.shards[t->i].id, t->refused_why, left > 0 ? left : 0);
+	}
+	if (left > 0)
+		return 0;
+	t->unkept = 1;
+	return 1;
+}
+
+/* A lease refresh failed. An error that is not transient is refresh_refused's. A transient one
+ * (es_fs_transient) is retried at every tick (twice a second) for the outage budget; past it
+ * the job folder is unreachable (a dead mount): 1 stops the child. The budget counts from the
+ * last refresh that worked, not from this failure: a partitioned client's call hangs until its
+ * timeout (an NFS major timeout, Gluster's ping timeout) before it fails, and the lease ran on
+ * meanwhile. */
 static int refresh_failed(struct tick_arg *t, int rc)
 {
 	int err;
-	if (!transient(rc, &err)) {
-		es_warning("cannot refresh the lease of %s (%s); trying again at the next heartbeat", t->w->m.shards[t->i].id,
-			   es_last_error());
-		return 0;
-	}
+	if (!transient(rc, &err))
+		return refresh_refused(t, err);
 	double now = es_time_mono();
 	if (!t->io_since) {
 		double since = t->w->fs_failing_since;
@@ -343,6 +367,7 @@ static int tick(void *arg)
 	if (rc < 0)
 		return refresh_failed(t, rc);
 	t->refreshed = es_time_mono();
+	t->refused_errno = 0;
 	if (t->io_since) {
 		es_log_note("The job folder %s answers again after %.1f s", w->m.job_dir, now - t->io_since);
 		t->io_since = 0;
@@ -861,6 +886,33 @@ static const char *finish_unreachable(struct shard_run *r)
 	return "unreachable";
 }
 
+/* The lease could not be kept (refresh_refused): the child was stopped before the lease ran out.
+ * Not the shard's fault: the attempt ends "preempted" (not counted toward the retry limit) and
+ * the lock is released if it can be, else left to run out. The worker stops, as on a node that
+ * cannot start its processor: every shard it claimed would end the same way. */
+static const char *finish_unkept(struct shard_run *r)
+{
+	struct worker *w = r->w;
+	const struct tick_arg *t = &r->ta;
+	double secs = es_time_mono() - t->refreshed;
+	es_json_set_str(r->a, "status", "preempted");
+	es_json_set_str(r->a, "error", t->refused_why);
+	/* Quiet: the lock, and maybe the attempt's folder, cannot be written; the error below
+	 * says what became of the shard. */
+	es_log_quiet_begin();
+	save_attempt(w, r->a);
+	int released = es_claim_release(&w->c, r->i, w->c.token) == 0;
+	es_log_quiet_end();
+	event(w, "preempted", r->i, -1, -1, r->oc.duration_secs, t->refused_why);
+	const char *next = released ? "the shard was released for other workers"
+				    : "the shard goes to another worker when its lease runs out";
+	snprintf(w->end_why, sizeof(w->end_why), "its lease could not be kept; not counted as a failure, %s", next);
+	w->broken = es_error(ES_EIO, "cannot refresh the lease of %s for %.1f s: %s (errno %d); its attempt was stopped "
+				     "(not counted as a failure) and %s; this worker stops",
+			     w->m.shards[r->i].id, secs, t->refused_why, t->refused_errno, next);
+	return "preempted";
+}
+
 /* A step of the attempt failed while the job folder was away (err since `since`): the shard is
  * not to blame. Once the folder answers again the attempt ends "preempted" (not counted toward
  * the retry limit) and the lock is released, so the shard runs again at once; "released" lets
@@ -909,6 +961,8 @@ static const char *settle_unclean(struct shard_run *r)
 		return finish_preempted(r);
 	if (r->ta.unreachable)
 		return finish_unreachable(r);
+	if (r->ta.unkept)
+		return finish_unkept(r);
 	if (r->ta.superseded)
 		return finish_superseded(r);
 	if (oc->aborted || r->ta.lost)
@@ -1012,7 +1066,9 @@ static const char *publish_result(struct shard_run *r)
 	if (rc) {
 		char *why = strdup(es_last_error());
 		reload_attempt(r);
-		const char *res = rc == ES_EINTR && r->ta.superseded ? finish_superseded(r)
+		const char *res = rc == ES_EINTR && r->ta.unkept ? finish_unkept(r)
+				  : rc == ES_EINTR && r->ta.unreachable ? finish_unreachable(r)
+				  : rc == ES_EINTR && r->ta.superseded ? finish_superseded(r)
 				  : rc == ES_EINTR && stopped(w->o) ? finish_preempted(r)
 				  : finish_failure(w, r->i, r->a, why ? why : "cannot materialize the result");
 		free(why);
