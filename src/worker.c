@@ -163,12 +163,25 @@ struct tick_arg {
 
 static int stopped(const struct es_worker_opts *o);
 
+/* The lease and heartbeat of the effective policy; before the manifest is read, this process's
+ * --lease-secs and --heartbeat-secs or their defaults. */
 static double outage_budget(const struct worker *w)
 {
-	double b = w->c.policy.lease_secs - 2 * w->c.policy.heartbeat_secs;
+	double lease = w->c.policy.lease_secs, beat = w->c.policy.heartbeat_secs;
+	if (lease <= 0) {
+		lease = w->o->lease_secs > 0 ? w->o->lease_secs : ES_DEFAULT_LEASE_SECS;
+		beat = w->o->heartbeat_secs > 0 ? w->o->heartbeat_secs : ES_DEFAULT_HEARTBEAT_SECS;
+	}
+	double b = lease - 2 * beat;
 	if (b > ES_WORKER_OUTAGE_SECS)
 		b = ES_WORKER_OUTAGE_SECS;
 	return b > 0.5 ? b : 0.5;
+}
+
+/* The job folder: the manifest's (resolved), or the one given before the manifest is read. */
+static const char *folder(const struct worker *w)
+{
+	return w->have_manifest ? w->m.job_dir : w->o->job_dir;
 }
 
 /* A step has just failed with a transient error: when the failures in a row began (es_time_mono),
@@ -188,6 +201,15 @@ static int transient(int rc, int *err)
 	return rc == ES_EIO && es_fs_transient(*err);
 }
 
+/* 1 when the job folder does not answer now, with a transient error (its errno in *err). */
+static int folder_away(const struct worker *w, int *err)
+{
+	es_log_quiet_begin();
+	int rc = es_fs_reachable(folder(w));
+	es_log_quiet_end();
+	return rc && transient(rc, err);
+}
+
 /* The job folder failed with errno err since `since` (es_time_mono): probe it (es_fs_reachable)
  * with a bounded backoff, 0.25 s doubling to 2 s, until it answers (0), a stop is asked for (1:
  * the caller goes on as if it answered, and the worker's loop ends as on any stop, so that a
@@ -196,15 +218,14 @@ static int transient(int rc, int *err)
 static int ride_out(struct worker *w, double since, int err)
 {
 	double delay = 0.25, budget = outage_budget(w);
-	es_warning("the job folder %s cannot be reached (%s); retrying for up to %g s", w->m.job_dir, strerror(err),
-		   budget);
+	es_warning("the job folder %s cannot be reached (%s); retrying for up to %g s", folder(w), strerror(err), budget);
 	for (double left; (left = budget - (es_time_mono() - since)) > 0 && !stopped(w->o);) {
 		es_sleep(delay < left ? delay : left);
 		es_log_quiet_begin();
-		int rc = es_fs_reachable(w->m.job_dir);
+		int rc = es_fs_reachable(folder(w));
 		es_log_quiet_end();
 		if (!rc) {
-			es_log_note("The job folder %s answers again after %.1f s", w->m.job_dir, es_time_mono() - since);
+			es_log_note("The job folder %s answers again after %.1f s", folder(w), es_time_mono() - since);
 			return 0;
 		}
 		delay = delay * 2 > 2 ? 2 : delay * 2;
@@ -220,7 +241,7 @@ static int unreachable(struct worker *w, double since, int err)
 	w->unreachable_errno = err;
 	w->broken = es_error(ES_EIO, "the job folder %s cannot be reached: %s (errno %d) for %.1f s; this worker stops, "
 				     "its shard (if any) goes to another worker when its lease runs out",
-			     w->m.job_dir, strerror(err), err, es_time_mono() - since);
+			     folder(w), strerror(err), err, es_time_mono() - since);
 	return w->broken;
 }
 
@@ -942,13 +963,8 @@ static const char *finish_outage(struct shard_run *r, double since, int err)
 static int failed_in_outage(struct shard_run *r, double *since, int *err)
 {
 	*err = r->ta.io_errno;
-	if (!r->ta.io_seen) {
-		es_log_quiet_begin();
-		int rc = es_fs_reachable(r->w->m.job_dir);
-		es_log_quiet_end();
-		if (!rc || !transient(rc, err))
-			return 0;
-	}
+	if (!r->ta.io_seen && !folder_away(r->w, err))
+		return 0;
 	*since = outage_start(r->w);
 	return 1;
 }
@@ -1218,6 +1234,7 @@ static int apply_location(struct worker *w)
 static int worker_init(struct worker *w)
 {
 	const struct es_worker_opts *o = w->o;
+	es_proc_test_hook("ESHARD_TEST_HOOK_WORKER_START");
 	int rc = es_manifest_load(o->job_dir, &w->m);
 	if (rc)
 		return rc;
@@ -1267,6 +1284,47 @@ static int worker_init(struct worker *w)
 	w->backup_due = -1;
 	es_say("Worker %s:%d started for %s", es_hostname(), (int)getpid(), w->m.job_id);
 	return 0;
+}
+
+/* Undo what a worker_init that failed part-way made, so that it can run again. */
+static void init_undo(struct worker *w)
+{
+	es_claimer_free(&w->c);
+	memset(&w->c, 0, sizeof(w->c));
+	if (w->have_manifest)
+		es_manifest_free(&w->m);
+	w->have_manifest = 0;
+	free(w->dj_commit);
+	w->dj_commit = NULL;
+}
+
+/* worker_init, through an outage of the job folder like any step: a mount that dies between a
+ * run's prepare and this rank's first claim, or a server that restarts as the worker starts.
+ * Its errors are said here, once: a step that fails in an outage says only the outage. A folder
+ * that stays away is a dead mount (unreachable), which under `run` leaves the work like a rank
+ * whose mount dies under a shard; a stop meanwhile ends the worker as a stop (0: the loop sees
+ * it at once). */
+static int worker_start(struct worker *w)
+{
+	for (;;) {
+		es_log_quiet_begin();
+		int rc = worker_init(w), err;
+		es_log_quiet_end();
+		if (!rc)
+			return 0;
+		char *why = strdup(es_last_error());
+		int away = transient(rc, &err) || folder_away(w, &err);
+		if (!away)
+			rc = es_error(rc, "%s", why ? why : "out of memory");
+		free(why);
+		if (!away)
+			return rc;
+		double since = outage_start(w);
+		init_undo(w);
+		int rode = ride_out(w, since, err);
+		if (rode)
+			return rode < 0 ? unreachable(w, since, err) : 0;
+	}
 }
 
 /* Per-rank mode: the head (and runner) start before a claim, not while holding one: a start
@@ -1529,7 +1587,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	memset(res, 0, sizeof(*res));
 	w.ev.fd = -1; /* so that an early exit does not close descriptor 0 */
 	w.o = o;
-	int rc = worker_init(&w), end = rc != 0;
+	int rc = worker_start(&w), end = rc != 0;
 	while (!end) {
 		if (stopped(o))
 			break;
