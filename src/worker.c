@@ -56,6 +56,8 @@ struct worker {
 	long long work_left;         /* pending + stale shards at the last count; -1: not counted */
 	int broken;                  /* this node cannot start the processor or reach the job folder: the code */
 	int unreachable_errno;       /* broken because the job folder stayed away: its errno */
+	int kept_errno;              /* a stop could not give its claim back (release_stopped): the errno */
+	size_t kept_shard;           /* that claim's shard */
 	double fs_failing_since;     /* steps fail transiently since (es_time_mono; 0: the last worked) */
 	char last_idle[256];
 	/* Backups (backup.h): the attempt in hand is one; the primary token each shard was last
@@ -245,15 +247,33 @@ static int unreachable(struct worker *w, double since, int err)
 	return w->broken;
 }
 
-/* SIGTERM/SIGINT seen while the child runs: give the shard back at once (token-checked), so a
- * resubmitted job can claim it even if this process is killed before its child is gone; the
- * child can no longer publish anything, since the token check fails. */
+/* A stop: give the claim on shard i back at once (token-checked), so that a resubmitted job
+ * resumes now. Quiet: when the job folder cannot be reached the release cannot be made, and the
+ * worker's last line (stop_note) says once that the claim was left to run out with its lease,
+ * with the folder and the errno. 0 when the lock is no longer this worker's. */
+static int release_stopped(struct worker *w, size_t i)
+{
+	if (w->backup)
+		return 0; /* a backup holds no lock */
+	es_log_quiet_begin();
+	int rc = es_claim_release(&w->c, i, w->c.token);
+	es_log_quiet_end();
+	if (rc < 0) {
+		w->kept_errno = es_last_errno() ? es_last_errno() : EIO;
+		w->kept_shard = i;
+		return rc;
+	}
+	w->kept_errno = 0;
+	return 0;
+}
+
+/* SIGTERM/SIGINT seen while the child runs: give the shard back at once, so a resubmitted job
+ * can claim it even if this process is killed before its child is gone; the child can no
+ * longer publish anything, since the token check fails. */
 static void release_on_stop(void *arg)
 {
 	struct tick_arg *t = arg;
-	if (t->w->backup)
-		t->released = 1; /* a backup holds no lock */
-	else if (!t->released && es_claim_release(&t->w->c, t->i, t->w->c.token) == 0)
+	if (!t->released && release_stopped(t->w, t->i) == 0)
 		t->released = 1;
 }
 
@@ -352,8 +372,9 @@ static int tick(void *arg)
 			t->superseded = 1;
 			return 1;
 		}
-		if (beat)
-			es_claim_backup_beat(&w->c, t->i); /* an error is not fatal (claim.h) */
+		/* An error is not fatal (claim.h); tick runs inside the quiet es_attempt_run. */
+		if (beat && es_claim_backup_beat(&w->c, t->i))
+			es_warning("%s; trying again at the next heartbeat", es_last_error());
 		return 0;
 	}
 	/* A backup of this shard may have won: its done record is there. No backup starts before
@@ -450,17 +471,41 @@ static void set_end_why(struct worker *w, const char *error, const char *next)
 		 line[0] ? "; log: " : "", line, next);
 }
 
-/* A preempted attempt's reason: the stop this worker got. */
+/* A preempted attempt's reason: the stop this worker got, and what became of its claim. */
 static void set_stop_why(struct worker *w)
 {
 	int sig = w->o->stop_flag ? (int)*w->o->stop_flag : 0;
 	char name[32];
-	if (sig > 0)
+	if (w->kept_errno)
+		snprintf(w->end_why, sizeof(w->end_why), "stopped by %s; its claim could not be released (%s): the shard "
+			 "goes to another worker when its lease runs out", es_proc_signal_name(sig, name, sizeof(name)),
+			 strerror(w->kept_errno));
+	else if (sig > 0)
 		snprintf(w->end_why, sizeof(w->end_why), "stopped by %s; not counted as a failure, the shard is "
 			 "released for the next run", es_proc_signal_name(sig, name, sizeof(name)));
 	else
 		snprintf(w->end_why, sizeof(w->end_why), "stopped; not counted as a failure, the shard is released "
 			 "for the next run");
+}
+
+/* A stopped attempt: record it "preempted" (a) and give its claim back unless that was done
+ * (released), then say why it ended. The record is written quietly like the release: with the
+ * job folder away, the worker's last line says so once; a record that fails while the release
+ * works is said here. */
+static void record_stopped(struct worker *w, size_t i, cJSON *a, int released)
+{
+	es_json_set_str(a, "status", "preempted");
+	es_log_quiet_begin();
+	int rc = save_attempt(w, a);
+	es_log_quiet_end();
+	char *why = rc ? strdup(es_last_error()) : NULL;
+	if (!released)
+		release_stopped(w, i);
+	if (rc && !w->kept_errno)
+		es_warning("attempt %d of %s could not be recorded as preempted: %s", w->c.attempt_number, w->m.shards[i].id,
+			   why ? why : "out of memory");
+	free(why);
+	set_stop_why(w);
 }
 
 /* Finish an attempt that failed: docs/job-folder.md#failures-and-the-retry-limit. Returns "failed"
@@ -629,15 +674,10 @@ static const char *head_unavailable(struct worker *w, size_t i)
 {
 	cJSON *a = load_attempt(w);
 	const char *r = "preempted";
-	if (!stopped(w->o)) {
+	if (!stopped(w->o))
 		r = finish_failure(w, i, a, es_last_error());
-	} else {
-		set_stop_why(w);
-		es_json_set_str(a, "status", "preempted");
-		save_attempt(w, a);
-		if (!w->backup)
-			es_claim_release(&w->c, i, w->c.token);
-	}
+	else
+		record_stopped(w, i, a, 0);
 	cJSON_Delete(a);
 	return r;
 }
@@ -786,9 +826,15 @@ static int run_child(struct shard_run *r)
 {
 	struct worker *w = r->w;
 	struct es_attempt_outcome *oc = &r->oc;
+	/* Quiet: a run cut off by the job folder's outage is said once, by the outage's end
+	 * (process_shard); any other failure is said here. */
+	es_log_quiet_begin();
 	int rc = es_attempt_run(&r->spec, oc);
+	es_log_quiet_end();
 	/* Kept now: reading attempt.json again below may fail in other ways. */
 	r->run_errno = rc ? es_last_errno() : 0;
+	if (rc && !(rc == ES_EIO && es_fs_transient(r->run_errno)))
+		es_error(rc, "%s", es_last_error());
 	if (!rc && !oc->preempted && oc->return_code != 0) {
 		if (stopped(w->o)) {
 			oc->preempted = 1;
@@ -818,12 +864,9 @@ static int run_child(struct shard_run *r)
 static const char *finish_preempted(struct shard_run *r)
 {
 	struct worker *w = r->w;
-	set_stop_why(w);
-	es_json_set_str(r->a, "status", "preempted");
-	save_attempt(w, r->a);
-	if (!r->ta.released && !w->backup)
-		es_claim_release(&w->c, r->i, w->c.token);
-	event(w, "preempted", r->i, -1, -1, r->oc.duration_secs, NULL);
+	record_stopped(w, r->i, r->a, r->ta.released);
+	if (!w->kept_errno) /* else the job folder is away: the event could not be written either */
+		event(w, "preempted", r->i, -1, -1, r->oc.duration_secs, NULL);
 	return "preempted";
 }
 
@@ -937,17 +980,25 @@ static const char *finish_unkept(struct shard_run *r)
 /* A step of the attempt failed while the job folder was away (err since `since`): the shard is
  * not to blame. Once the folder answers again the attempt ends "preempted" (not counted toward
  * the retry limit) and the lock is released, so the shard runs again at once; "released" lets
- * this worker go on claiming. A folder that does not come back is a dead mount. */
+ * this worker go on claiming. A folder that does not come back is a dead mount; a stop while
+ * it is away ends the attempt as any stop does (record_stopped). */
 static const char *finish_outage(struct shard_run *r, double since, int err)
 {
 	struct worker *w = r->w;
-	if (ride_out(w, since, err) < 0) {
+	int rode = ride_out(w, since, err);
+	if (rode < 0) {
 		unreachable(w, since, err);
 		return "unreachable";
 	}
 	reload_attempt(r);
-	es_json_set_str(r->a, "status", "preempted");
 	es_json_set_str(r->a, "error", strerror(err));
+	if (rode > 0) {
+		record_stopped(w, r->i, r->a, 0);
+		if (!w->kept_errno)
+			event(w, "preempted", r->i, -1, -1, r->oc.duration_secs, strerror(err));
+		return "preempted";
+	}
+	es_json_set_str(r->a, "status", "preempted");
 	save_attempt(w, r->a);
 	if (!w->backup)
 		es_claim_release(&w->c, r->i, w->c.token);
@@ -1555,6 +1606,24 @@ static int reached_cap(struct worker *w, struct es_worker_result *res)
 
 /* ---------------- the loop ---------------- */
 
+/* The last line of a stopped worker: its claims were given back, or one could not be
+ * (release_stopped): then it is left to run out with its lease, said once, with the job folder
+ * and the errno. */
+static void stop_note(const struct worker *w, int sig)
+{
+	char name[32];
+	es_proc_signal_name(sig, name, sizeof(name));
+	if (!w->kept_errno) {
+		es_log_note("Worker %s:%d stopped by %s; its claims were released for other workers", es_hostname(),
+			    (int)getpid(), name);
+		return;
+	}
+	es_warning("Worker %s:%d stopped by %s; its claim on %s was left to expire with its lease (another worker takes "
+		   "the shard over once it runs out): the job folder %s did not take the release: %s (errno %d)",
+		   es_hostname(), (int)getpid(), name, w->m.shards[w->kept_shard].id, w->m.job_dir, strerror(w->kept_errno),
+		   w->kept_errno);
+}
+
 /* A step of the loop (a claim, the idle count) failed with rc: 0 when it was a transient
  * file-system error that went away (try the step again), else the code to end with. A claim cut
  * off after its lock's create leaves that lock unrefreshed: another worker takes it over once its
@@ -1638,9 +1707,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	if (!end && !rc && stopped(o)) {
 		res->stopped_by_signal = 1;
 		res->exit_code = 128 + (int)*o->stop_flag;
-		char name[32];
-		es_log_note("Worker %s:%d stopped by %s; its claims were released for other workers",
-			    es_hostname(), (int)getpid(), es_proc_signal_name((int)*o->stop_flag, name, sizeof(name)));
+		stop_note(&w, (int)*o->stop_flag);
 	}
 	es_djrunner_stop(&w.dj, res->stopped_by_signal);
 	es_events_close(&w.ev);
