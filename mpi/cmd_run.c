@@ -561,6 +561,25 @@ static int verify_job(struct run *r, const struct ending *e)
 	return final;
 }
 
+/* Rank 0 of a job that did not complete says so, with its summary and what to do next. When
+ * it is rank 0 that lost the job folder (strict mode: every rank stopped with it), the folder
+ * is neither read for a summary nor written, since a dead mount fails or hangs: one line. */
+static void say_incomplete(struct run *r, int agreed)
+{
+	const char *job_dir = r->cli->pc.o.job_dir;
+	if (r->wres.unreachable_errno) {
+		es_error(ES_EIO, "rank 0 cannot reach the job folder %s, so the job stopped (strict mode, --require-all-nodes) "
+			 "with no summary and no report; 'eshard-mpi status --job-dir %s' on a node that reaches it says what "
+			 "is left, and this run command again resumes it", job_dir, job_dir);
+		return;
+	}
+	struct es_buf advice = ES_BUF_INIT;
+	job_print_summary(job_dir, *stop_flag() ? NULL : &advice);
+	es_error(ES_EINVAL, "the job did not complete (exit code %d on at least one rank); see the rank messages above and 'eshard-mpi status --job-dir %s'%s%s",
+		 agreed, job_dir, advice.len ? "; " : "", advice.data);
+	es_buf_free(&advice);
+}
+
 /* Phase 3: the ranks agree how the work ended; rank 0 verifies and merges; all learn the code. */
 static int finalize_phase(struct run *r, int code, int wcode)
 {
@@ -578,11 +597,7 @@ static int finalize_phase(struct run *r, int code, int wcode)
 	if (r->ag.rank == 0 && !agreed) {
 		final = verify_job(r, &e);
 	} else if (r->ag.rank == 0 && agreed && !code) {
-		struct es_buf advice = ES_BUF_INIT;
-		job_print_summary(job_dir, *stop_flag() ? NULL : &advice);
-		es_error(ES_EINVAL, "the job did not complete (exit code %d on at least one rank); see the rank messages above and 'eshard-mpi status --job-dir %s'%s%s",
-			 agreed, job_dir, advice.len ? "; " : "", advice.data);
-		es_buf_free(&advice);
+		say_incomplete(r, agreed);
 	}
 	if (r->follow) {
 		es_merge_follow_abort(r->follow); /* the job did not complete: its temporary goes */
@@ -590,7 +605,7 @@ static int finalize_phase(struct run *r, int code, int wcode)
 	}
 	if (r->ag.rank == 0 && !agreed && !code)
 		job_print_summary(job_dir, NULL);
-	if (r->ag.rank == 0 && !code && !*stop_flag())
+	if (r->ag.rank == 0 && !code && !*stop_flag() && !r->wres.unreachable_errno)
 		job_write_report(job_dir);
 	return agree_bcast_int(final);
 }

@@ -132,7 +132,11 @@ int cmd_worker(int argc, char **argv)
 		"Claim shards of a prepared job one at a time, run each through the job's processor and publish the result.",
 		"The worker runs until every shard is done or failed, until --max-shards claims were handled,\n"
 		"or until SIGTERM/SIGINT: then it stops its child, releases its lock at once (the attempt is\n"
-		"recorded as preempted and does not count toward the retry limit) and exits 128+signal.\n"
+		"recorded as preempted and does not count toward the retry limit; a lock it cannot release,\n"
+		"the job folder being away, is left to expire with its lease, said in one line) and exits\n"
+		"128+signal. A lease it cannot keep (its refresh keeps failing: a full disk, a read-only\n"
+		"lock) ends its attempt before the lease runs out, not counted as a failure, and the worker\n"
+		"with exit 2.\n"
 		"Exit codes: 0 all shards done (or --max-shards reached without a failure of its own),\n"
 		"2 the job finished with failed shards, one of its own attempts failed under --max-shards,\n"
 		"or an error.",

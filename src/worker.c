@@ -56,6 +56,8 @@ struct worker {
 	long long work_left;         /* pending + stale shards at the last count; -1: not counted */
 	int broken;                  /* this node cannot start the processor or reach the job folder: the code */
 	int unreachable_errno;       /* broken because the job folder stayed away: its errno */
+	int kept_errno;              /* a stop could not give its claim back (release_stopped): the errno */
+	size_t kept_shard;           /* that claim's shard */
 	double fs_failing_since;     /* steps fail transiently since (es_time_mono; 0: the last worked) */
 	char last_idle[256];
 	/* Backups (backup.h): the attempt in hand is one; the primary token each shard was last
@@ -141,6 +143,12 @@ struct tick_arg {
 	int io_errno;
 	int io_seen;
 	int unreachable;
+	/* The lease refresh fails with an error that is not transient (a full disk, a read-only or
+	 * forbidden lock: ENOSPC, EROFS, EACCES): its errno and message (refused_errno 0: it works);
+	 * unkept: for longer than the outage budget, so the child was stopped. */
+	int refused_errno;
+	char refused_why[512];
+	int unkept;
 	int yield_warned;    /* a look for another attempt's done record failed: said once */
 };
 
@@ -157,12 +165,25 @@ struct tick_arg {
 
 static int stopped(const struct es_worker_opts *o);
 
+/* The lease and heartbeat of the effective policy; before the manifest is read, this process's
+ * --lease-secs and --heartbeat-secs or their defaults. */
 static double outage_budget(const struct worker *w)
 {
-	double b = w->c.policy.lease_secs - 2 * w->c.policy.heartbeat_secs;
+	double lease = w->c.policy.lease_secs, beat = w->c.policy.heartbeat_secs;
+	if (lease <= 0) {
+		lease = w->o->lease_secs > 0 ? w->o->lease_secs : ES_DEFAULT_LEASE_SECS;
+		beat = w->o->heartbeat_secs > 0 ? w->o->heartbeat_secs : ES_DEFAULT_HEARTBEAT_SECS;
+	}
+	double b = lease - 2 * beat;
 	if (b > ES_WORKER_OUTAGE_SECS)
 		b = ES_WORKER_OUTAGE_SECS;
 	return b > 0.5 ? b : 0.5;
+}
+
+/* The job folder: the manifest's (resolved), or the one given before the manifest is read. */
+static const char *folder(const struct worker *w)
+{
+	return w->have_manifest ? w->m.job_dir : w->o->job_dir;
 }
 
 /* A step has just failed with a transient error: when the failures in a row began (es_time_mono),
@@ -182,6 +203,15 @@ static int transient(int rc, int *err)
 	return rc == ES_EIO && es_fs_transient(*err);
 }
 
+/* 1 when the job folder does not answer now, with a transient error (its errno in *err). */
+static int folder_away(const struct worker *w, int *err)
+{
+	es_log_quiet_begin();
+	int rc = es_fs_reachable(folder(w));
+	es_log_quiet_end();
+	return rc && transient(rc, err);
+}
+
 /* The job folder failed with errno err since `since` (es_time_mono): probe it (es_fs_reachable)
  * with a bounded backoff, 0.25 s doubling to 2 s, until it answers (0), a stop is asked for (1:
  * the caller goes on as if it answered, and the worker's loop ends as on any stop, so that a
@@ -190,15 +220,14 @@ static int transient(int rc, int *err)
 static int ride_out(struct worker *w, double since, int err)
 {
 	double delay = 0.25, budget = outage_budget(w);
-	es_warning("the job folder %s cannot be reached (%s); retrying for up to %g s", w->m.job_dir, strerror(err),
-		   budget);
+	es_warning("the job folder %s cannot be reached (%s); retrying for up to %g s", folder(w), strerror(err), budget);
 	for (double left; (left = budget - (es_time_mono() - since)) > 0 && !stopped(w->o);) {
 		es_sleep(delay < left ? delay : left);
 		es_log_quiet_begin();
-		int rc = es_fs_reachable(w->m.job_dir);
+		int rc = es_fs_reachable(folder(w));
 		es_log_quiet_end();
 		if (!rc) {
-			es_log_note("The job folder %s answers again after %.1f s", w->m.job_dir, es_time_mono() - since);
+			es_log_note("The job folder %s answers again after %.1f s", folder(w), es_time_mono() - since);
 			return 0;
 		}
 		delay = delay * 2 > 2 ? 2 : delay * 2;
@@ -214,19 +243,37 @@ static int unreachable(struct worker *w, double since, int err)
 	w->unreachable_errno = err;
 	w->broken = es_error(ES_EIO, "the job folder %s cannot be reached: %s (errno %d) for %.1f s; this worker stops, "
 				     "its shard (if any) goes to another worker when its lease runs out",
-			     w->m.job_dir, strerror(err), err, es_time_mono() - since);
+			     folder(w), strerror(err), err, es_time_mono() - since);
 	return w->broken;
 }
 
-/* SIGTERM/SIGINT seen while the child runs: give the shard back at once (token-checked), so a
- * resubmitted job can claim it even if this process is killed before its child is gone; the
- * child can no longer publish anything, since the token check fails. */
+/* A stop: give the claim on shard i back at once (token-checked), so that a resubmitted job
+ * resumes now. Quiet: when the job folder cannot be reached the release cannot be made, and the
+ * worker's last line (stop_note) says once that the claim was left to run out with its lease,
+ * with the folder and the errno. 0 when the lock is no longer this worker's. */
+static int release_stopped(struct worker *w, size_t i)
+{
+	if (w->backup)
+		return 0; /* a backup holds no lock */
+	es_log_quiet_begin();
+	int rc = es_claim_release(&w->c, i, w->c.token);
+	es_log_quiet_end();
+	if (rc < 0) {
+		w->kept_errno = es_last_errno() ? es_last_errno() : EIO;
+		w->kept_shard = i;
+		return rc;
+	}
+	w->kept_errno = 0;
+	return 0;
+}
+
+/* SIGTERM/SIGINT seen while the child runs: give the shard back at once, so a resubmitted job
+ * can claim it even if this process is killed before its child is gone; the child can no
+ * longer publish anything, since the token check fails. */
 static void release_on_stop(void *arg)
 {
 	struct tick_arg *t = arg;
-	if (t->w->backup)
-		t->released = 1; /* a backup holds no lock */
-	else if (!t->released && es_claim_release(&t->w->c, t->i, t->w->c.token) == 0)
+	if (!t->released && release_stopped(t->w, t->i) == 0)
 		t->released = 1;
 }
 
@@ -259,20 +306,38 @@ static int backup_outrun(struct worker *w, size_t i)
 	return !rc && li.exists && li.terminal;
 }
 
-/* A lease refresh failed. An error that is not transient is not fatal: the next refresh may
- * work, and the lease is long. A transient one (es_fs_transient) is retried at every tick
- * (twice a second) for the outage budget; past it the job folder is unreachable (a dead mount):
- * 1 stops the child. The budget counts from the last refresh that worked, not from this
- * failure: a partitioned client's call hangs until its timeout (an NFS major timeout,
- * Gluster's ping timeout) before it fails, and the lease ran on meanwhile. */
+/* A lease refresh failed with an error that is not transient (a full disk, a read-only or
+ * forbidden lock): the next refresh may work (space freed), so it is tried again at every
+ * heartbeat, said once. A lease that cannot be kept must not run out under a live child: another
+ * worker would take the shard over and run it a second time. So once the outage budget after
+ * the last refresh that worked is spent, 1 stops the child (finish_unkept), before the lease
+ * runs out. */
+static int refresh_refused(struct tick_arg *t, int err)
+{
+	double left = outage_budget(t->w) - (es_time_mono() - t->refreshed);
+	if (!t->refused_errno) {
+		t->refused_errno = err ? err : EIO;
+		snprintf(t->refused_why, sizeof(t->refused_why), "%s", es_last_error());
+		es_warning("cannot refresh the lease of %s (%s); trying again at every heartbeat for up to %.1f s, then its "
+			   "attempt stops", t->w->m.shards[t->i].id, t->refused_why, left > 0 ? left : 0);
+	}
+	if (left > 0)
+		return 0;
+	t->unkept = 1;
+	return 1;
+}
+
+/* A lease refresh failed. An error that is not transient is refresh_refused's. A transient one
+ * (es_fs_transient) is retried at every tick (twice a second) for the outage budget; past it
+ * the job folder is unreachable (a dead mount): 1 stops the child. The budget counts from the
+ * last refresh that worked, not from this failure: a partitioned client's call hangs until its
+ * timeout (an NFS major timeout, Gluster's ping timeout) before it fails, and the lease ran on
+ * meanwhile. */
 static int refresh_failed(struct tick_arg *t, int rc)
 {
 	int err;
-	if (!transient(rc, &err)) {
-		es_warning("cannot refresh the lease of %s (%s); trying again at the next heartbeat", t->w->m.shards[t->i].id,
-			   es_last_error());
-		return 0;
-	}
+	if (!transient(rc, &err))
+		return refresh_refused(t, err);
 	double now = es_time_mono();
 	if (!t->io_since) {
 		double since = t->w->fs_failing_since;
@@ -307,8 +372,9 @@ static int tick(void *arg)
 			t->superseded = 1;
 			return 1;
 		}
-		if (beat)
-			es_claim_backup_beat(&w->c, t->i); /* an error is not fatal (claim.h) */
+		/* An error is not fatal (claim.h); tick runs inside the quiet es_attempt_run. */
+		if (beat && es_claim_backup_beat(&w->c, t->i))
+			es_warning("%s; trying again at the next heartbeat", es_last_error());
 		return 0;
 	}
 	/* A backup of this shard may have won: its done record is there. No backup starts before
@@ -343,6 +409,7 @@ static int tick(void *arg)
 	if (rc < 0)
 		return refresh_failed(t, rc);
 	t->refreshed = es_time_mono();
+	t->refused_errno = 0;
 	if (t->io_since) {
 		es_log_note("The job folder %s answers again after %.1f s", w->m.job_dir, now - t->io_since);
 		t->io_since = 0;
@@ -404,17 +471,41 @@ static void set_end_why(struct worker *w, const char *error, const char *next)
 		 line[0] ? "; log: " : "", line, next);
 }
 
-/* A preempted attempt's reason: the stop this worker got. */
+/* A preempted attempt's reason: the stop this worker got, and what became of its claim. */
 static void set_stop_why(struct worker *w)
 {
 	int sig = w->o->stop_flag ? (int)*w->o->stop_flag : 0;
 	char name[32];
-	if (sig > 0)
+	if (w->kept_errno)
+		snprintf(w->end_why, sizeof(w->end_why), "stopped by %s; its claim could not be released (%s): the shard "
+			 "goes to another worker when its lease runs out", es_proc_signal_name(sig, name, sizeof(name)),
+			 strerror(w->kept_errno));
+	else if (sig > 0)
 		snprintf(w->end_why, sizeof(w->end_why), "stopped by %s; not counted as a failure, the shard is "
 			 "released for the next run", es_proc_signal_name(sig, name, sizeof(name)));
 	else
 		snprintf(w->end_why, sizeof(w->end_why), "stopped; not counted as a failure, the shard is released "
 			 "for the next run");
+}
+
+/* A stopped attempt: record it "preempted" (a) and give its claim back unless that was done
+ * (released), then say why it ended. The record is written quietly like the release: with the
+ * job folder away, the worker's last line says so once; a record that fails while the release
+ * works is said here. */
+static void record_stopped(struct worker *w, size_t i, cJSON *a, int released)
+{
+	es_json_set_str(a, "status", "preempted");
+	es_log_quiet_begin();
+	int rc = save_attempt(w, a);
+	es_log_quiet_end();
+	char *why = rc ? strdup(es_last_error()) : NULL;
+	if (!released)
+		release_stopped(w, i);
+	if (rc && !w->kept_errno)
+		es_warning("attempt %d of %s could not be recorded as preempted: %s", w->c.attempt_number, w->m.shards[i].id,
+			   why ? why : "out of memory");
+	free(why);
+	set_stop_why(w);
 }
 
 /* Finish an attempt that failed: docs/job-folder.md#failures-and-the-retry-limit. Returns "failed"
@@ -583,15 +674,10 @@ static const char *head_unavailable(struct worker *w, size_t i)
 {
 	cJSON *a = load_attempt(w);
 	const char *r = "preempted";
-	if (!stopped(w->o)) {
+	if (!stopped(w->o))
 		r = finish_failure(w, i, a, es_last_error());
-	} else {
-		set_stop_why(w);
-		es_json_set_str(a, "status", "preempted");
-		save_attempt(w, a);
-		if (!w->backup)
-			es_claim_release(&w->c, i, w->c.token);
-	}
+	else
+		record_stopped(w, i, a, 0);
 	cJSON_Delete(a);
 	return r;
 }
@@ -740,9 +826,15 @@ static int run_child(struct shard_run *r)
 {
 	struct worker *w = r->w;
 	struct es_attempt_outcome *oc = &r->oc;
+	/* Quiet: a run cut off by the job folder's outage is said once, by the outage's end
+	 * (process_shard); any other failure is said here. */
+	es_log_quiet_begin();
 	int rc = es_attempt_run(&r->spec, oc);
+	es_log_quiet_end();
 	/* Kept now: reading attempt.json again below may fail in other ways. */
 	r->run_errno = rc ? es_last_errno() : 0;
+	if (rc && !(rc == ES_EIO && es_fs_transient(r->run_errno)))
+		es_error(rc, "%s", es_last_error());
 	if (!rc && !oc->preempted && oc->return_code != 0) {
 		if (stopped(w->o)) {
 			oc->preempted = 1;
@@ -772,12 +864,9 @@ static int run_child(struct shard_run *r)
 static const char *finish_preempted(struct shard_run *r)
 {
 	struct worker *w = r->w;
-	set_stop_why(w);
-	es_json_set_str(r->a, "status", "preempted");
-	save_attempt(w, r->a);
-	if (!r->ta.released && !w->backup)
-		es_claim_release(&w->c, r->i, w->c.token);
-	event(w, "preempted", r->i, -1, -1, r->oc.duration_secs, NULL);
+	record_stopped(w, r->i, r->a, r->ta.released);
+	if (!w->kept_errno) /* else the job folder is away: the event could not be written either */
+		event(w, "preempted", r->i, -1, -1, r->oc.duration_secs, NULL);
 	return "preempted";
 }
 
@@ -861,20 +950,55 @@ static const char *finish_unreachable(struct shard_run *r)
 	return "unreachable";
 }
 
+/* The lease could not be kept (refresh_refused): the child was stopped before the lease ran out.
+ * Not the shard's fault: the attempt ends "preempted" (not counted toward the retry limit) and
+ * the lock is released if it can be, else left to run out. The worker stops, as on a node that
+ * cannot start its processor: every shard it claimed would end the same way. */
+static const char *finish_unkept(struct shard_run *r)
+{
+	struct worker *w = r->w;
+	const struct tick_arg *t = &r->ta;
+	double secs = es_time_mono() - t->refreshed;
+	es_json_set_str(r->a, "status", "preempted");
+	es_json_set_str(r->a, "error", t->refused_why);
+	/* Quiet: the lock, and maybe the attempt's folder, cannot be written; the error below
+	 * says what became of the shard. */
+	es_log_quiet_begin();
+	save_attempt(w, r->a);
+	int released = es_claim_release(&w->c, r->i, w->c.token) == 0;
+	es_log_quiet_end();
+	event(w, "preempted", r->i, -1, -1, r->oc.duration_secs, t->refused_why);
+	const char *next = released ? "the shard was released for other workers"
+				    : "the shard goes to another worker when its lease runs out";
+	snprintf(w->end_why, sizeof(w->end_why), "its lease could not be kept; not counted as a failure, %s", next);
+	w->broken = es_error(ES_EIO, "cannot refresh the lease of %s for %.1f s: %s (errno %d); its attempt was stopped "
+				     "(not counted as a failure) and %s; this worker stops",
+			     w->m.shards[r->i].id, secs, t->refused_why, t->refused_errno, next);
+	return "preempted";
+}
+
 /* A step of the attempt failed while the job folder was away (err since `since`): the shard is
  * not to blame. Once the folder answers again the attempt ends "preempted" (not counted toward
  * the retry limit) and the lock is released, so the shard runs again at once; "released" lets
- * this worker go on claiming. A folder that does not come back is a dead mount. */
+ * this worker go on claiming. A folder that does not come back is a dead mount; a stop while
+ * it is away ends the attempt as any stop does (record_stopped). */
 static const char *finish_outage(struct shard_run *r, double since, int err)
 {
 	struct worker *w = r->w;
-	if (ride_out(w, since, err) < 0) {
+	int rode = ride_out(w, since, err);
+	if (rode < 0) {
 		unreachable(w, since, err);
 		return "unreachable";
 	}
 	reload_attempt(r);
-	es_json_set_str(r->a, "status", "preempted");
 	es_json_set_str(r->a, "error", strerror(err));
+	if (rode > 0) {
+		record_stopped(w, r->i, r->a, 0);
+		if (!w->kept_errno)
+			event(w, "preempted", r->i, -1, -1, r->oc.duration_secs, strerror(err));
+		return "preempted";
+	}
+	es_json_set_str(r->a, "status", "preempted");
 	save_attempt(w, r->a);
 	if (!w->backup)
 		es_claim_release(&w->c, r->i, w->c.token);
@@ -890,13 +1014,8 @@ static const char *finish_outage(struct shard_run *r, double since, int err)
 static int failed_in_outage(struct shard_run *r, double *since, int *err)
 {
 	*err = r->ta.io_errno;
-	if (!r->ta.io_seen) {
-		es_log_quiet_begin();
-		int rc = es_fs_reachable(r->w->m.job_dir);
-		es_log_quiet_end();
-		if (!rc || !transient(rc, err))
-			return 0;
-	}
+	if (!r->ta.io_seen && !folder_away(r->w, err))
+		return 0;
 	*since = outage_start(r->w);
 	return 1;
 }
@@ -909,6 +1028,8 @@ static const char *settle_unclean(struct shard_run *r)
 		return finish_preempted(r);
 	if (r->ta.unreachable)
 		return finish_unreachable(r);
+	if (r->ta.unkept)
+		return finish_unkept(r);
 	if (r->ta.superseded)
 		return finish_superseded(r);
 	if (oc->aborted || r->ta.lost)
@@ -1012,7 +1133,9 @@ static const char *publish_result(struct shard_run *r)
 	if (rc) {
 		char *why = strdup(es_last_error());
 		reload_attempt(r);
-		const char *res = rc == ES_EINTR && r->ta.superseded ? finish_superseded(r)
+		const char *res = rc == ES_EINTR && r->ta.unkept ? finish_unkept(r)
+				  : rc == ES_EINTR && r->ta.unreachable ? finish_unreachable(r)
+				  : rc == ES_EINTR && r->ta.superseded ? finish_superseded(r)
 				  : rc == ES_EINTR && stopped(w->o) ? finish_preempted(r)
 				  : finish_failure(w, r->i, r->a, why ? why : "cannot materialize the result");
 		free(why);
@@ -1162,6 +1285,7 @@ static int apply_location(struct worker *w)
 static int worker_init(struct worker *w)
 {
 	const struct es_worker_opts *o = w->o;
+	es_proc_test_hook("ESHARD_TEST_HOOK_WORKER_START");
 	int rc = es_manifest_load(o->job_dir, &w->m);
 	if (rc)
 		return rc;
@@ -1211,6 +1335,47 @@ static int worker_init(struct worker *w)
 	w->backup_due = -1;
 	es_say("Worker %s:%d started for %s", es_hostname(), (int)getpid(), w->m.job_id);
 	return 0;
+}
+
+/* Undo what a worker_init that failed part-way made, so that it can run again. */
+static void init_undo(struct worker *w)
+{
+	es_claimer_free(&w->c);
+	memset(&w->c, 0, sizeof(w->c));
+	if (w->have_manifest)
+		es_manifest_free(&w->m);
+	w->have_manifest = 0;
+	free(w->dj_commit);
+	w->dj_commit = NULL;
+}
+
+/* worker_init, through an outage of the job folder like any step: a mount that dies between a
+ * run's prepare and this rank's first claim, or a server that restarts as the worker starts.
+ * Its errors are said here, once: a step that fails in an outage says only the outage. A folder
+ * that stays away is a dead mount (unreachable), which under `run` leaves the work like a rank
+ * whose mount dies under a shard; a stop meanwhile ends the worker as a stop (0: the loop sees
+ * it at once). */
+static int worker_start(struct worker *w)
+{
+	for (;;) {
+		es_log_quiet_begin();
+		int rc = worker_init(w), err;
+		es_log_quiet_end();
+		if (!rc)
+			return 0;
+		char *why = strdup(es_last_error());
+		int away = transient(rc, &err) || folder_away(w, &err);
+		if (!away)
+			rc = es_error(rc, "%s", why ? why : "out of memory");
+		free(why);
+		if (!away)
+			return rc;
+		double since = outage_start(w);
+		init_undo(w);
+		int rode = ride_out(w, since, err);
+		if (rode)
+			return rode < 0 ? unreachable(w, since, err) : 0;
+	}
 }
 
 /* Per-rank mode: the head (and runner) start before a claim, not while holding one: a start
@@ -1441,6 +1606,24 @@ static int reached_cap(struct worker *w, struct es_worker_result *res)
 
 /* ---------------- the loop ---------------- */
 
+/* The last line of a stopped worker: its claims were given back, or one could not be
+ * (release_stopped): then it is left to run out with its lease, said once, with the job folder
+ * and the errno. */
+static void stop_note(const struct worker *w, int sig)
+{
+	char name[32];
+	es_proc_signal_name(sig, name, sizeof(name));
+	if (!w->kept_errno) {
+		es_log_note("Worker %s:%d stopped by %s; its claims were released for other workers", es_hostname(),
+			    (int)getpid(), name);
+		return;
+	}
+	es_warning("Worker %s:%d stopped by %s; its claim on %s was left to expire with its lease (another worker takes "
+		   "the shard over once it runs out): the job folder %s did not take the release: %s (errno %d)",
+		   es_hostname(), (int)getpid(), name, w->m.shards[w->kept_shard].id, w->m.job_dir, strerror(w->kept_errno),
+		   w->kept_errno);
+}
+
 /* A step of the loop (a claim, the idle count) failed with rc: 0 when it was a transient
  * file-system error that went away (try the step again), else the code to end with. A claim cut
  * off after its lock's create leaves that lock unrefreshed: another worker takes it over once its
@@ -1473,7 +1656,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	memset(res, 0, sizeof(*res));
 	w.ev.fd = -1; /* so that an early exit does not close descriptor 0 */
 	w.o = o;
-	int rc = worker_init(&w), end = rc != 0;
+	int rc = worker_start(&w), end = rc != 0;
 	while (!end) {
 		if (stopped(o))
 			break;
@@ -1524,9 +1707,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	if (!end && !rc && stopped(o)) {
 		res->stopped_by_signal = 1;
 		res->exit_code = 128 + (int)*o->stop_flag;
-		char name[32];
-		es_log_note("Worker %s:%d stopped by %s; its claims were released for other workers",
-			    es_hostname(), (int)getpid(), es_proc_signal_name((int)*o->stop_flag, name, sizeof(name)));
+		stop_note(&w, (int)*o->stop_flag);
 	}
 	es_djrunner_stop(&w.dj, res->stopped_by_signal);
 	es_events_close(&w.ev);

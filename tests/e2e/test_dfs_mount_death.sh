@@ -7,6 +7,11 @@
 #   - its child is stopped;
 #   - the others take its shard over once the lease runs out and exit 0;
 #   - exactly one done record per shard, no failure counted, output identical to local disk.
+# Then a worker stopped (SIGTERM) while its mount is dead under a running shard:
+#   - it exits 143 with no error for the writes it cannot make, and says in one line that its
+#     claim was left to expire with its lease, with the folder and the errno (it once said two
+#     errors and that its claims were released); its child is stopped;
+#   - another worker takes the shard over once the lease runs out: exactly once.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/ranks.sh"
 . "$(dirname "$0")/gluster.sh"
@@ -75,3 +80,45 @@ echo "mount death: attempts=$attempts shards=$shards takeovers=$takeovers backup
 exactly_once "$job" --fence || fail "the accepted results are not one per shard"
 cmp "$T/plain.jsonl" "$T/out.jsonl" || fail "the merged output differs from a run on local disk"
 pass "the others took $shard over ($takeovers takeover, $backups backup) and exited 0: exactly once, output identical"
+
+# ---- A stop while the mount is dead: a second job of 2 shards whose processor runs for 60 s
+# until $T/fast exists; lease 20 s, so the stop comes well within the outage budget (18 s).
+cat >"$T/slow.sh" <<EOF2
+#!/bin/sh
+echo "\$\$ \$1 \$2" >>$T/procs2.log
+[ -e "$T/fast" ] || sleep 60
+cp "\$1" "\$2"
+EOF2
+chmod +x "$T/slow.sh"
+run_expect 0 gluster_run prep2 "$BIN" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards 2 \
+  --job-dir "$T/mnt/job2" --process-cmd "$T/slow.sh {input} {output}" --heartbeat-secs 1 --lease-secs 20
+gluster_run node5 sh -c 'echo $$ >"$0"; exec "$@"' "$T/w5.pid" "$BIN" worker --job-dir "$T/mnt/job2" \
+  --poll-interval-secs 1 >"$T/w5.out" 2>"$T/w5.err" &
+p5=$!
+wait_for 20 test -s "$T/w5.pid"
+wait_for 30 test -s "$T/procs2.log"
+read -r child5 _ <"$T/procs2.log"
+shard=part-00000-of-00002
+kill -KILL "$(gluster_client_pid node5)"
+# It notices at its next lease refresh, then rides the outage out; the stop comes meanwhile.
+wait_for 10 grep -qF "cannot refresh the lease of $shard" "$T/w5.err"
+kill -TERM "$(cat "$T/w5.pid")"
+rc5=0
+wait_bounded 30 "$p5"
+wait "$p5" || rc5=$?
+cat "$T/w5.err"
+[ "$rc5" = 143 ] || fail "the worker stopped while its mount was dead exited $rc5, expected 143"
+! grep -q ERROR "$T/w5.err" || fail "it said errors for the writes it could not make"
+! grep -q 'claims were released' "$T/w5.err" || fail "it said its claims were released"
+grep -F "stopped by SIGTERM; its claim on $shard was left to expire with its lease" "$T/w5.err" |
+  grep -qF "the job folder $T/mnt/job2 did not take the release: Transport endpoint is not connected (errno 107)" ||
+  fail "it did not say that its claim was left to its lease, with the folder and errno"
+! kill -0 "$child5" 2>/dev/null || fail "its child $child5 still runs"
+pass "a stop on a dead mount: exit 143, one line saying the claim was left to its lease, no error, child stopped"
+touch "$T/fast"
+# --no-backup: the shard must come back through its lease, not through a backup of it.
+run_expect 0 gluster_run node6 "$BIN" worker --job-dir "$T/mnt/job2" --poll-interval-secs 1 --no-backup
+read -r attempts shards takeovers superseded done backups failed <<<"$(dfs_counts "$GLUSTER_BRICK/job2")"
+[ "$takeovers" = 1 ] && [ "$done" = 2 ] || fail "$takeovers takeovers and $done done records, expected 1 and 2"
+exactly_once "$GLUSTER_BRICK/job2" --fence --uncounted --stale-ok || fail "the accepted results of job2 are not one per shard"
+pass "another worker took $shard over after the lease: exactly once"

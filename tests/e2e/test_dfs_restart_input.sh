@@ -11,7 +11,10 @@
 # Then the same outage with a SIGTERM while the worker rides it out: a stop, not a dead mount:
 #   - the worker exits 143 without the "cannot be reached ... this worker stops" error (it once
 #     took the stop for a spent outage budget: exit 2, and under `run --require-all-nodes`
-#     every rank 2 instead of 143); another worker finishes the job, exactly once.
+#     every rank 2 instead of 143); another worker finishes the job, exactly once;
+#   - it says no error for the writes it cannot make, nor that it released its claim (it once
+#     said both), but one line: the claim was left to expire with its lease, the folder, the
+#     errno.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/gluster.sh"
 need_test_hooks
@@ -92,6 +95,12 @@ wait "$w2" || rc=$?
 cat "$T/w2.err"
 [ "$rc" = 143 ] || fail "the worker stopped (SIGTERM) during an outage exited $rc, expected 143"
 ! grep -q 'this worker stops, its shard' "$T/w2.err" || fail "a stop during an outage was reported as a dead mount"
+# One true line for the claim it could not give back, no error for each write it could not make.
+! grep -q ERROR "$T/w2.err" || fail "a stop during an outage said errors for the writes it could not make"
+! grep -q 'claims were released' "$T/w2.err" || fail "a stop during an outage said its claims were released"
+grep -F "stopped by SIGTERM; its claim on part-00000-of-00004 was left to expire with its lease" "$T/w2.err" |
+  grep -qF "the job folder $T/mnt/job2 did not take the release: Transport endpoint is not connected (errno 107)" ||
+  fail "the stopped worker did not say that its claim was left to its lease, with the folder and errno"
 gluster_restart_brick "$brick"
 run_expect 0 gluster_run node3 "$BIN" worker --job-dir "$T/mnt/job2" --poll-interval-secs 1 --progress-secs 0
 run_expect 0 gluster_run check2 "$BIN" merge --job-dir "$T/mnt/job2" --output "$T/out2.jsonl"
