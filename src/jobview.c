@@ -36,24 +36,6 @@ double es_jv_duration(const struct es_jv_attempt *a)
 
 /* ---------------- reading the job folder ---------------- */
 
-/* The entries of a folder but "." and "..", sorted; a missing folder has none. */
-static int list_dir(const char *path, struct es_strv *out)
-{
-	DIR *d = opendir(path);
-	if (!d)
-		return errno == ENOENT || errno == ENOTDIR ? 0 : es_error_errno(ES_EIO, "cannot read folder '%s'", path);
-	struct dirent *e;
-	int rc = 0;
-	while (!rc && (e = readdir(d)) != NULL)
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			rc = es_strv_push(out, strdup(e->d_name));
-	closedir(d);
-	if (rc)
-		return oom("folder listing");
-	es_strv_sort_unique(out);
-	return 0;
-}
-
 static int is_dir(const char *path)
 {
 	struct stat st;
@@ -235,14 +217,14 @@ static int collect_attempts(struct es_jobview *r)
 	struct es_buf base = ES_BUF_INIT, sdir = ES_BUF_INIT, adir = ES_BUF_INIT, aj = ES_BUF_INIT;
 	int rc = es_jobpath_join(&base, r->m.job_dir, ES_JOB_ATTEMPTS);
 	if (!rc)
-		rc = list_dir(base.data, &shards);
+		rc = es_fs_list_dir(base.data, &shards);
 	for (size_t i = 0; !rc && i < shards.n; i++) {
 		es_buf_reset(&sdir);
 		es_buf_printf(&sdir, "%s/%s", base.data, shards.v[i]);
 		if (!is_dir(sdir.data))
 			continue;
 		es_strv_free(&leaves);
-		rc = list_dir(sdir.data, &leaves);
+		rc = es_fs_list_dir(sdir.data, &leaves);
 		for (size_t k = 0; !rc && k < leaves.n; k++) {
 			es_buf_reset(&adir);
 			es_buf_reset(&aj);
@@ -332,7 +314,7 @@ static int collect_events(struct es_jobview *r)
 	struct es_buf dir = ES_BUF_INIT, p = ES_BUF_INIT;
 	int rc = es_jobpath_join(&dir, r->m.job_dir, ES_JOB_EVENTS);
 	if (!rc)
-		rc = list_dir(dir.data, &files);
+		rc = es_fs_list_dir(dir.data, &files);
 	for (size_t i = 0; !rc && i < files.n; i++) {
 		size_t n = strlen(files.v[i]);
 		if (n < 6 || strcmp(files.v[i] + n - 6, ".jsonl") || files.v[i][0] == '.')
@@ -582,8 +564,15 @@ static int collect(struct es_jobview *r, const char *job_dir, double lock_timeou
 		return rc;
 	r->have_manifest = 1;
 	set_time_range(r);
-	rc = es_status_collect(&r->m, lock_timeout, &r->st);
+	/* The listings first: a shard in none of them is pending without a look at its own names. */
+	unsigned char *seen = malloc(r->m.n_shards ? r->m.n_shards : 1);
+	if (!seen)
+		return oom("listings");
+	rc = es_status_list(&r->m, seen);
 	r->have_status = 1;
+	if (!rc)
+		rc = es_status_refresh(&r->m, lock_timeout, seen, &r->st);
+	free(seen);
 	if (!rc)
 		rc = collect_attempts(r);
 	if (!rc)
