@@ -516,7 +516,7 @@ int openat(int dfd, const char *path, int flags, ...)
 /* Issue 29: a pending shard costs status nothing of its own. Before, each one cost three opens
  * (its done record, its failed record, its lock: three round trips to a distributed file
  * system's server, where a missing name is never cached for long). The shards with a record or
- * a lock are still read. */
+ * a lock are still read, a done or failed one once by a view that is refreshed. */
 static void test_pending_costs_nothing(void)
 {
 	int rows[] = { 1, 1, 1, 1 };
@@ -545,6 +545,18 @@ static void test_pending_costs_nothing(void)
 	CHECK_STR_EQ(v.st.shards[0].owner, "node-a");
 	CHECK(v.st.shards[1].error && strstr(v.st.shards[1].error, "exit code 1"));
 	CHECK_STR_EQ(v.st.shards[2].owner, "h");
+	/* A kept view refreshed reads a final shard no more: its record, attempts and log were
+	 * read once. */
+	for (int i = 0; i < 2; i++) {
+		watched = j.id[i];
+		watched_opens = 0;
+		CHECK_INT_EQ(es_jobview_refresh(&v, 0), 0);
+		if (!CHECK_INT_EQ(watched_opens, 0))
+			fprintf(stderr, "  %d open(s) of final shard %s's names\n", watched_opens, j.id[i]);
+	}
+	watched = NULL;
+	CHECK_INT_EQ(v.st.counts.done, 1);
+	CHECK_INT_EQ(v.st.counts.failed, 1);
 	es_jobview_free(&v);
 }
 
