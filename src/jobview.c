@@ -237,11 +237,51 @@ static void free_attempt(struct es_jv_attempt *a)
 	free(a->dir);
 }
 
-/* Every attempts/<shard>/<leaf>/ of one shard that holds an attempt.json, in name order. */
-static int read_shard_attempts(struct es_jobview *r, const char *base, const char *shard)
+/* The attempt of old (n of them) read from attempt.json when it had the identity of st; NULL
+ * when there is none. */
+static struct es_jv_attempt *same_attempt(struct es_jv_attempt *old, size_t n, const char *dir, const struct stat *st)
+{
+	for (size_t i = 0; i < n; i++)
+		if (old[i].dir && !strcmp(old[i].dir, dir) && old[i].json_ino == (int64_t)st->st_ino &&
+		    old[i].json_size == (int64_t)st->st_size &&
+		    old[i].json_mtime_ns == (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec)
+			return &old[i];
+	return NULL;
+}
+
+/* One attempt folder whose attempt.json has the identity st: the attempt read before when the
+ * file is the same (moved out of old), else read now. */
+static int take_attempt(struct es_jobview *r, const char *shard, const char *leaf, const char *dir,
+			const struct stat *st, struct es_jv_attempt *old, size_t n_old)
+{
+	struct es_jv_attempt *o = same_attempt(old, n_old, dir, st), *a;
+	if (o) {
+		if (!(a = new_attempt(r)))
+			return ES_ENOMEM; /* reported by es_grow */
+		*a = *o;
+		memset(o, 0, sizeof(*o));
+		r->bad_times += a->read_bad_times;
+		return 0;
+	}
+	int rc = add_attempt(r, shard, leaf, dir);
+	if (rc)
+		return rc;
+	a = &r->a[r->n_a - 1];
+	a->json_ino = (int64_t)st->st_ino;
+	a->json_size = (int64_t)st->st_size;
+	a->json_mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	return 0;
+}
+
+/* Every attempts/<shard>/<leaf>/ of one shard that holds an attempt.json, in name order. An
+ * attempt.json of the same identity (inode, size, mtime) as one of old is not read again: a
+ * stat, which a client that caches metadata answers itself, instead of an open and a read. */
+static int read_shard_attempts(struct es_jobview *r, const char *base, const char *shard,
+			       struct es_jv_attempt *old, size_t n_old)
 {
 	struct es_strv leaves = ES_STRV_INIT;
 	struct es_buf sdir = ES_BUF_INIT, adir = ES_BUF_INIT, aj = ES_BUF_INIT;
+	struct stat st;
 	int rc = 0;
 	es_buf_printf(&sdir, "%s/%s", base, shard);
 	if (is_dir(sdir.data))
@@ -251,8 +291,8 @@ static int read_shard_attempts(struct es_jobview *r, const char *base, const cha
 		es_buf_reset(&aj);
 		es_buf_printf(&adir, "%s/%s", sdir.data, leaves.v[k]);
 		es_buf_printf(&aj, "%s/" ES_ATTEMPT_JSON, adir.data);
-		if (is_dir(adir.data) && es_fs_exists(aj.data) == 1)
-			rc = add_attempt(r, shard, leaves.v[k], adir.data);
+		if (is_dir(adir.data) && lstat(aj.data, &st) == 0)
+			rc = take_attempt(r, shard, leaves.v[k], adir.data, &st, old, n_old);
 	}
 	es_strv_free(&leaves);
 	es_buf_free(&sdir);
@@ -276,19 +316,15 @@ static void mark_final(struct es_jobview *r, long idx, size_t from)
 	r->cache->attempts_final[idx] = (unsigned char)final;
 }
 
-/* Keep the attempts old[*k...] of shard (the old array is in the same name order), or free them. */
-static int take_old(struct es_jobview *r, struct es_jv_attempt *old, size_t n_old, size_t *k, const char *shard,
-		    int keep)
+/* Keep the attempts old[0..n) of a shard as they are. */
+static int take_old(struct es_jobview *r, struct es_jv_attempt *old, size_t n)
 {
-	for (; *k < n_old && !strcmp(old[*k].shard, shard); (*k)++) {
-		if (!keep) {
-			free_attempt(&old[*k]);
-			continue;
-		}
+	for (size_t i = 0; i < n; i++) {
 		struct es_jv_attempt *a = new_attempt(r);
 		if (!a)
 			return ES_ENOMEM; /* reported by es_grow */
-		*a = old[*k];
+		*a = old[i];
+		memset(&old[i], 0, sizeof(old[i]));
 		r->bad_times += a->read_bad_times;
 	}
 	return 0;
@@ -310,19 +346,20 @@ static int refresh_attempts(struct es_jobview *r)
 	for (size_t i = 0; !rc && i < shards.n; i++) {
 		const char *sh = shards.v[i];
 		while (k < n_old && strcmp(old[k].shard, sh) < 0)
-			free_attempt(&old[k++]);
+			k++;
+		size_t end = k; /* old[k..end): this shard's attempts read before */
+		while (end < n_old && !strcmp(old[end].shard, sh))
+			end++;
 		long idx = shard_index(&r->m, sh);
-		int keep = idx >= 0 && r->cache->attempts_final[idx] && status_final(&r->st.shards[idx]) &&
-			   k < n_old && !strcmp(old[k].shard, sh);
+		int keep = idx >= 0 && r->cache->attempts_final[idx] && status_final(&r->st.shards[idx]) && end > k;
 		size_t from = r->n_a;
-		rc = take_old(r, old, n_old, &k, sh, keep);
-		if (!rc && !keep)
-			rc = read_shard_attempts(r, base.data, sh);
+		rc = keep ? take_old(r, old + k, end - k) : read_shard_attempts(r, base.data, sh, old + k, end - k);
 		if (!rc && idx >= 0)
 			mark_final(r, idx, from);
+		k = end;
 	}
-	while (k < n_old)
-		free_attempt(&old[k++]);
+	for (k = 0; k < n_old; k++)
+		free_attempt(&old[k]); /* those not taken over */
 	free(old);
 	for (size_t i = 0; i < r->n_a; i++)
 		r->unreadable_attempts += r->a[i].unreadable;
@@ -601,8 +638,15 @@ static void resolve_times(struct es_jobview *r, struct es_jv_attempt *a)
 /* A running attempt whose shard lock still holds its token is live: it is drawn up to now. */
 static int attempt_is_live(const struct es_jobview *r, const struct es_jv_attempt *a)
 {
-	/* A final shard's lock is its terminal fence: none of its attempts is live. */
-	if (a->shard_index >= 0 && status_final(&r->st.shards[a->shard_index]))
+	/* What the status read of the lock a moment ago tells, when it tells it: a final shard's
+	 * lock is its terminal fence, a running or stale one's token is known, a pending shard has
+	 * no lock. */
+	const struct es_shard_status *s = a->shard_index >= 0 ? &r->st.shards[a->shard_index] : NULL;
+	if (s && status_final(s))
+		return 0;
+	if (s && !s->metadata_error && (s->state == ES_SHARD_RUNNING || s->state == ES_SHARD_STALE))
+		return !strcmp(s->lock_token, a->token);
+	if (s && s->state == ES_SHARD_PENDING)
 		return 0;
 	struct es_buf path = ES_BUF_INIT;
 	struct es_lock_info li;

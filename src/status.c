@@ -412,6 +412,7 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 		return 0;
 	}
 	r->owner = li.hostname[0] ? strdup(li.hostname) : NULL;
+	snprintf(r->lock_token, sizeof(r->lock_token), "%s", li.token);
 	r->attempt_number = li.attempt_number > 0 ? li.attempt_number : 0;
 	r->has_pid = li.has_pid;
 	r->pid = li.pid;

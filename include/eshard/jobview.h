@@ -70,6 +70,7 @@ struct es_jv_attempt {
 	size_t read_bad_times;     /* its times that were ignored */
 	int unreadable;            /* attempt.json could not be read */
 	int error_from_event;      /* error is an end event's detail */
+	int64_t json_ino, json_size, json_mtime_ns; /* attempt.json when it was read */
 };
 
 struct es_jv_event {

@@ -88,6 +88,7 @@ struct es_shard_status {
 	int has_problem;           /* failed, or retried (attempt_number > 1): problem is filled */
 	struct es_shard_problem problem;
 	int tail_read;             /* problem's log tail was looked for (ES_STATUS_MAX_TAILS) */
+	char lock_token[33];       /* running/stale: the lock's token ("" when it has none) */
 };
 
 struct es_status_counts {

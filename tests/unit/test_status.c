@@ -516,7 +516,8 @@ int openat(int dfd, const char *path, int flags, ...)
 /* Issue 29: a pending shard costs status nothing of its own. Before, each one cost three opens
  * (its done record, its failed record, its lock: three round trips to a distributed file
  * system's server, where a missing name is never cached for long). The shards with a record or
- * a lock are still read, a done or failed one once by a view that is refreshed. */
+ * a lock are still read: a done or failed one once by a view that is refreshed, a running one's
+ * lock each time. */
 static void test_pending_costs_nothing(void)
 {
 	int rows[] = { 1, 1, 1, 1 };
@@ -525,6 +526,7 @@ static void test_pending_costs_nothing(void)
 	jf_make(&j, T, "listed", 4, rows, NULL);
 	jf_done(&j, 0, "node-a");
 	jf_failed(&j, 1, "node-b", "exit code 1");
+	jf_attempt(&j, 2, 1, "h", "running", es_time_epoch() - 5);
 	lock_at(&j, 2, 1);
 	/* The hook itself: an open of the watched name is counted. */
 	watched = j.id[3];
@@ -554,9 +556,16 @@ static void test_pending_costs_nothing(void)
 		if (!CHECK_INT_EQ(watched_opens, 0))
 			fprintf(stderr, "  %d open(s) of final shard %s's names\n", watched_opens, j.id[i]);
 	}
+	/* A running shard: its lock, once (its attempt.json has not changed: a stat tells). */
+	watched = j.id[2];
+	watched_opens = 0;
+	CHECK_INT_EQ(es_jobview_refresh(&v, 0), 0);
+	if (!CHECK_INT_EQ(watched_opens, 1))
+		fprintf(stderr, "  %d open(s) of running shard %s's names\n", watched_opens, j.id[2]);
 	watched = NULL;
 	CHECK_INT_EQ(v.st.counts.done, 1);
 	CHECK_INT_EQ(v.st.counts.failed, 1);
+	CHECK_INT_EQ(v.st.counts.running, 1);
 	es_jobview_free(&v);
 }
 
