@@ -459,11 +459,13 @@ static unsigned listed(const char *id, const struct es_strv *done, const struct 
 {
 	unsigned seen = 0;
 	es_buf_reset(name);
-	es_buf_printf(name, "%s.json", id);
+	if (es_buf_printf(name, "%s.json", id))
+		return ES_SEEN_ALL; /* out of memory: the names are looked up instead */
 	seen |= es_strv_has_sorted(done, name->data) ? ES_SEEN_DONE : 0;
 	seen |= es_strv_has_sorted(failed, name->data) ? ES_SEEN_FAILED : 0;
 	es_buf_reset(name);
-	es_buf_printf(name, "%s.lock", id);
+	if (es_buf_printf(name, "%s.lock", id))
+		return ES_SEEN_ALL;
 	seen |= es_strv_has_sorted(locks, name->data) ? ES_SEEN_LOCK : 0;
 	return seen;
 }
