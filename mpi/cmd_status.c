@@ -45,34 +45,40 @@ static int snapshot_preparing(const char *job_dir, const char *why, int watching
 
 /* One snapshot into out; its exit code in *code. Metrics exit 0 once they are printed: the
  * job's state is in them, and a collector's recipe (`... --prometheus > f.$$ && mv f.$$ f`)
- * must publish them whatever that state is. */
+ * must publish them whatever that state is. v is the view of the last snapshot (*have), kept
+ * for --watch: each snapshot reads what changed since (jobview.h es_jobview_refresh). */
 static int snapshot(const char *job_dir, double lock_timeout, enum status_format fmt, int all, int watching,
-		    struct es_buf *out, int *code)
+		    struct es_jobview *v, int *have, struct es_buf *out, int *code)
 {
-	struct es_jobview v;
 	struct es_buf why = ES_BUF_INIT;
-	if (preparing(job_dir, &why)) {
+	if (!*have && preparing(job_dir, &why)) {
 		int prc = snapshot_preparing(job_dir, why.data, watching, out, code);
 		es_buf_free(&why);
 		return prc;
 	}
 	es_buf_free(&why);
-	int rc = es_jobview_load(job_dir, 0, lock_timeout, &v);
+	int rc = *have ? 0 : es_jobview_init(job_dir, lock_timeout, v);
+	*have = 1;
 	if (!rc)
-		rc = es_jobview_rate_status(&v);
+		rc = es_jobview_refresh(v, 0);
+	if (!rc)
+		rc = es_jobview_rate_status(v);
 	if (!rc) {
 		if (fmt == FMT_PROMETHEUS)
-			rc = es_jobview_format_prometheus(&v, out);
+			rc = es_jobview_format_prometheus(v, out);
 		else if (fmt == FMT_JSON)
-			rc = es_status_format_json(&v.m, &v.st, out);
+			rc = es_status_format_json(&v->m, &v->st, out);
 		else
-			rc = es_status_format_text(&v.m, &v.st, all, out);
+			rc = es_status_format_text(&v->m, &v->st, all, out);
 	}
-	*code = rc ? 2 : fmt == FMT_PROMETHEUS ? 0 : es_status_exit(&v.st);
+	*code = rc ? 2 : fmt == FMT_PROMETHEUS ? 0 : es_status_exit(&v->st);
 	/* --watch ends with the job: complete, or finished with failures. */
-	if (!rc && v.st.terminal)
+	if (!rc && v->st.terminal)
 		*code |= 0x100;
-	es_jobview_free(&v);
+	if (rc || !watching) {
+		es_jobview_free(v);
+		*have = 0;
+	}
 	return rc;
 }
 
@@ -82,13 +88,14 @@ static int snapshot(const char *job_dir, double lock_timeout, enum status_format
 static int watch(const char *job_dir, double lock_timeout, enum status_format fmt, int all, double interval,
 		 int64_t count)
 {
-	int tty = isatty(STDOUT_FILENO), code = 2;
+	int tty = isatty(STDOUT_FILENO), code = 2, have = 0;
 	struct es_buf out = ES_BUF_INIT;
+	struct es_jobview v;
 	for (int64_t n = 0; !count || n < count; n++) {
 		if (n)
 			es_sleep(interval);
 		es_buf_reset(&out);
-		if (snapshot(job_dir, lock_timeout, fmt, all, 1, &out, &code))
+		if (snapshot(job_dir, lock_timeout, fmt, all, 1, &v, &have, &out, &code))
 			break;
 		char now[40];
 		es_time_now_iso(now);
@@ -100,6 +107,8 @@ static int watch(const char *job_dir, double lock_timeout, enum status_format fm
 		if (code & 0x100)
 			break;
 	}
+	if (have)
+		es_jobview_free(&v);
 	es_buf_free(&out);
 	return code & 0xff;
 }
@@ -131,6 +140,12 @@ int cmd_status(int argc, char **argv)
 		"minute of work; ETA = rows left / that rate, only while shards run. A job still being\n"
 		"prepared (no manifest yet, its stage folder .<name>.preparing.<hex> beside it): --watch\n"
 		"says so and waits for it, a single status exits 2 saying so.\n"
+		"Cost: the listings of state/done, state/failed, state/locks, attempts/ and state/events,\n"
+		"then what they show (a done shard's record, result size and attempt.json, a failed\n"
+		"shard's record and log, a running shard's lock); a pending shard costs nothing of its\n"
+		"own. --json, --all and --prometheus read the same; --watch reads again only what\n"
+		"changed. A listing can be stale on a caching client: status is a view, merge and\n"
+		"verify look every shard up.\n"
 		"Exit codes: 0 every shard done, 2 some shard failed or a done record is one merge would\n"
 		"refuse (named in the output), or an error, 1 otherwise (--watch: of the last snapshot);\n"
 		"with --prometheus 0 whenever the metrics were printed (the job's state is in them), 2 on\n"
@@ -155,8 +170,9 @@ int cmd_status(int argc, char **argv)
 	if (watching)
 		return watch(job_dir, (double)lock_timeout, fmt, all, interval, count);
 	struct es_buf out = ES_BUF_INIT;
-	int code;
-	if (!snapshot(job_dir, (double)lock_timeout, fmt, all, 0, &out, &code))
+	struct es_jobview v;
+	int code, have = 0;
+	if (!snapshot(job_dir, (double)lock_timeout, fmt, all, 0, &v, &have, &out, &code))
 		fwrite(out.data, 1, out.len, stdout);
 	es_buf_free(&out);
 	return code & 0xff;

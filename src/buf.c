@@ -184,6 +184,11 @@ void es_strv_sort_unique(struct es_strv *a)
 	a->v[w] = NULL;
 }
 
+int es_strv_has_sorted(const struct es_strv *a, const char *s)
+{
+	return a->n && bsearch(&s, a->v, a->n, sizeof(*a->v), cmp_str) != NULL;
+}
+
 void es_strv_free(struct es_strv *a)
 {
 	for (size_t i = 0; i < a->n; i++)

@@ -1202,6 +1202,23 @@ int es_fs_check_output(const char *output, const char *job_dir, const char *own,
 	return rc;
 }
 
+int es_fs_list_dir(const char *path, struct es_strv *out)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : es_error_errno(ES_EIO, "cannot read folder '%s'", path);
+	struct dirent *e;
+	int rc = 0;
+	while (!rc && (e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			rc = es_strv_push(out, strdup(e->d_name));
+	closedir(d);
+	if (rc)
+		return es_error(ES_ENOMEM, "out of memory listing folder '%s'", path);
+	es_strv_sort_unique(out);
+	return 0;
+}
+
 int es_fs_copy_file(const char *src, const char *dst)
 {
 	int in = open(src, O_RDONLY | O_CLOEXEC);

@@ -10,11 +10,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 const char *const es_jv_status_names[ES_JV_N] = { "done", "failed", "superseded", "stale", "lost", "preempted",
 						"running", "backup_failed", "not_started" };
@@ -35,24 +37,6 @@ double es_jv_duration(const struct es_jv_attempt *a)
 }
 
 /* ---------------- reading the job folder ---------------- */
-
-/* The entries of a folder but "." and "..", sorted; a missing folder has none. */
-static int list_dir(const char *path, struct es_strv *out)
-{
-	DIR *d = opendir(path);
-	if (!d)
-		return errno == ENOENT || errno == ENOTDIR ? 0 : es_error_errno(ES_EIO, "cannot read folder '%s'", path);
-	struct dirent *e;
-	int rc = 0;
-	while (!rc && (e = readdir(d)) != NULL)
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			rc = es_strv_push(out, strdup(e->d_name));
-	closedir(d);
-	if (rc)
-		return oom("folder listing");
-	es_strv_sort_unique(out);
-	return 0;
-}
 
 static int is_dir(const char *path)
 {
@@ -216,48 +200,171 @@ static int add_attempt(struct es_jobview *r, const char *shard, const char *leaf
 	es_buf_printf(&p, "%s/" ES_ATTEMPT_JSON, dir);
 	cJSON *doc = load_object_quiet(p.data);
 	es_buf_free(&p);
+	size_t bad = r->bad_times;
 	if (doc) {
 		fill_from_json(r, a, doc);
 	} else {
-		r->unreadable_attempts++;
+		a->unreadable = 1;
 		a->host = xstrdup("(unknown)");
 		a->status = ES_JV_LOST;
 		a->error = strdup("attempt.json cannot be read");
 	}
 	cJSON_Delete(doc);
+	/* What resolve changes, as read, so that a refresh resolves a kept attempt again. */
+	a->read_bad_times = r->bad_times - bad;
+	a->read_claim = a->claim;
+	a->read_proc_secs = a->proc_secs;
+	a->read_rows_out = a->rows_out;
 	return a->host ? 0 : oom("attempts");
 }
 
-/* Every attempts/<shard>/<leaf>/ that holds an attempt.json, in name order. */
-static int collect_attempts(struct es_jobview *r)
+/* What es_jobview_refresh keeps between two calls. */
+struct es_jv_cache {
+	unsigned char *seen;           /* es_status_list, per shard */
+	unsigned char *attempts_final; /* per shard: its attempts were read while it was final */
+	struct es_strv ev_files;       /* the event logs taken, sorted */
+	int64_t *ev_off;               /* of each, the bytes taken: up to its last newline */
+	size_t ev_bad_times;           /* times of the events taken that were ignored */
+	size_t ev_bad_lines;           /* lines taken that did not parse */
+};
+
+static void free_attempt(struct es_jv_attempt *a)
 {
-	struct es_strv shards = ES_STRV_INIT, leaves = ES_STRV_INIT;
-	struct es_buf base = ES_BUF_INIT, sdir = ES_BUF_INIT, adir = ES_BUF_INIT, aj = ES_BUF_INIT;
-	int rc = es_jobpath_join(&base, r->m.job_dir, ES_JOB_ATTEMPTS);
-	if (!rc)
-		rc = list_dir(base.data, &shards);
-	for (size_t i = 0; !rc && i < shards.n; i++) {
-		es_buf_reset(&sdir);
-		es_buf_printf(&sdir, "%s/%s", base.data, shards.v[i]);
-		if (!is_dir(sdir.data))
-			continue;
-		es_strv_free(&leaves);
-		rc = list_dir(sdir.data, &leaves);
-		for (size_t k = 0; !rc && k < leaves.n; k++) {
-			es_buf_reset(&adir);
-			es_buf_reset(&aj);
-			es_buf_printf(&adir, "%s/%s", sdir.data, leaves.v[k]);
-			es_buf_printf(&aj, "%s/" ES_ATTEMPT_JSON, adir.data);
-			if (is_dir(adir.data) && es_fs_exists(aj.data) == 1)
-				rc = add_attempt(r, shards.v[i], leaves.v[k], adir.data);
-		}
+	free(a->shard);
+	free(a->host);
+	free(a->raw_status);
+	free(a->error);
+	free(a->dir);
+}
+
+/* The attempt of old (n of them) read from attempt.json when it had the identity of st; NULL
+ * when there is none. */
+static struct es_jv_attempt *same_attempt(struct es_jv_attempt *old, size_t n, const char *dir, const struct stat *st)
+{
+	for (size_t i = 0; i < n; i++)
+		if (old[i].dir && !strcmp(old[i].dir, dir) && old[i].json_ino == (int64_t)st->st_ino &&
+		    old[i].json_size == (int64_t)st->st_size &&
+		    old[i].json_mtime_ns == (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec)
+			return &old[i];
+	return NULL;
+}
+
+/* One attempt folder whose attempt.json has the identity st: the attempt read before when the
+ * file is the same (moved out of old), else read now. */
+static int take_attempt(struct es_jobview *r, const char *shard, const char *leaf, const char *dir,
+			const struct stat *st, struct es_jv_attempt *old, size_t n_old)
+{
+	struct es_jv_attempt *o = same_attempt(old, n_old, dir, st), *a;
+	if (o) {
+		if (!(a = new_attempt(r)))
+			return ES_ENOMEM; /* reported by es_grow */
+		*a = *o;
+		memset(o, 0, sizeof(*o));
+		r->bad_times += a->read_bad_times;
+		return 0;
 	}
-	es_strv_free(&shards);
+	int rc = add_attempt(r, shard, leaf, dir);
+	if (rc)
+		return rc;
+	a = &r->a[r->n_a - 1];
+	a->json_ino = (int64_t)st->st_ino;
+	a->json_size = (int64_t)st->st_size;
+	a->json_mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	return 0;
+}
+
+/* Every attempts/<shard>/<leaf>/ of one shard that holds an attempt.json, in name order. An
+ * attempt.json of the same identity (inode, size, mtime) as one of old is not read again: a
+ * stat, which a client that caches metadata answers itself, instead of an open and a read. */
+static int read_shard_attempts(struct es_jobview *r, const char *base, const char *shard,
+			       struct es_jv_attempt *old, size_t n_old)
+{
+	struct es_strv leaves = ES_STRV_INIT;
+	struct es_buf sdir = ES_BUF_INIT, adir = ES_BUF_INIT, aj = ES_BUF_INIT;
+	struct stat st;
+	int rc = 0;
+	es_buf_printf(&sdir, "%s/%s", base, shard);
+	if (is_dir(sdir.data))
+		rc = es_fs_list_dir(sdir.data, &leaves);
+	for (size_t k = 0; !rc && k < leaves.n; k++) {
+		es_buf_reset(&adir);
+		es_buf_reset(&aj);
+		es_buf_printf(&adir, "%s/%s", sdir.data, leaves.v[k]);
+		es_buf_printf(&aj, "%s/" ES_ATTEMPT_JSON, adir.data);
+		if (is_dir(adir.data) && lstat(aj.data, &st) == 0)
+			rc = take_attempt(r, shard, leaves.v[k], adir.data, &st, old, n_old);
+	}
 	es_strv_free(&leaves);
-	es_buf_free(&base);
 	es_buf_free(&sdir);
 	es_buf_free(&adir);
 	es_buf_free(&aj);
+	return rc;
+}
+
+/* Done with a record merge accepts, or failed: nothing but a retry changes the shard. */
+static int status_final(const struct es_shard_status *s)
+{
+	return !s->metadata_error && ((s->state == ES_SHARD_DONE && !s->record_error) || s->state == ES_SHARD_FAILED);
+}
+
+/* The attempts of a final shard none of which says it runs are read once: they change no more. */
+static void mark_final(struct es_jobview *r, long idx, size_t from)
+{
+	int final = status_final(&r->st.shards[idx]);
+	for (size_t i = from; final && i < r->n_a; i++)
+		final = r->a[i].status != ES_JV_RUNNING;
+	r->cache->attempts_final[idx] = (unsigned char)final;
+}
+
+/* Keep the attempts old[0..n) of a shard as they are. */
+static int take_old(struct es_jobview *r, struct es_jv_attempt *old, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct es_jv_attempt *a = new_attempt(r);
+		if (!a)
+			return ES_ENOMEM; /* reported by es_grow */
+		*a = old[i];
+		memset(&old[i], 0, sizeof(old[i]));
+		r->bad_times += a->read_bad_times;
+	}
+	return 0;
+}
+
+/* The attempt folders: the listing of attempts/, then each shard's folder but for a shard whose
+ * attempts were read while it was final and that is final still (kept as they were). */
+static int refresh_attempts(struct es_jobview *r)
+{
+	struct es_strv shards = ES_STRV_INIT;
+	struct es_buf base = ES_BUF_INIT;
+	struct es_jv_attempt *old = r->a;
+	size_t n_old = r->n_a, k = 0;
+	r->a = NULL;
+	r->n_a = r->cap_a = 0;
+	int rc = es_jobpath_join(&base, r->m.job_dir, ES_JOB_ATTEMPTS);
+	if (!rc)
+		rc = es_fs_list_dir(base.data, &shards);
+	for (size_t i = 0; !rc && i < shards.n; i++) {
+		const char *sh = shards.v[i];
+		while (k < n_old && strcmp(old[k].shard, sh) < 0)
+			k++;
+		size_t end = k; /* old[k..end): this shard's attempts read before */
+		while (end < n_old && !strcmp(old[end].shard, sh))
+			end++;
+		long idx = shard_index(&r->m, sh);
+		int keep = idx >= 0 && r->cache->attempts_final[idx] && status_final(&r->st.shards[idx]) && end > k;
+		size_t from = r->n_a;
+		rc = keep ? take_old(r, old + k, end - k) : read_shard_attempts(r, base.data, sh, old + k, end - k);
+		if (!rc && idx >= 0)
+			mark_final(r, idx, from);
+		k = end;
+	}
+	for (k = 0; k < n_old; k++)
+		free_attempt(&old[k]); /* those not taken over */
+	free(old);
+	for (size_t i = 0; i < r->n_a; i++)
+		r->unreadable_attempts += r->a[i].unreadable;
+	es_strv_free(&shards);
+	es_buf_free(&base);
 	return rc;
 }
 
@@ -286,23 +393,19 @@ static int add_event(struct es_jobview *r, const cJSON *o)
 	return 0;
 }
 
-/* One event log: a line that does not parse (the one a crash cut short) is counted, not fatal. */
-static int read_event_file(struct es_jobview *r, const char *path)
+/* The complete lines of text (a log's bytes from where the last read ended): a line that does
+ * not parse is counted, not fatal. Returns the bytes taken in *used: up to the last newline, as a
+ * line without one may be a line being written. */
+static int take_event_lines(struct es_jobview *r, const struct es_buf *text, const char *path, size_t *used)
 {
-	struct es_buf text = ES_BUF_INIT;
-	es_log_quiet_begin();
-	int rc = es_fs_read_file(path, &text, (size_t)1 << 30);
-	es_log_quiet_end();
-	if (rc) {
-		es_buf_free(&text);
-		r->bad_event_lines++;
-		return 0;
-	}
-	r->n_event_files++;
-	const char *p = text.data, *end = text.data + text.len;
+	const char *p = text->data, *end = text->data + text->len;
+	int rc = 0;
+	*used = 0;
 	while (!rc && p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		if (!nl)
+			break;
+		size_t len = (size_t)(nl - p);
 		if (len) {
 			es_log_quiet_begin();
 			cJSON *o = es_json_parse(p, len, path);
@@ -310,13 +413,88 @@ static int read_event_file(struct es_jobview *r, const char *path)
 			if (cJSON_IsObject(o))
 				rc = add_event(r, o);
 			else
-				r->bad_event_lines++;
+				r->cache->ev_bad_lines++;
 			cJSON_Delete(o);
 		}
-		p += len + 1;
+		p = nl + 1;
+	}
+	*used = (size_t)(p - text->data);
+	/* A last line without its newline is a line a crash cut short or one being written: bad
+	 * for now, and read again next time. */
+	r->bad_event_lines += *used < text->len;
+	return rc;
+}
+
+/* One event log from byte *off on. Its size first (a stat, which a client that caches metadata
+ * answers itself while nothing changed), then only the new bytes. 1 when it is shorter than what
+ * was taken (rewritten: every log must be read again), 0 otherwise; a log that cannot be read is
+ * counted, not fatal. */
+static int read_event_file(struct es_jobview *r, const char *path, int64_t *off)
+{
+	struct stat st;
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+		r->bad_event_lines++;
+		return 0;
+	}
+	if (st.st_size < *off)
+		return 1;
+	if (st.st_size == *off)
+		return 0;
+	struct es_buf text = ES_BUF_INIT;
+	int fd = -1;
+	es_log_quiet_begin();
+	int rc = es_fs_open_read(path, O_RDONLY | O_NOFOLLOW, &fd);
+	if (!rc && lseek(fd, (off_t)*off, SEEK_SET) != (off_t)*off)
+		rc = ES_EIO;
+	if (!rc)
+		rc = es_fs_read_fd_sized(fd, &text, (size_t)1 << 30, st.st_size - (off_t)*off, path);
+	es_log_quiet_end();
+	if (fd >= 0)
+		close(fd);
+	size_t used = 0;
+	if (rc) {
+		r->bad_event_lines++;
+		rc = 0;
+	} else {
+		rc = take_event_lines(r, &text, path, &used);
+		*off += (int64_t)used;
 	}
 	es_buf_free(&text);
-	return rc;
+	return rc < 0 ? rc : 0;
+}
+
+/* Forget every event taken: the logs are read again from their start. */
+static void drop_events(struct es_jobview *r)
+{
+	for (size_t i = 0; i < r->n_ev; i++)
+		free(r->ev[i].detail);
+	r->n_ev = 0;
+	r->bad_event_lines = r->n_event_files = 0;
+	r->cache->ev_bad_times = r->cache->ev_bad_lines = 0;
+	es_strv_free(&r->cache->ev_files);
+	free(r->cache->ev_off);
+	r->cache->ev_off = NULL;
+}
+
+static int is_event_log(const char *name)
+{
+	size_t n = strlen(name);
+	return n >= 6 && !strcmp(name + n - 6, ".jsonl") && name[0] != '.';
+}
+
+/* The offset of each log of files (sorted) that was taken before, 0 for a new one; 1 when a log
+ * taken before is gone (then nothing is kept). */
+static int carry_offsets(struct es_jv_cache *c, const struct es_strv *files, int64_t *off)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < files->n; i++) {
+		off[i] = 0;
+		while (k < c->ev_files.n && strcmp(c->ev_files.v[k], files->v[i]) < 0)
+			return 1;
+		if (k < c->ev_files.n && !strcmp(c->ev_files.v[k], files->v[i]))
+			off[i] = c->ev_off[k++];
+	}
+	return k < c->ev_files.n;
 }
 
 static int event_cmp(const void *x, const void *y)
@@ -326,26 +504,64 @@ static int event_cmp(const void *x, const void *y)
 	return c ? c : (a->time > b->time) - (a->time < b->time);
 }
 
-static int collect_events(struct es_jobview *r)
+/* Each log of files from its offset on: 1 as soon as one is shorter than what was taken. */
+static int read_logs(struct es_jobview *r, const char *dir, const struct es_strv *files, int64_t *off)
 {
-	struct es_strv files = ES_STRV_INIT;
-	struct es_buf dir = ES_BUF_INIT, p = ES_BUF_INIT;
+	struct es_buf p = ES_BUF_INIT;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < files->n; i++) {
+		es_buf_reset(&p);
+		es_buf_printf(&p, "%s/%s", dir, files->v[i]);
+		rc = read_event_file(r, p.data, &off[i]);
+	}
+	es_buf_free(&p);
+	return rc;
+}
+
+/* The event logs of state/events, each from where the last refresh ended; all of them again
+ * when one taken before is gone or shorter. */
+static int refresh_events(struct es_jobview *r)
+{
+	struct es_strv files = ES_STRV_INIT, all = ES_STRV_INIT;
+	struct es_buf dir = ES_BUF_INIT;
+	struct es_jv_cache *c = r->cache;
+	size_t bad = r->bad_times, n_ev = r->n_ev;
+	int64_t *off = NULL;
+	r->bad_event_lines = 0;
 	int rc = es_jobpath_join(&dir, r->m.job_dir, ES_JOB_EVENTS);
 	if (!rc)
-		rc = list_dir(dir.data, &files);
-	for (size_t i = 0; !rc && i < files.n; i++) {
-		size_t n = strlen(files.v[i]);
-		if (n < 6 || strcmp(files.v[i] + n - 6, ".jsonl") || files.v[i][0] == '.')
-			continue;
-		es_buf_reset(&p);
-		es_buf_printf(&p, "%s/%s", dir.data, files.v[i]);
-		rc = read_event_file(r, p.data);
+		rc = es_fs_list_dir(dir.data, &all);
+	for (size_t i = 0; !rc && i < all.n; i++)
+		if (is_event_log(all.v[i]))
+			rc = es_strv_push(&files, strdup(all.v[i]));
+	if (!rc && !(off = calloc(files.n ? files.n : 1, sizeof(*off))))
+		rc = oom("events");
+	if (!rc && (carry_offsets(c, &files, off) || (rc = read_logs(r, dir.data, &files, off)) > 0)) {
+		drop_events(r);
+		r->bad_times = bad;
+		n_ev = 0;
+		memset(off, 0, (files.n ? files.n : 1) * sizeof(*off));
+		rc = read_logs(r, dir.data, &files, off);
+		rc = rc > 0 ? 0 : rc; /* rewritten again meanwhile: the next refresh sees it */
 	}
+	if (!rc) {
+		es_strv_free(&c->ev_files);
+		free(c->ev_off);
+		c->ev_files = files;
+		c->ev_off = off;
+		files = (struct es_strv)ES_STRV_INIT;
+		off = NULL;
+		r->n_event_files = c->ev_files.n;
+		c->ev_bad_times += r->bad_times - bad;
+		r->bad_times = bad + c->ev_bad_times;
+		r->bad_event_lines += c->ev_bad_lines;
+		if (r->n_ev > n_ev && r->n_ev > 1)
+			qsort(r->ev, r->n_ev, sizeof(*r->ev), event_cmp);
+	}
+	free(off);
 	es_strv_free(&files);
+	es_strv_free(&all);
 	es_buf_free(&dir);
-	es_buf_free(&p);
-	if (!rc && r->n_ev > 1)
-		qsort(r->ev, r->n_ev, sizeof(*r->ev), event_cmp);
 	return rc;
 }
 
@@ -365,6 +581,17 @@ static int is_end_event(const char *name)
 static void resolve_times(struct es_jobview *r, struct es_jv_attempt *a)
 {
 	double ev_end = -1, ev_taken = -1;
+	/* From what attempt.json said: a refresh resolves an attempt it kept again. */
+	a->claim = a->read_claim;
+	a->proc_secs = a->read_proc_secs;
+	a->rows_out = a->read_rows_out;
+	a->start = a->end = -1;
+	a->timed_by_events = 0;
+	if (a->error_from_event) {
+		free(a->error);
+		a->error = NULL;
+		a->error_from_event = 0;
+	}
 	struct es_jv_event key;
 	memset(&key, 0, sizeof(key));
 	snprintf(key.token, sizeof(key.token), "%s", a->token);
@@ -391,8 +618,10 @@ static void resolve_times(struct es_jobview *r, struct es_jv_attempt *a)
 				a->rows_out = e->rows;
 			if (a->proc_secs < 0 && e->duration >= 0)
 				a->proc_secs = e->duration;
-			if (!a->error && e->detail)
+			if (!a->error && e->detail) {
 				a->error = strdup(e->detail);
+				a->error_from_event = a->error != NULL;
+			}
 		}
 	}
 	if (a->claim < 0)
@@ -409,6 +638,16 @@ static void resolve_times(struct es_jobview *r, struct es_jv_attempt *a)
 /* A running attempt whose shard lock still holds its token is live: it is drawn up to now. */
 static int attempt_is_live(const struct es_jobview *r, const struct es_jv_attempt *a)
 {
+	/* What the status read of the lock a moment ago tells, when it tells it: a final shard's
+	 * lock is its terminal fence, a running or stale one's token is known, a pending shard has
+	 * no lock. */
+	const struct es_shard_status *s = a->shard_index >= 0 ? &r->st.shards[a->shard_index] : NULL;
+	if (s && status_final(s))
+		return 0;
+	if (s && !s->metadata_error && (s->state == ES_SHARD_RUNNING || s->state == ES_SHARD_STALE))
+		return !strcmp(s->lock_token, a->token);
+	if (s && s->state == ES_SHARD_PENDING)
+		return 0;
 	struct es_buf path = ES_BUF_INIT;
 	struct es_lock_info li;
 	es_log_quiet_begin();
@@ -423,6 +662,8 @@ static int attempt_is_live(const struct es_jobview *r, const struct es_jv_attemp
 static void resolve(struct es_jobview *r)
 {
 	r->t0 = r->t1 = -1;
+	memset(r->by_status, 0, sizeof(r->by_status));
+	r->n_backups = r->n_backups_won = 0;
 	for (size_t i = 0; i < r->n_a; i++) {
 		struct es_jv_attempt *a = &r->a[i];
 		resolve_times(r, a);
@@ -488,6 +729,9 @@ static size_t find_worker(const struct es_jobview *r, const char *host, int64_t 
 /* Workers (host + pid, sorted by host, then first claim) and hosts, with their sums. */
 static int group(struct es_jobview *r)
 {
+	free(r->w);
+	free(r->h);
+	r->n_w = r->n_h = 0;
 	r->w = calloc(r->n_a ? r->n_a : 1, sizeof(*r->w));
 	r->h = calloc(r->n_a ? r->n_a : 1, sizeof(*r->h));
 	if (!r->w || !r->h)
@@ -555,14 +799,16 @@ double *es_jobview_done_durations(const struct es_jobview *r, size_t *n)
 
 void es_jobview_free(struct es_jobview *r)
 {
-	for (size_t i = 0; i < r->n_a; i++) {
-		free(r->a[i].shard);
-		free(r->a[i].host);
-		free(r->a[i].raw_status);
-		free(r->a[i].error);
-		free(r->a[i].dir);
-	}
+	for (size_t i = 0; i < r->n_a; i++)
+		free_attempt(&r->a[i]);
 	free(r->a);
+	if (r->cache) {
+		free(r->cache->seen);
+		free(r->cache->attempts_final);
+		es_strv_free(&r->cache->ev_files);
+		free(r->cache->ev_off);
+		free(r->cache);
+	}
 	for (size_t i = 0; i < r->n_ev; i++)
 		free(r->ev[i].detail);
 	free(r->ev);
@@ -575,44 +821,60 @@ void es_jobview_free(struct es_jobview *r)
 	memset(r, 0, sizeof(*r));
 }
 
-static int collect(struct es_jobview *r, const char *job_dir, double lock_timeout)
+int es_jobview_init(const char *job_dir, double lock_timeout, struct es_jobview *r)
 {
+	memset(r, 0, sizeof(*r));
+	r->median = -1;
+	r->lock_timeout = lock_timeout;
 	int rc = es_manifest_load(job_dir, &r->m);
 	if (rc)
 		return rc;
 	r->have_manifest = 1;
+	size_t n = r->m.n_shards ? r->m.n_shards : 1;
+	if (!(r->cache = calloc(1, sizeof(*r->cache))) || !(r->cache->seen = calloc(n, 1)) ||
+	    !(r->cache->attempts_final = calloc(n, 1)))
+		return oom("the view");
+	return 0;
+}
+
+/* The median duration of the done attempts. */
+static int set_median(struct es_jobview *r)
+{
+	size_t n = 0;
+	double *d = es_jobview_done_durations(r, &n);
+	if (!d)
+		return oom("durations");
+	r->median = n ? (n % 2 ? d[n / 2] : (d[n / 2 - 1] + d[n / 2]) / 2) : -1;
+	free(d);
+	return 0;
+}
+
+int es_jobview_refresh(struct es_jobview *r, double now)
+{
+	r->now = now > 0 ? now : es_time_epoch();
+	r->bad_times = r->unreadable_attempts = 0;
 	set_time_range(r);
-	rc = es_status_collect(&r->m, lock_timeout, &r->st);
+	/* The listings first: a shard in none of them is pending without a look at its own names. */
+	int rc = es_status_list(&r->m, r->cache->seen);
 	r->have_status = 1;
 	if (!rc)
-		rc = collect_attempts(r);
+		rc = es_status_refresh(&r->m, r->lock_timeout, r->cache->seen, &r->st);
 	if (!rc)
-		rc = collect_events(r);
+		rc = refresh_attempts(r);
+	if (!rc)
+		rc = refresh_events(r);
 	if (!rc) {
 		resolve(r);
 		rc = group(r);
 	}
 	r->st.bad_times = (int64_t)r->bad_times;
-	return rc;
+	return rc ? rc : set_median(r);
 }
-
 
 int es_jobview_load(const char *job_dir, double now, double lock_timeout, struct es_jobview *r)
 {
-	memset(r, 0, sizeof(*r));
-	r->now = now > 0 ? now : es_time_epoch();
-	r->median = -1;
-	int rc = collect(r, job_dir, lock_timeout);
-	if (rc)
-		return rc;
-	size_t n = 0;
-	double *d = es_jobview_done_durations(r, &n);
-	if (!d)
-		return oom("durations");
-	if (n)
-		r->median = n % 2 ? d[n / 2] : (d[n / 2 - 1] + d[n / 2]) / 2;
-	free(d);
-	return 0;
+	int rc = es_jobview_init(job_dir, lock_timeout, r);
+	return rc ? rc : es_jobview_refresh(r, now);
 }
 
 /* ---------------- rates ---------------- */

@@ -178,21 +178,31 @@ static void *progress_main(void *arg)
 	struct es_buf line = ES_BUF_INIT;
 	/* On a terminal the line is redrawn, at most once a second; in a log, one every period. */
 	double period = p->tty ? 1 : p->every;
+	/* One view for the whole run, refreshed each period: it reads what changed, not every shard
+	 * again (issue 29; jobview.h es_jobview_refresh). */
+	struct es_jobview v;
+	int have = 0;
 	es_log_quiet_begin();
 	while (!nap(p, period)) {
-		struct es_jobview v;
 		es_buf_reset(&line);
-		int rc = es_jobview_load(p->job_dir, 0, 0, &v);
+		int rc = have ? 0 : es_jobview_init(p->job_dir, 0, &v);
+		have = 1;
+		if (!rc)
+			rc = es_jobview_refresh(&v, 0);
 		if (!rc)
 			rc = es_progress_line(&v, 60, &line);
-		es_jobview_free(&v);
-		if (rc)
-			continue; /* a folder seen mid-change: the next period tells */
+		if (rc) {
+			es_jobview_free(&v); /* a folder seen mid-change: the next period starts again */
+			have = 0;
+			continue;
+		}
 		if (p->tty)
 			es_say_sticky(line.data);
 		else
 			es_say("%s", line.data);
 	}
+	if (have)
+		es_jobview_free(&v);
 	es_log_quiet_end();
 	es_buf_free(&line);
 	return NULL;

@@ -323,9 +323,8 @@ static void check_done_record(const struct es_manifest *m, const char *id, const
 }
 
 /* Classify one shard with everything the full report shows. */
-static int collect_one(const struct es_manifest *m, const struct es_shard *sh, double timeout,
-		       struct es_buf *done, struct es_buf *failed, struct es_buf *lock,
-		       struct es_shard_status *r, double *t0)
+static int collect_one(const struct es_manifest *m, const struct es_shard *sh, double timeout, unsigned seen,
+		       struct es_buf *done, struct es_buf *failed, struct es_buf *lock, struct es_shard_status *r)
 {
 	cJSON *doc = NULL;
 	int rc;
@@ -336,9 +335,14 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 	if ((rc = shard_paths(m, sh->id, done, failed, lock)))
 		return rc;
 
-	es_log_quiet_begin();
-	rc = es_record_load(m, "done", sh->id, &doc);
-	es_log_quiet_end();
+	/* A name no listing shows is not looked up (es_status_list): a lookup of an absent name is a
+	 * round trip to the server on a distributed file system, three per pending shard. */
+	rc = ES_ENOENT;
+	if (seen & ES_SEEN_DONE) {
+		es_log_quiet_begin();
+		rc = es_record_load(m, "done", sh->id, &doc);
+		es_log_quiet_end();
+	}
 	if (rc != ES_ENOENT) {
 		r->state = ES_SHARD_DONE;
 		if (rc) {
@@ -365,9 +369,12 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 		return 0;
 	}
 
-	es_log_quiet_begin();
-	rc = es_record_load(m, "failed", sh->id, &doc);
-	es_log_quiet_end();
+	rc = ES_ENOENT;
+	if (seen & ES_SEEN_FAILED) {
+		es_log_quiet_begin();
+		rc = es_record_load(m, "failed", sh->id, &doc);
+		es_log_quiet_end();
+	}
 	if (rc != ES_ENOENT) {
 		r->state = ES_SHARD_FAILED;
 		if (rc) {
@@ -381,6 +388,10 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 	}
 
 	struct es_lock_info li;
+	if (!(seen & ES_SEEN_LOCK)) {
+		r->state = ES_SHARD_PENDING;
+		return 0;
+	}
 	if ((rc = es_claim_lock_read(lock->data, &li)))
 		return rc;
 	if (!li.exists) {
@@ -401,6 +412,7 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 		return 0;
 	}
 	r->owner = li.hostname[0] ? strdup(li.hostname) : NULL;
+	snprintf(r->lock_token, sizeof(r->lock_token), "%s", li.token);
 	r->attempt_number = li.attempt_number > 0 ? li.attempt_number : 0;
 	r->has_pid = li.has_pid;
 	r->pid = li.pid;
@@ -410,8 +422,7 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 	if (c >= 0) {
 		double age = es_time_epoch() - c;
 		r->claim_age_secs = age > 0 ? age : 0;
-		if (*t0 < 0 || c < *t0)
-			*t0 = c;
+		r->claimed_at_epoch = c; /* where the progress starts, as a done shard's claim */
 	}
 	return 0;
 }
@@ -441,32 +452,112 @@ static struct es_status_host *host_slot(struct es_status *s, const char *host)
 	return h;
 }
 
-int es_status_collect(const struct es_manifest *m, double lock_timeout, struct es_status *out)
+/* The flag bits of shard id from the sorted listings of state/done, state/failed and
+ * state/locks. */
+static unsigned listed(const char *id, const struct es_strv *done, const struct es_strv *failed,
+		       const struct es_strv *locks, struct es_buf *name)
 {
-	memset(out, 0, sizeof(*out));
-	out->lock_timeout_secs = effective_timeout(m, lock_timeout);
-	out->lease_secs = m->policy.lease_secs;
-	out->rate_rows_per_sec = out->eta_secs = -1;
-	out->shards = calloc(m->n_shards ? m->n_shards : 1, sizeof(*out->shards));
-	if (!out->shards)
-		return es_error(ES_ENOMEM, "out of memory collecting the status of %s", m->job_dir);
-	out->n_shards = m->n_shards;
-	out->counts.total = (int64_t)m->n_shards;
-	struct es_buf done = ES_BUF_INIT, failed = ES_BUF_INIT, lock = ES_BUF_INIT;
-	double t0 = -1, t1 = -1;
-	size_t tails = 0;
+	unsigned seen = 0;
+	es_buf_reset(name);
+	if (es_buf_printf(name, "%s.json", id))
+		return ES_SEEN_ALL; /* out of memory: the names are looked up instead */
+	seen |= es_strv_has_sorted(done, name->data) ? ES_SEEN_DONE : 0;
+	seen |= es_strv_has_sorted(failed, name->data) ? ES_SEEN_FAILED : 0;
+	es_buf_reset(name);
+	if (es_buf_printf(name, "%s.lock", id))
+		return ES_SEEN_ALL;
+	seen |= es_strv_has_sorted(locks, name->data) ? ES_SEEN_LOCK : 0;
+	return seen;
+}
+
+int es_status_list(const struct es_manifest *m, unsigned char *seen)
+{
+	struct es_strv v[3] = { ES_STRV_INIT, ES_STRV_INIT, ES_STRV_INIT };
+	static const char *const dirs[3] = { ES_JOB_DONE, ES_JOB_FAILED, ES_JOB_LOCKS };
+	struct es_buf p = ES_BUF_INIT;
 	int rc = 0;
-	for (size_t i = 0; !rc && i < m->n_shards; i++) {
+	for (int k = 0; !rc && k < 3; k++)
+		if (!(rc = es_jobpath_join(&p, m->job_dir, dirs[k])))
+			rc = es_fs_list_dir(p.data, &v[k]);
+	for (size_t i = 0; !rc && i < m->n_shards; i++)
+		seen[i] = (unsigned char)listed(m->shards[i].id, &v[0], &v[1], &v[2], &p);
+	for (int k = 0; k < 3; k++)
+		es_strv_free(&v[k]);
+	es_buf_free(&p);
+	return rc;
+}
+
+static void shard_free(struct es_shard_status *r)
+{
+	free(r->owner);
+	free(r->error);
+	free(r->failed_host);
+	free(r->record_error);
+	struct es_shard_problem *p = &r->problem;
+	free(p->status);
+	free(p->error);
+	free(p->host);
+	free(p->log_path);
+	free(p->log_tail);
+	memset(r, 0, sizeof(*r));
+}
+
+/* A shard that nothing but a retry changes: done with a record merge accepts, or failed, and
+ * still listed so. Its details are kept from the last refresh. */
+static int shard_final(const struct es_shard_status *r, unsigned seen)
+{
+	if (r->metadata_error || r->record_error || !r->shard_id)
+		return 0;
+	return (r->state == ES_SHARD_DONE && (seen & ES_SEEN_DONE)) ||
+	       (r->state == ES_SHARD_FAILED && (seen & ES_SEEN_FAILED) && !(seen & ES_SEEN_DONE));
+}
+
+/* The log tails of the first ES_STATUS_MAX_TAILS shards with a problem, in manifest order: read
+ * for a shard that has come into that range, dropped for one that has left it. */
+static void tail_slot(struct es_shard_status *r, size_t *tails)
+{
+	if (!r->has_problem)
+		return;
+	if (*tails >= ES_STATUS_MAX_TAILS) {
+		free(r->problem.log_tail);
+		r->problem.log_tail = NULL;
+		r->problem.log_cut = 0;
+		r->tail_read = 0;
+		return;
+	}
+	if (!r->tail_read) {
+		read_problem_tail(&r->problem);
+		r->tail_read = 1;
+	}
+	(*tails)++;
+}
+
+/* Read again what can have changed of shard i: everything unless it is final. */
+static int refresh_one(const struct es_manifest *m, size_t i, double timeout, unsigned seen, struct es_buf *b[3],
+		       struct es_shard_status *r)
+{
+	if (shard_final(r, seen))
+		return 0;
+	shard_free(r);
+	int rc = collect_one(m, &m->shards[i], timeout, seen, b[0], b[1], b[2], r);
+	if (!rc && r->state != ES_SHARD_FAILED && r->state != ES_SHARD_PENDING && r->attempt_number > 1)
+		explain_retried(m->job_dir, r->shard_id, r);
+	return rc;
+}
+
+/* The sums over the shards: counts, rows, hosts, the simple rate. */
+static int sum_up(struct es_status *out)
+{
+	double t0 = -1, t1 = -1;
+	memset(&out->counts, 0, sizeof(out->counts));
+	out->counts.total = (int64_t)out->n_shards;
+	out->bad_records = out->unseen_records = out->rows_total = out->rows_done = out->result_rows_done = 0;
+	out->rate_rows_per_sec = out->eta_secs = -1;
+	for (size_t i = 0; i < out->n_hosts; i++)
+		free(out->hosts[i].host);
+	out->n_hosts = 0;
+	for (size_t i = 0; i < out->n_shards; i++) {
 		struct es_shard_status *r = &out->shards[i];
-		rc = collect_one(m, &m->shards[i], out->lock_timeout_secs, &done, &failed, &lock, r, &t0);
-		if (rc)
-			break;
-		if (r->state != ES_SHARD_FAILED && r->state != ES_SHARD_PENDING && r->attempt_number > 1)
-			explain_retried(m->job_dir, r->shard_id, r);
-		if (r->has_problem && tails < ES_STATUS_MAX_TAILS) {
-			read_problem_tail(&r->problem);
-			tails++;
-		}
 		count_state(&out->counts, r->state);
 		out->bad_records += r->record_error != NULL;
 		out->unseen_records += r->record_error && r->record_unseen;
@@ -476,8 +567,6 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 			out->rows_done += r->rows;
 			if (r->done_rows > 0)
 				out->result_rows_done += r->done_rows;
-			if (r->claimed_at_epoch >= 0 && (t0 < 0 || r->claimed_at_epoch < t0))
-				t0 = r->claimed_at_epoch;
 			if (r->completed_at_epoch > t1)
 				t1 = r->completed_at_epoch;
 			host = r->owner;
@@ -485,14 +574,15 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 			host = r->owner;
 		} else if (r->state == ES_SHARD_FAILED) {
 			host = r->failed_host;
-		} else {
+		}
+		if (r->state != ES_SHARD_FAILED && r->state != ES_SHARD_PENDING && r->claimed_at_epoch >= 0 &&
+		    (t0 < 0 || r->claimed_at_epoch < t0))
+			t0 = r->claimed_at_epoch;
+		if (r->state == ES_SHARD_PENDING)
 			continue;
-		}
 		struct es_status_host *h = host_slot(out, host);
-		if (!h) {
-			rc = ES_ENOMEM; /* reported by host_slot */
-			break;
-		}
+		if (!h)
+			return ES_ENOMEM; /* reported by host_slot */
 		switch (r->state) {
 		case ES_SHARD_DONE: h->done++; break;
 		case ES_SHARD_RUNNING: h->running++; break;
@@ -501,11 +591,6 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 		case ES_SHARD_PENDING: break;
 		}
 	}
-	es_buf_free(&done);
-	es_buf_free(&failed);
-	es_buf_free(&lock);
-	if (rc)
-		return rc;
 	if (out->n_hosts > 1)
 		qsort(out->hosts, out->n_hosts, sizeof(*out->hosts), host_cmp);
 	out->complete = out->counts.done == out->counts.total && !out->bad_records;
@@ -521,20 +606,44 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 	return 0;
 }
 
+int es_status_refresh(const struct es_manifest *m, double lock_timeout, const unsigned char *seen,
+		      struct es_status *out)
+{
+	if (!out->shards) {
+		memset(out, 0, sizeof(*out));
+		out->shards = calloc(m->n_shards ? m->n_shards : 1, sizeof(*out->shards));
+		if (!out->shards)
+			return es_error(ES_ENOMEM, "out of memory collecting the status of %s", m->job_dir);
+		out->n_shards = m->n_shards;
+	}
+	out->lock_timeout_secs = effective_timeout(m, lock_timeout);
+	out->lease_secs = m->policy.lease_secs;
+	struct es_buf done = ES_BUF_INIT, failed = ES_BUF_INIT, lock = ES_BUF_INIT;
+	struct es_buf *b[3] = { &done, &failed, &lock };
+	size_t tails = 0;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < m->n_shards; i++) {
+		struct es_shard_status *r = &out->shards[i];
+		rc = refresh_one(m, i, out->lock_timeout_secs, seen ? seen[i] : ES_SEEN_ALL, b, r);
+		if (!rc)
+			tail_slot(r, &tails);
+	}
+	es_buf_free(&done);
+	es_buf_free(&failed);
+	es_buf_free(&lock);
+	return rc ? rc : sum_up(out);
+}
+
+int es_status_collect(const struct es_manifest *m, double lock_timeout, struct es_status *out)
+{
+	memset(out, 0, sizeof(*out));
+	return es_status_refresh(m, lock_timeout, NULL, out);
+}
+
 void es_status_free(struct es_status *s)
 {
-	for (size_t i = 0; s->shards && i < s->n_shards; i++) {
-		free(s->shards[i].owner);
-		free(s->shards[i].error);
-		free(s->shards[i].failed_host);
-		free(s->shards[i].record_error);
-		struct es_shard_problem *p = &s->shards[i].problem;
-		free(p->status);
-		free(p->error);
-		free(p->host);
-		free(p->log_path);
-		free(p->log_tail);
-	}
+	for (size_t i = 0; s->shards && i < s->n_shards; i++)
+		shard_free(&s->shards[i]);
 	free(s->shards);
 	for (size_t i = 0; i < s->n_hosts; i++)
 		free(s->hosts[i].host);

@@ -57,6 +57,8 @@ int es_strv_pushf(struct es_strv *a, const char *fmt, ...) __attribute__((format
 int es_strv_add_once(struct es_strv *a, const char *s);
 /* Sort in strcmp() order and drop repeated strings (freed); the vector stays NULL-terminated. */
 void es_strv_sort_unique(struct es_strv *a);
+/* 1 when s is in a, which es_strv_sort_unique sorted (a binary search), else 0. */
+int es_strv_has_sorted(const struct es_strv *a, const char *s);
 void es_strv_free(struct es_strv *a);
 
 #endif

@@ -204,6 +204,11 @@ int es_fs_exists_fresh(const char *path);
 int es_fs_listed_ino(const char *dir, const char *name, ino_t *ino);
 /* 1 if path exists (lstat), 0 if not, negative on another error. */
 int es_fs_exists(const char *path);
+/* The names in folder path but "." and "..", sorted (es_strv_sort_unique) and appended to out;
+ * a missing folder (or a file in its place) has none. One listing, however many entries: what a
+ * view of many shards reads instead of one lookup per shard. A listing can be as stale as a
+ * lookup on a client that caches metadata, so nothing but a view may decide from it. */
+int es_fs_list_dir(const char *path, struct es_strv *out);
 /* Copy a file byte for byte with its mode and times (like cp -p); dst is fsynced. */
 int es_fs_copy_file(const char *src, const char *dst);
 /* Write all bytes to fd (retrying short writes and EINTR). */

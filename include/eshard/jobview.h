@@ -64,6 +64,13 @@ struct es_jv_attempt {
 	int timed_by_events;
 	int backup;                /* a backup attempt (attempt.json "backup": true) */
 	size_t worker;             /* index into es_jobview.w */
+	/* As attempt.json gave them, before the events and the fallbacks of a refresh: */
+	double read_claim, read_proc_secs;
+	int64_t read_rows_out;
+	size_t read_bad_times;     /* its times that were ignored */
+	int unreadable;            /* attempt.json could not be read */
+	int error_from_event;      /* error is an end event's detail */
+	int64_t json_ino, json_size, json_mtime_ns; /* attempt.json when it was read */
 };
 
 struct es_jv_event {
@@ -110,6 +117,8 @@ struct es_jobview {
 	double median;             /* of the durations of done attempts, < 0 when none */
 	size_t by_status[ES_JV_N];
 	size_t n_backups, n_backups_won;
+	double lock_timeout;       /* as given to es_jobview_init */
+	struct es_jv_cache *cache; /* what es_jobview_refresh keeps between calls */
 };
 
 /* "done", "failed", "superseded", "stale", "lost", "preempted", "running", "backup_failed",
@@ -121,6 +130,23 @@ extern const char *const es_jv_status_names[ES_JV_N];
  * manifest's). The errors of es_manifest_load() and es_status_collect(). */
 int es_jobview_load(const char *job_dir, double now, double lock_timeout, struct es_jobview *v);
 void es_jobview_free(struct es_jobview *v);
+
+/*
+ * The same view kept up to date, for a reader that looks again and again (rank 0's progress
+ * line, status --watch): es_jobview_init reads the manifest, each es_jobview_refresh what
+ * changed, and es_jobview_load is the two at once. A refresh costs the listings of state/done,
+ * state/failed, state/locks, attempts/ and state/events, plus what they show changed: the
+ * records and locks of the shards not final yet (es_status_refresh: a done or failed shard is
+ * read once), the attempt folders of those shards (a final shard's, none of which says it
+ * runs, once), and each event log's new bytes (a stat, then a read from where the last one
+ * ended; a line is taken once its newline is there). The view equals a fresh load but where
+ * what a reader cannot see without reading changed: a shard that failed again within one
+ * refresh, retried in between, keeps its earlier failure's details; a time that a moving now
+ * would bring into the range of "Clocks" stays ignored; a backup attempt whose folder appears
+ * after its shard was seen final is not shown.
+ */
+int es_jobview_init(const char *job_dir, double lock_timeout, struct es_jobview *v);
+int es_jobview_refresh(struct es_jobview *v, double now);
 
 /* An attempt's duration from claim to end, < 0 when unknown. */
 double es_jv_duration(const struct es_jv_attempt *a);

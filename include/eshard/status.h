@@ -75,7 +75,8 @@ struct es_shard_status {
 	int64_t heartbeat;         /* its heartbeat counter */
 	double claim_age_secs;     /* running/stale: now - the lock's claimed_at_epoch, or -1 */
 	int64_t done_rows;         /* done: rows of the result (the done record's rows), or -1 */
-	double claimed_at_epoch;   /* done: claimed_at_epoch of the attempt that published, or -1 */
+	double claimed_at_epoch;   /* done: claimed_at_epoch of the attempt that published; running,
+	                            * stale: the lock's; or -1 */
 	double completed_at_epoch; /* done: the record's completed_at, or -1 */
 	char *record_error;        /* done: why merge would refuse its record, or NULL */
 	int record_unseen;         /* record_error is what a caching client shows for a while: the
@@ -86,6 +87,8 @@ struct es_shard_status {
 	                            * last one; 0 when unknown */
 	int has_problem;           /* failed, or retried (attempt_number > 1): problem is filled */
 	struct es_shard_problem problem;
+	int tail_read;             /* problem's log tail was looked for (ES_STATUS_MAX_TAILS) */
+	char lock_token[33];       /* running/stale: the lock's token ("" when it has none) */
 };
 
 struct es_status_counts {
@@ -137,6 +140,27 @@ struct es_status {
  * Unreadable or missing attempt files just leave the rate unknown.
  */
 int es_status_collect(const struct es_manifest *m, double lock_timeout, struct es_status *out);
+
+/*
+ * What the listings of state/done, state/failed and state/locks show of each shard, one byte
+ * per shard in seen (m->n_shards of them): ES_SEEN_DONE, ES_SEEN_FAILED, ES_SEEN_LOCK. Three
+ * folder reads however many shards there are. A listing can be stale on a client that caches
+ * metadata, as a lookup can: a view (status, progress) may use it, nothing that decides work
+ * (worker, merge, verify) does.
+ */
+enum { ES_SEEN_DONE = 1, ES_SEEN_FAILED = 2, ES_SEEN_LOCK = 4, ES_SEEN_ALL = 7 };
+int es_status_list(const struct es_manifest *m, unsigned char *seen);
+
+/*
+ * es_status_collect that reads only what can have changed. out holds the last result (or is
+ * zeroed: then every shard is read). seen (es_status_list, or NULL: look every name up) says
+ * which per-shard names exist: a shard in no listing is pending without any per-shard call. A
+ * shard that out holds as final (done with a record merge accepts, or failed) and that the
+ * listings still show so is kept as it is; every other one is read again. The sums (counts,
+ * rows, hosts, rate) are made again from the shards.
+ */
+int es_status_refresh(const struct es_manifest *m, double lock_timeout, const unsigned char *seen,
+		      struct es_status *out);
 
 /*
  * The counts only, with the same classification, without reading done or failed records or

@@ -5,6 +5,7 @@
 #
 #   tests/bench/metadata.sh [--bin PATH] [--configs "RxN ..."] [--status-shards "N ..."]
 #                           [--sleep SECS] [--window SECS] [--partial K] [--status-runs K]
+#                           [--compare-bin PATH]
 #
 # The volume is the one of tests/e2e/gluster.sh, sourced as it is: glusterd on this machine, a
 # one-brick volume with the metadata-cache and nl-cache option groups (md-cache and the
@@ -44,6 +45,9 @@
 # shards (cp) is prepared through one client (its operations and time printed), then `status`
 # is timed (the same way) before any work and after one `worker --max-shards K` (--partial,
 # default 200) finished K shards.
+# --compare-bin PATH (or ESHARD_BENCH_COMPARE_BIN): every `status` figure is taken a second time
+# with that binary (another build, say the one before a change), on the same job right after,
+# each through a new client of its own: a pair from one run, on the same machine load.
 #
 # Every run checks exactly-once on the brick (tests/e2e/exactly_once.py --fence). Each window's
 # rate is its count over the wall time between the two profile reads (about 0.2 s of error
@@ -52,8 +56,9 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 bin="" configs=${ESHARD_BENCH_CONFIGS:-8x400} status_shards=${ESHARD_BENCH_STATUS_SHARDS:-} sleep_secs=0.2 window=20 partial=200 status_runs=3
+compare_bin=${ESHARD_BENCH_COMPARE_BIN:-}
 usage() {
-  echo "usage: $0 [--bin PATH] [--configs \"RxN ...\"] [--status-shards \"N ...\"] [--sleep SECS] [--window SECS] [--partial K] [--status-runs K]" >&2
+  echo "usage: $0 [--bin PATH] [--configs \"RxN ...\"] [--status-shards \"N ...\"] [--sleep SECS] [--window SECS] [--partial K] [--status-runs K] [--compare-bin PATH]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -66,6 +71,7 @@ while [ $# -gt 0 ]; do
     --window) window=$2 ;;
     --partial) partial=$2 ;;
     --status-runs) status_runs=$2 ;;
+    --compare-bin) compare_bin=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -89,6 +95,10 @@ case $sleep_secs in '' | *[!0-9.]*) echo "metadata bench: --sleep takes seconds,
 [ -n "$bin" ] || bin=$(bash "$repo/scripts/build.sh")
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 [ -x "$bin" ] || { echo "metadata bench: no binary at $bin" >&2; exit 2; }
+if [ -n "$compare_bin" ]; then
+  compare_bin=$(cd "$(dirname "$compare_bin")" && pwd)/$(basename "$compare_bin")
+  [ -x "$compare_bin" ] || { echo "metadata bench: no binary at $compare_bin" >&2; exit 2; }
+fi
 
 # The e2e helpers as they are: $T (removed at exit), fail, the fake hosts and the volume.
 export ESHARD_BIN=$bin ESHARD_SOURCE_DIR=$repo
@@ -108,7 +118,7 @@ fakehosts_check
 gluster_setup
 gluster_cli volume profile "$GLUSTER_VOL" start >/dev/null || fail "gluster volume profile $GLUSTER_VOL start failed"
 write_recipe "$T/recipe.yaml"
-say "binary $bin, volume $GLUSTER_VOL (metadata-cache, nl-cache), glusterfs $(glusterfs --version | awk 'NR == 1 { print $2 }')"
+say "binary $bin${compare_bin:+ (status also with $compare_bin)}, volume $GLUSTER_VOL (metadata-cache, nl-cache), glusterfs $(glusterfs --version | awk 'NR == 1 { print $2 }')"
 
 # snap FILE: the brick's cumulative calls per fop ("FOP CALLS" lines) and the time read.
 snap() {
@@ -178,8 +188,9 @@ with open(sys.argv[1], "w") as f:
     for i in range(int(sys.argv[2])):
         f.write(json.dumps({"id": i, "text": "m %d" % i}) + "\n")' "$1" "$2"
 }
-# status_times JOB NAME: `status` of JOB --status-runs times (default 3) through a new client
-# NAME; prints "median runs..." (exit 0 or 1 is a status, 2 an error).
+# status_times JOB NAME [BIN]: `status` of JOB --status-runs times (default 3) through a new
+# client NAME, with BIN (default --bin); prints "median runs..." (exit 0 or 1 is a status, 2 an
+# error).
 status_times() {
   local out
   out=$(gluster_run "$2" /bin/bash -c '
@@ -189,7 +200,7 @@ for i in $(seq 1 "$2"); do
   e=$EPOCHREALTIME
   [ "$rc" -le 1 ] || { echo "status exited $rc" >&2; exit 1; }
   echo "${s/,/.} ${e/,/.}"
-done' "$bin" "$1" "$status_runs") || fail "status of $1 failed"
+done' "${3:-$bin}" "$1" "$status_runs") || fail "status of $1 failed"
   awk '{ t[NR] = $2 - $1 } END { n = NR; for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (t[j] < t[i]) { x = t[i]; t[i] = t[j]; t[j] = x }
     printf "median %.3f s of %d (sorted:", t[int((n + 1) / 2)], n; for (i = 1; i <= n; i++) printf " %.3f", t[i]; printf ")" }' <<<"$out"
 }
@@ -299,6 +310,7 @@ EOF
   left=$(calc "max(0, 40 - ($t_tail - $(cat "$slow/start")))")
   say "$tag: job as in the issue (a long shard of 40 s: a tail of $left s at $(calc "$j + $d - $z") ops/s): $(calc "($tot * $total + ($j + $d - $z) * $left) / $total") ops per shard"
   say "$tag: status on the finished job: $(status_times "$job" "st-$tag")"
+  [ -z "$compare_bin" ] || say "$tag: status on the finished job, $compare_bin: $(status_times "$job" "stc-$tag" "$compare_bin")"
 }
 
 # ---- status on a large job: before any work, and after a partial run
@@ -313,9 +325,11 @@ status_job() {
   read -r tot secs fops <<<"$(ops "$s/p0" "$s/p1" "$n")"
   say "status $n: prepare through one client: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s, $tot ops per shard: $fops"
   say "status $n: before any work: $(status_times "$job" "s0-$n")"
+  [ -z "$compare_bin" ] || say "status $n: before any work, $compare_bin: $(status_times "$job" "s0c-$n" "$compare_bin")"
   gluster_run "swork-$n" "$bin" worker --job-dir "$job" --max-shards "$partial" --no-backup --progress-secs 0 >"$T/work.out" 2>&1 ||
     { tail -5 "$T/work.out"; fail "the worker of $n shards failed"; }
   say "status $n: after $partial shards done: $(status_times "$job" "s1-$n")"
+  [ -z "$compare_bin" ] || say "status $n: after $partial shards done, $compare_bin: $(status_times "$job" "s1c-$n" "$compare_bin")"
 }
 
 for c in $configs; do one_config "${c%x*}" "${c#*x}"; done

@@ -1,12 +1,16 @@
 /* jobview's rate and ETA rule (issue 10, item 3): work time is the union of the attempts'
  * spans, so the downtime between submissions is not counted; the window rate looks at the
- * recent spans only; no ETA for a terminal job or one where nothing runs. */
+ * recent spans only; no ETA for a terminal job or one where nothing runs. A view kept and
+ * refreshed (issue 29) equals a fresh load after each change of a job's life. */
 #include "eshard/clock.h"
 #include "eshard/jobview.h"
+#include "eshard/progress.h"
 #include "testlib.h"
 #include "jobfix.h"
 
+#include <fcntl.h>
 #include <math.h>
+#include <unistd.h>
 
 static int near(double a, double b)
 {
@@ -69,6 +73,171 @@ static void test_bad_clock(const char *T)
 	es_jobview_free(&v);
 }
 
+/* Everything a reader of the view shows: status as JSON and as text with every shard, the
+ * progress line, the end summary, the metrics, and each attempt and count of the view. The
+ * ages of locks are left out: they are taken from the wall clock when a lock is read. */
+static void view_text(struct es_jobview *v, struct es_buf *out)
+{
+	struct es_buf t = ES_BUF_INIT;
+	es_buf_reset(out);
+	CHECK_INT_EQ(es_status_format_json(&v->m, &v->st, &t), 0);
+	for (const char *l = t.data; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t n = nl ? (size_t)(nl - l) + 1 : strlen(l);
+		if (!memmem(l, n, "_age_secs", 9))
+			es_buf_add(out, l, n);
+		l += n;
+	}
+	CHECK_INT_EQ(es_status_format_text(&v->m, &v->st, 1, out), 0);
+	CHECK_INT_EQ(es_progress_line(v, 60, out), 0);
+	CHECK_INT_EQ(es_progress_summary(v, out), 0);
+	CHECK_INT_EQ(es_jobview_format_prometheus(v, out), 0);
+	for (size_t i = 0; i < v->n_a; i++) {
+		const struct es_jv_attempt *a = &v->a[i];
+		es_buf_printf(out, "attempt %s %d %s %s %s %d %.6f %.6f %.6f %d %.3f %lld %s %d %zu %s\n", a->shard, a->number,
+			      a->token, a->host, es_jv_status_names[a->status], a->end_kind, a->claim, a->start, a->end,
+			      a->timed_by_events, a->proc_secs, (long long)a->rows_out, a->error ? a->error : "-",
+			      a->backup, a->worker, a->dir);
+	}
+	es_buf_printf(out, "events %zu files %zu bad lines %zu unreadable %zu bad times %zu t %.6f %.6f median %.6f "
+		      "workers %zu hosts %zu\n", v->n_ev, v->n_event_files, v->bad_event_lines, v->unreadable_attempts,
+		      v->bad_times, v->t0, v->t1, v->median, v->n_w, v->n_h);
+	es_buf_free(&t);
+}
+
+/* The kept view refreshed and a fresh load at the same now show the same. */
+static void check_same(struct es_jobview *kept, const char *dir, double now, const char *step)
+{
+	struct es_jobview fresh;
+	struct es_buf a = ES_BUF_INIT, b = ES_BUF_INIT;
+	CHECK_INT_EQ(es_jobview_refresh(kept, now), 0);
+	if (CHECK_INT_EQ(es_jobview_load(dir, now, 0, &fresh), 0)) {
+		view_text(kept, &a);
+		view_text(&fresh, &b);
+		if (!CHECK_STR_EQ(a.data, b.data))
+			fprintf(stderr, "  after %s\n", step);
+	}
+	es_jobview_free(&fresh);
+	es_buf_free(&a);
+	es_buf_free(&b);
+}
+
+/* Append lines to state/events/<name>.jsonl, as a worker does. */
+static void append_events(struct jf *j, const char *name, const char *text)
+{
+	char p[2048];
+	snprintf(p, sizeof(p), "%s/state/events", j->dir);
+	jf_mkdirs(p);
+	snprintf(p, sizeof(p), "%s/state/events/%s.jsonl", j->dir, name);
+	int fd = open(p, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Shard i's event name at time t (of its last attempt), appended to log. */
+static void event_at(struct jf *j, const char *log, int i, const char *name, double t, const char *extra)
+{
+	struct es_buf b = ES_BUF_INIT;
+	char when[40];
+	snprintf(when, sizeof(when), "%.6f", t);
+	jf_event(&b, j, i, name, when, extra);
+	append_events(j, log, b.data);
+	es_buf_free(&b);
+}
+
+/* A running attempt of shard i (number n on host) claimed at t, its lock held with its token. */
+static void claim(struct jf *j, const char *log, int i, int n, const char *host, double t)
+{
+	char p[2048], text[1024];
+	jf_attempt(j, i, n, host, "running", t);
+	snprintf(text, sizeof(text), "{\"attempt_dir\": \"%s\", \"attempt_number\": %d, \"claimed_at_epoch\": %.6f, "
+		 "\"heartbeat\": 1, \"lease_secs\": 120.0, \"hostname\": \"%s\", \"pid\": 7, \"shard_id\": \"%s\", "
+		 "\"token\": \"%s\"}\n", j->attempt[i], n, t, host, j->id[i], jf_token(j, i));
+	jf_path(j, p, sizeof(p), "state/locks/%s.lock", j->id[i]);
+	jf_writes(p, text);
+	event_at(j, log, i, "claim", t, "");
+	event_at(j, log, i, "start", t + 1, "");
+}
+
+/* Rewrite the attempt.json of shard i's last attempt with another status. */
+static void attempt_status(struct jf *j, int i, const char *status)
+{
+	char p[2048];
+	size_t n;
+	snprintf(p, sizeof(p), "%s/%s/attempt.json", j->dir, j->attempt[i]);
+	char *text = jf_read(p, &n), *at = text ? strstr(text, "\"status\": \"running\"") : NULL;
+	if (!CHECK(at != NULL)) {
+		free(text);
+		return;
+	}
+	struct es_buf b = ES_BUF_INIT;
+	es_buf_printf(&b, "%.*s\"status\": \"%s\"%s", (int)(at - text), text, status, at + strlen("\"status\": \"running\""));
+	jf_write(p, b.data, b.len);
+	es_buf_free(&b);
+	free(text);
+}
+
+/* Issue 29: rank 0's progress line and status --watch keep one view and refresh it. Through a
+ * job's life (claims, a done shard, a failed one, its retry, a stale takeover, the ends) the
+ * refreshed view shows what a fresh load shows. */
+static void test_refresh(const char *T)
+{
+	int rows[] = { 3, 4, 5, 6 };
+	struct jf j;
+	struct es_jobview v;
+	char p[2048], q[2048];
+	double now = es_time_epoch();
+	jf_make(&j, T, "life", 4, rows, NULL);
+	if (!CHECK_INT_EQ(es_jobview_init(j.dir, 0, &v), 0))
+		return;
+	check_same(&v, j.dir, now, "nothing");
+	claim(&j, "node-a.7.aaaaaaaa", 0, 1, "node-a", now - 50);
+	claim(&j, "node-b.8.bbbbbbbb", 1, 1, "node-b", now - 49);
+	check_same(&v, j.dir, now, "two claims");
+	attempt_status(&j, 0, "superseded"); /* its backup won below */
+	jf_done_ex(&j, 0, "node-a", 0, 0, 0, now - 45, now - 30);
+	jf_fence(&j, 0, "done");
+	event_at(&j, "node-a.7.aaaaaaaa", 0, "done", now - 30, ", \"rows\": 3, \"duration\": 14");
+	jf_failed(&j, 1, "node-b", "exit code 2");
+	jf_fence(&j, 1, "failed");
+	event_at(&j, "node-b.8.bbbbbbbb", 1, "failed", now - 29, ", \"detail\": \"exit code 2\"");
+	check_same(&v, j.dir, now, "a done and a failed shard");
+	check_same(&v, j.dir, now, "nothing new");
+	/* retry: the failed record and the attempts go to state/history, the fence goes. */
+	jf_path(&j, p, sizeof(p), "state/failed/%s.json", j.id[1]);
+	snprintf(q, sizeof(q), "%s/state/history/failed", j.dir);
+	jf_mkdirs(q);
+	snprintf(q, sizeof(q), "%s/state/history/failed/%s.1.x.json", j.dir, j.id[1]);
+	CHECK_INT_EQ(rename(p, q), 0);
+	jf_path(&j, p, sizeof(p), "attempts/%s", j.id[1]);
+	snprintf(q, sizeof(q), "%s/state/history/attempts", j.dir);
+	jf_mkdirs(q);
+	snprintf(q, sizeof(q), "%s/state/history/attempts/%s.1.x", j.dir, j.id[1]);
+	CHECK_INT_EQ(rename(p, q), 0);
+	jf_path(&j, p, sizeof(p), "state/locks/%s.lock", j.id[1]);
+	CHECK_INT_EQ(unlink(p), 0);
+	check_same(&v, j.dir, now, "a retry");
+	claim(&j, "node-b.8.bbbbbbbb", 1, 1, "node-b", now - 20);
+	claim(&j, "node-a.7.aaaaaaaa", 2, 1, "node-a", now - 19);
+	check_same(&v, j.dir, now, "claims after the retry");
+	/* node-b's worker dies; node-c takes its shard over. */
+	attempt_status(&j, 1, "stale");
+	event_at(&j, "node-c.9.cccccccc", 1, "stale_takeover", now - 10, "");
+	claim(&j, "node-c.9.cccccccc", 1, 2, "node-c", now - 10);
+	check_same(&v, j.dir, now, "a takeover");
+	attempt_status(&j, 2, "done");
+	jf_done_ex(&j, 2, "node-a", 0, 0, 0, now - 19, now - 5);
+	jf_fence(&j, 2, "done");
+	event_at(&j, "node-a.7.aaaaaaaa", 2, "done", now - 5, ", \"rows\": 5");
+	attempt_status(&j, 1, "done");
+	jf_done_ex(&j, 1, "node-c", 0, 0, 0, now - 10, now - 2);
+	jf_fence(&j, 1, "done");
+	check_same(&v, j.dir, now, "the ends");
+	check_same(&v, j.dir, now + 30, "a later refresh");
+	es_jobview_free(&v);
+}
+
 int main(void)
 {
 	struct es_rate r;
@@ -106,5 +275,6 @@ int main(void)
 	es_rate_compute(bad, 1, 20, 60, 0, 0, 1, &r);
 	CHECK(r.work_secs == 0 && r.rows_per_sec < 0);
 	test_bad_clock(test_tmpdir());
+	test_refresh(test_tmpdir());
 	return test_done();
 }
