@@ -10,6 +10,7 @@
 #include "json.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -635,5 +636,66 @@ int es_claim_release(struct es_claimer *c, size_t i, const char *token)
 	if (!rc)
 		rc = release_at(lock_path.data, token);
 	es_buf_free(&lock_path);
+	if (!rc)
+		es_claim_hint(c->m, c->m->shards[i].id, "released"); /* idle workers try it now */
 	return rc;
+}
+
+/* ---------------- the hint (docs/job-folder.md#the-hint) ---------------- */
+
+int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char *event)
+{
+	struct es_buf path = ES_BUF_INIT, text = ES_BUF_INIT;
+	char now[40];
+	es_time_now_iso(now);
+	cJSON *h = cJSON_CreateObject();
+	es_json_set_str(h, "at", now);
+	es_json_set_str(h, "event", event);
+	es_json_set_str(h, "hostname", es_hostname());
+	es_json_set_int(h, "pid", (int64_t)getpid());
+	es_json_set_str(h, "shard_id", shard_id);
+	/* Quiet: a lost hint delays idle workers by a quarter lease at most (claim.h). */
+	es_log_quiet_begin();
+	int rc = es_jobpath_join(&path, m->job_dir, ES_JOB_HINT);
+	if (!rc)
+		rc = es_json_dump(h, 0, &text);
+	if (!rc)
+		rc = es_fs_write_atomic(path.data, text.data, text.len);
+	es_log_quiet_end();
+	cJSON_Delete(h);
+	es_buf_free(&path);
+	es_buf_free(&text);
+	return rc;
+}
+
+int es_claim_hint_changed(const struct es_manifest *m, struct es_claim_hint_seen *seen)
+{
+	struct es_buf path = ES_BUF_INIT;
+	struct stat st;
+	struct es_claim_hint_seen now = { 1, 0, 0, 0, 0, 0, 0 };
+	int rc = es_jobpath_join(&path, m->job_dir, ES_JOB_HINT);
+	/* lstat: the hint is never followed through a link, and its content is never read. */
+	if (!rc && lstat(path.data, &st) == 0)
+		now = (struct es_claim_hint_seen){ 1, 1, st.st_dev, st.st_ino,
+						   (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
+						   (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec, st.st_size };
+	else if (rc || errno != ENOENT)
+		now.known = 0; /* cannot tell: a scan decides */
+	es_buf_free(&path);
+	int changed = !now.known || !seen->known || now.exists != seen->exists || now.dev != seen->dev ||
+		      now.ino != seen->ino || now.mtime_ns != seen->mtime_ns || now.ctime_ns != seen->ctime_ns ||
+		      now.size != seen->size;
+	*seen = now;
+	return changed;
+}
+
+double es_claim_next_stale(const struct es_claimer *c)
+{
+	double next = INFINITY;
+	for (size_t i = 0; i < c->m->n_shards; i++) {
+		const struct es_lease_obs *o = &c->obs[i];
+		if (o->valid && !o->terminal && o->lease > 0 && o->since_mono + o->lease < next)
+			next = o->since_mono + o->lease;
+	}
+	return next;
 }

@@ -187,6 +187,8 @@ int es_claim_fence_if_recorded(struct es_claimer *c, size_t i, const char *lock_
 	c->obs[i].terminal = 1;
 	cJSON_Delete(doc);
 	es_claim_unlock_close(fd);
+	if (!rc)
+		es_claim_hint(c->m, id, record);
 	return rc ? rc : 1;
 }
 
@@ -236,6 +238,8 @@ static int repair_at(struct es_claimer *c, size_t i, const char *lock_path)
 			c->obs[i].terminal = 1;
 			cJSON_Delete(doc);
 			es_claim_unlock_close(fd);
+			if (!rc)
+				es_claim_hint(m, id, kinds[k]);
 		}
 		free(text);
 		return rc < 0 ? rc : rc == 0;
@@ -313,6 +317,9 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 	}
 	cJSON_Delete(doc);
 	es_claim_unlock_close(fd);
+	/* Idle workers learn that the shard is terminal (the job's end) without reading its lock. */
+	if (!rc)
+		es_claim_hint(m, id, state);
 out:
 	es_buf_free(&lock_path);
 	es_buf_free(&path);

@@ -37,6 +37,7 @@ struct es_lease_obs {
 	char host[256];
 	char token[33];
 	double running_seen_mono; /* when a live running lock was last seen here (es_claim_seen) */
+	double lease;        /* the lease that applies to the observed lock (es_claim_lease_of) */
 };
 
 /* claim.c: the lock file. */

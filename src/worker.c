@@ -69,6 +69,13 @@ struct worker {
 	unsigned char *done_seen;    /* the idle loop's counts: shards found done (es_status_count_cached) */
 	double scan_mono;            /* when the last claim_next began */
 	unsigned char *running_now;  /* idle: shards whose lock that scan read, running and live */
+	/* Watching (docs/job-folder.md#the-hint): the last pass read the locks and found every
+	 * unfinished shard held by a live lock; the passes that follow read only the hint, until
+	 * it changes or next_scan (es_time_mono) comes. counts: that pass's count of the job. */
+	int watching;
+	double next_scan;
+	struct es_claim_hint_seen hint;
+	struct es_status_counts counts;
 	/* Why the attempt in hand ended as it did and what happens next, for its Finished line
 	 * (set by the finish_* step; "" for a clean end). */
 	char end_why[512];
@@ -1359,16 +1366,38 @@ static int await_yields(struct worker *w)
 	return 1;
 }
 
-/* Nothing to claim: end when the job is terminal (1, exit code set), else wait one poll (0). */
-static int idle(struct worker *w, struct es_worker_result *res, int *rc)
+/* Whether this pass reads the locks (claim_next, the count): always but while watching, and
+ * then once the hint changed, a watched lock could have gone stale, a backup is due or a
+ * quarter lease has passed. The hint is looked at in every pass, busy ones too, so that a
+ * change made while this worker read the locks is seen at its next pass. */
+static int scan_due(struct worker *w)
 {
-	const struct es_worker_opts *o = w->o;
-	struct es_status_counts st;
+	int changed = es_claim_hint_changed(&w->m, &w->hint);
+	return !w->watching || changed || es_time_mono() >= w->next_scan;
+}
+
+/* After a pass that read the locks and found nothing to claim: watch while every unfinished
+ * shard is held by a live lock (nothing pending, nothing stale), until the next read is due:
+ * a quarter lease from now, or sooner when a watched lock would be stale by then (its owner
+ * died: it is taken over one lease after its lock was last seen changing) or a backup is due. */
+static void watch_decide(struct worker *w)
+{
+	const struct es_status_counts *st = &w->counts;
+	double now = es_time_mono(), next = now + w->policy.lease_secs / 4, stale = es_claim_next_stale(&w->c);
+	w->watching = !st->pending && !st->stale && st->running > 0 && st->done + st->failed < st->total;
+	if (stale < next)
+		next = stale;
+	if (w->backup_due >= 0 && now + w->backup_due < next)
+		next = now + w->backup_due;
+	w->next_scan = next;
+}
+
+/* The job's count after a pass that read the locks (w->counts). */
+static int count_job(struct worker *w)
+{
 	size_t n = w->m.n_shards ? w->m.n_shards : 1;
-	if ((!w->done_seen && !(w->done_seen = calloc(n, 1))) || (!w->running_now && !(w->running_now = calloc(n, 1)))) {
-		*rc = es_error(ES_ENOMEM, "out of memory");
-		return 1;
-	}
+	if ((!w->done_seen && !(w->done_seen = calloc(n, 1))) || (!w->running_now && !(w->running_now = calloc(n, 1))))
+		return es_error(ES_ENOMEM, "out of memory");
 	/* The claim scan has just read every lock not known terminal: the ones it found running
 	 * and live are counted so without a second read (their records are still looked for). */
 	for (size_t i = 0; i < w->m.n_shards; i++) {
@@ -1376,8 +1405,20 @@ static int idle(struct worker *w, struct es_worker_result *res, int *rc)
 		es_claim_seen(&w->c, i, &s);
 		w->running_now[i] = s.running && s.running_seen_mono >= w->scan_mono;
 	}
-	if ((*rc = es_status_count_cached(&w->m, (double)w->policy.lock_timeout_secs, w->done_seen, w->running_now, &st)))
+	return es_status_count_cached(&w->m, (double)w->policy.lock_timeout_secs, w->done_seen, w->running_now,
+				      &w->counts);
+}
+
+/* Nothing to claim: end when the job is terminal (1, exit code set), else wait one poll (0).
+ * full: this pass read the locks; else the counts are the last such pass's (watching). */
+static int idle(struct worker *w, struct es_worker_result *res, int *rc, int full)
+{
+	const struct es_worker_opts *o = w->o;
+	if (full && (*rc = count_job(w)))
 		return 1;
+	if (full)
+		watch_decide(w);
+	const struct es_status_counts st = w->counts;
 	long long total = st.total, done = st.done, failed = st.failed;
 	long long pending = st.pending, running = st.running, stale = st.stale;
 	w->work_left = pending + stale;
@@ -1416,8 +1457,11 @@ static int idle(struct worker *w, struct es_worker_result *res, int *rc)
 		if (tail < nap)
 			nap = tail;
 	}
-	if (w->backup_due >= 0 && w->backup_due + 0.05 < nap)
+	if (full && w->backup_due >= 0 && w->backup_due + 0.05 < nap)
 		nap = w->backup_due + 0.05;
+	double until_scan = w->next_scan - es_time_mono() + 0.05;
+	if (w->watching && until_scan < nap)
+		nap = until_scan > 0 ? until_scan : 0;
 	for (double slept = 0; slept < nap && !stopped(o); slept += 0.1)
 		es_sleep(nap - slept < 0.1 ? nap - slept : 0.1);
 	return 0;
@@ -1487,13 +1531,15 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 			break;
 		}
 		size_t i = 0;
-		if ((rc = claim_next(&w, &i)) < 0) {
+		int full = scan_due(&w);
+		if ((rc = full ? claim_next(&w, &i) : 0) < 0) {
 			if (!(rc = step_outage(&w, rc)))
 				continue;
 			break;
 		}
 		w.fs_failing_since = 0;
 		if (rc == 1) {
+			w.watching = 0;
 			rc = 0;
 			if (handle_claim(&w, i, res)) {
 				if ((rc = w.broken) != 0)
@@ -1504,7 +1550,8 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		}
 		if (stopped(o))
 			break;
-		if (try_backup(&w, res)) {
+		if (full && try_backup(&w, res)) {
+			w.watching = 0;
 			/* A backup cut off by a dead mount ends the worker like a primary. */
 			if (w.unreachable_errno) {
 				rc = w.broken;
@@ -1513,7 +1560,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 			}
 			continue;
 		}
-		end = idle(&w, res, &rc);
+		end = idle(&w, res, &rc, full);
 		if (end && rc < 0 && !(rc = step_outage(&w, rc)))
 			end = 0;
 		else if (!end)

@@ -213,6 +213,41 @@ double es_claim_lease_of(const struct es_lock_info *li, double job_lease);
 int es_claim_lock_stale(const struct es_lock_info *li, double age_secs, double unchanged_secs,
 			const struct es_policy *p);
 
+/* ---- the hint (docs/job-folder.md#the-hint) ----
+ *
+ * The lock files stay the ledger; the hint only tells idle workers when to read them again.
+ * Whoever makes a shard claimable or terminal (a release, a fence, a requeue) replaces
+ * state/hint.json atomically, and an idle worker looks at it with one lstat() per poll instead
+ * of reading every held lock: a changed hint means "scan now". A hint can be overwritten by the
+ * next one before a worker looked, or never seen on a client that caches it; so a worker never
+ * decides from it that there is nothing to do, and reads the held locks anyway once per quarter
+ * lease. */
+
+/* Replace the hint: shard_id became claimable or terminal (event "released", "done",
+ * "failed", "requeued"). Quiet, and never fatal: a hint that cannot be written costs idle
+ * workers up to a quarter lease, nothing else. 0 or a negative code. */
+int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char *event);
+
+/* What a watcher last saw of the hint (zeroed: nothing seen yet). */
+struct es_claim_hint_seen {
+	int known;
+	int exists;
+	dev_t dev;
+	ino_t ino;
+	int64_t mtime_ns, ctime_ns;
+	off_t size;
+};
+
+/* One lstat() of the hint: 1 when it changed since *seen (also the first look, and a look that
+ * fails: the caller then reads the locks, which is always safe), 0 when it did not. */
+int es_claim_hint_changed(const struct es_manifest *m, struct es_claim_hint_seen *seen);
+
+/* The earliest time (es_time_mono) at which a running lock this claimer has watched would be
+ * stale by its lease if it does not change (the observer's clock, as es_claim_lock_stale
+ * judges); INFINITY when no watched lock has a lease. An idle worker reads the locks again then,
+ * so that a dead owner's shard is taken over one lease after its lock was last seen changing. */
+double es_claim_next_stale(const struct es_claimer *c);
+
 /* Does the shard's done or failed record (kind) exist, as the file server answers an open? 1
  * yes, 0 no, negative on error. A lock's path comes from es_jobpath_lock (jobpath.h). */
 int es_claim_marker_exists(const struct es_manifest *m, const char *kind, const char *shard_id);
