@@ -668,25 +668,49 @@ int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char 
 	return rc;
 }
 
+/* What fstat() says of the hint kept open; 0 when it is still the file at its name. */
+static int hint_stat(struct es_claim_hint_seen *seen)
+{
+	struct stat st;
+	if (seen->fd < 0 || fstat(seen->fd, &st) != 0 || st.st_nlink == 0)
+		return 1;
+	seen->dev = st.st_dev;
+	seen->ino = st.st_ino;
+	seen->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+	seen->ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+	seen->size = st.st_size;
+	return 0;
+}
+
 int es_claim_hint_changed(const struct es_manifest *m, struct es_claim_hint_seen *seen)
 {
+	struct es_claim_hint_seen was = *seen;
+	if (seen->known && seen->fd >= 0 && !hint_stat(seen))
+		return seen->ino != was.ino || seen->dev != was.dev || seen->mtime_ns != was.mtime_ns ||
+		       seen->ctime_ns != was.ctime_ns || seen->size != was.size;
+	es_claim_hint_forget(seen);
 	struct es_buf path = ES_BUF_INIT;
-	struct stat st;
-	struct es_claim_hint_seen now = { 1, 0, 0, 0, 0, 0, 0 };
+	es_log_quiet_begin();
 	int rc = es_jobpath_join(&path, m->job_dir, ES_JOB_HINT);
-	/* lstat: the hint is never followed through a link, and its content is never read. */
-	if (!rc && lstat(path.data, &st) == 0)
-		now = (struct es_claim_hint_seen){ 1, 1, st.st_dev, st.st_ino,
-						   (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
-						   (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec, st.st_size };
-	else if (rc || errno != ENOENT)
-		now.known = 0; /* cannot tell: a scan decides */
+	if (!rc)
+		rc = es_fs_open_read(path.data, O_RDONLY | O_NOFOLLOW, &seen->fd);
+	es_log_quiet_end();
 	es_buf_free(&path);
-	int changed = !now.known || !seen->known || now.exists != seen->exists || now.dev != seen->dev ||
-		      now.ino != seen->ino || now.mtime_ns != seen->mtime_ns || now.ctime_ns != seen->ctime_ns ||
-		      now.size != seen->size;
-	*seen = now;
-	return changed;
+	/* Still no hint: nothing changed (a job whose locks nobody released or fenced yet). */
+	if (rc == 1 && was.known && was.fd < 0) {
+		seen->known = 1;
+		return 0;
+	}
+	seen->known = rc == 0 ? !hint_stat(seen) : rc == 1;
+	return 1;
+}
+
+void es_claim_hint_forget(struct es_claim_hint_seen *seen)
+{
+	if (seen->fd >= 0)
+		close(seen->fd);
+	seen->fd = -1;
+	seen->known = 0;
 }
 
 double es_claim_next_stale(const struct es_claimer *c)

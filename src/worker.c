@@ -1516,6 +1516,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	memset(&w, 0, sizeof(w));
 	memset(res, 0, sizeof(*res));
 	w.ev.fd = -1; /* so that an early exit does not close descriptor 0 */
+	w.hint = (struct es_claim_hint_seen)ES_CLAIM_HINT_SEEN_INIT;
 	w.o = o;
 	int rc = worker_init(&w), end = rc != 0;
 	while (!end) {
@@ -1577,6 +1578,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	}
 	es_djrunner_stop(&w.dj, res->stopped_by_signal);
 	es_events_close(&w.ev);
+	es_claim_hint_forget(&w.hint);
 	es_claimer_free(&w.c);
 	free(w.seen);
 	free(w.skip);

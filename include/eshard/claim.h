@@ -228,19 +228,27 @@ int es_claim_lock_stale(const struct es_lock_info *li, double age_secs, double u
  * workers up to a quarter lease, nothing else. 0 or a negative code. */
 int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char *event);
 
-/* What a watcher last saw of the hint (zeroed: nothing seen yet). */
+/* What a watcher last saw of the hint: the hint kept open (fd, -1: none), and what fstat() said
+ * of it. Start from ES_CLAIM_HINT_SEEN_INIT; give it back with es_claim_hint_forget. */
 struct es_claim_hint_seen {
 	int known;
-	int exists;
+	int fd;
 	dev_t dev;
 	ino_t ino;
 	int64_t mtime_ns, ctime_ns;
 	off_t size;
 };
+#define ES_CLAIM_HINT_SEEN_INIT { 0, -1, 0, 0, 0, 0, 0 }
 
-/* One lstat() of the hint: 1 when it changed since *seen (also the first look, and a look that
- * fails: the caller then reads the locks, which is always safe), 0 when it did not. */
+/* Has the hint changed since *seen? One fstat() of the hint kept open: a replace gives the name
+ * a new inode and leaves the kept one unlinked (no links, or ESTALE on NFS), and a client that
+ * caches attributes with the server's invalidation (GlusterFS's md-cache) answers an unchanged
+ * one without asking the server, where a lookup of the name would ask it every second. Then
+ * the hint is opened again (no walk from the boundary, O_NOFOLLOW). 1 when it changed (also the
+ * first look, and a look that fails: the caller then reads the locks, which is always safe), 0
+ * when it did not. */
 int es_claim_hint_changed(const struct es_manifest *m, struct es_claim_hint_seen *seen);
+void es_claim_hint_forget(struct es_claim_hint_seen *seen);
 
 /* The earliest time (es_time_mono) at which a running lock this claimer has watched would be
  * stale by its lease if it does not change (the observer's clock, as es_claim_lock_stale
