@@ -217,7 +217,7 @@ int es_claim_lock_stale(const struct es_lock_info *li, double age_secs, double u
  *
  * The lock files stay the ledger; the hint only tells idle workers when to read them again.
  * Whoever makes a shard claimable or terminal (a release, a fence, a requeue) replaces
- * state/hint.json atomically, and an idle worker looks at it with one lstat() per poll instead
+ * state/hint.json atomically, and an idle worker looks at it with one fstat() per poll instead
  * of reading every held lock: a changed hint means "scan now". A hint can be overwritten by the
  * next one before a worker looked, or never seen on a client that caches it; so a worker never
  * decides from it that there is nothing to do, and reads the held locks anyway once per quarter

@@ -28,7 +28,7 @@ struct es_worker_opts {
 	/* > 0: at the job's tail (nothing pending or stale, R shards running) an idle worker polls
 	 * every max(tail_poll_secs, tail_poll_secs x R) seconds when that is sooner than its poll,
 	 * so that it sees the job end soon after the last shard (run: 0.25). Such a poll is one
-	 * lstat() of the job's hint while it watches (docs/job-folder.md#the-hint). */
+	 * fstat() of the job's hint while it watches (docs/job-folder.md#the-hint). */
 	double tail_poll_secs;
 	const char *ray_address;     /* NULL: the manifest's */
 	/* Where the processor is on this node (--python, --dj-process, --dj-root of run and
