@@ -317,9 +317,6 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 	}
 	cJSON_Delete(doc);
 	es_claim_unlock_close(fd);
-	/* Idle workers learn that the shard is terminal (the job's end) without reading its lock. */
-	if (!rc)
-		es_claim_hint(m, id, state);
 out:
 	es_buf_free(&lock_path);
 	es_buf_free(&path);

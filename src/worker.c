@@ -76,6 +76,8 @@ struct worker {
 	double next_scan;
 	struct es_claim_hint_seen hint;
 	struct es_status_counts counts;
+	size_t owed_hint;            /* 1 + a shard this worker finished since it last replaced the hint */
+	const char *owed_event;
 	/* Why the attempt in hand ended as it did and what happens next, for its Finished line
 	 * (set by the finish_* step; "" for a clean end). */
 	char end_why[512];
@@ -1261,6 +1263,27 @@ static int claim_next(struct worker *w, size_t *i)
 	return 0;
 }
 
+/* A shard this worker finished (its attempt ended r): idle workers learn from the hint that it is
+ * terminal, which may be the job's end. The hint is replaced once this worker finds nothing more
+ * to claim, or ends (pay_hint): while it goes on claiming, no shard of the job became claimable
+ * that idle workers do not learn of otherwise, and a replace per shard would cost every shard a
+ * write at the file server. */
+static void owe_hint(struct worker *w, size_t i, const char *r)
+{
+	if (strcmp(r, "done") && strcmp(r, "failed") && strcmp(r, "superseded"))
+		return;
+	w->owed_hint = i + 1;
+	w->owed_event = strcmp(r, "failed") ? "done" : "failed";
+}
+
+static void pay_hint(struct worker *w)
+{
+	if (!w->owed_hint)
+		return;
+	es_claim_hint(&w->m, w->m.shards[w->owed_hint - 1].id, w->owed_event);
+	w->owed_hint = 0;
+}
+
 /* Process a claimed shard; 1 when it was preempted (the worker stops). */
 static int handle_claim(struct worker *w, size_t i, struct es_worker_result *res)
 {
@@ -1272,6 +1295,7 @@ static int handle_claim(struct worker *w, size_t i, struct es_worker_result *res
 	double t0 = es_time_mono();
 	w->end_why[0] = '\0';
 	const char *r = process_shard(w, i);
+	owe_hint(w, i, r);
 	if (!strcmp(r, "done"))
 		es_say("Finished %s: %s (attempt %d, %.1f s, %lld rows)", w->m.shards[i].id, r, w->c.attempt_number,
 		       es_time_mono() - t0, (long long)w->m.shards[i].rows);
@@ -1332,6 +1356,7 @@ static int try_backup(struct worker *w, struct es_worker_result *res)
 	w->backup = 1;
 	w->end_why[0] = '\0';
 	const char *r = process_shard(w, i);
+	owe_hint(w, i, r);
 	w->backup = 0;
 	es_say("Finished %s: %s (backup)%s%s", w->m.shards[i].id, r, w->end_why[0] ? ": " : "", w->end_why);
 	if (!strcmp(r, "done")) {
@@ -1551,6 +1576,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		}
 		if (stopped(o))
 			break;
+		pay_hint(&w);
 		if (full && try_backup(&w, res)) {
 			w.watching = 0;
 			/* A backup cut off by a dead mount ends the worker like a primary. */
@@ -1567,6 +1593,8 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		else if (!end)
 			w.fs_failing_since = 0;
 	}
+	if (w.have_manifest)
+		pay_hint(&w);
 	if (rc < 0 && w.unreachable_errno)
 		res->unreachable_errno = w.unreachable_errno;
 	if (!end && !rc && stopped(o)) {

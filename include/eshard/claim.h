@@ -225,7 +225,10 @@ int es_claim_lock_stale(const struct es_lock_info *li, double age_secs, double u
 
 /* Replace the hint: shard_id became claimable or terminal (event "released", "done",
  * "failed", "requeued"). Quiet, and never fatal: a hint that cannot be written costs idle
- * workers up to a quarter lease, nothing else. 0 or a negative code. */
+ * workers up to a quarter lease, nothing else. 0 or a negative code. es_claim_release, every
+ * fence written for another worker's record (a repair, a takeover, a yield, a fresh lock that
+ * found a record) and retry's requeue replace it; after its own publish (es_claim_publish) a
+ * worker replaces it once it finds nothing more to claim (docs/job-folder.md#the-hint). */
 int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char *event);
 
 /* What a watcher last saw of the hint: the hint kept open (fd, -1: none), and what fstat() said

@@ -976,8 +976,8 @@ static void test_attempt_text(void)
 	es_manifest_free(&m);
 }
 
-/* The hint (docs/job-folder.md#the-hint): a release and a fence replace it, a watcher sees each
- * replace once through its kept descriptor, and a silent lock is due to be read one lease after
+/* The hint (docs/job-folder.md#the-hint): a release replaces it, a publish does not, a watcher
+ * sees a replace once through its kept descriptor, and a silent lock is due to be read one lease after
  * it was last seen changing. */
 static void test_hint(void)
 {
@@ -1007,10 +1007,13 @@ static void test_hint(void)
 	struct es_buf text = ES_BUF_INIT;
 	CHECK_INT_EQ(es_fs_read_file(path, &text, 0), 0);
 	CHECK(text.data && strstr(text.data, "\"event\": \"released\"") && strstr(text.data, "part-00000-of-00002"));
-	/* A fence replaces it too; two replaces between looks are seen as one change. */
+	/* A publish leaves the hint to its worker (it replaces it once it finds nothing more to
+	 * claim); two replaces between looks are seen as one change. */
 	CHECK_INT_EQ(es_claim_try(&c, 1), ES_CLAIM_OK);
 	int published = 0;
 	CHECK_INT_EQ(es_claim_publish(&c, 1, c.token, "failed", "{}\n", 3, NULL, NULL, &published), 0);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0);
+	CHECK_INT_EQ(es_claim_hint(&m, m.shards[1].id, "failed"), 0);
 	CHECK_INT_EQ(es_claim_hint(&m, m.shards[0].id, "requeued"), 0);
 	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 1);
 	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0);
