@@ -653,7 +653,10 @@ int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char 
 	es_json_set_str(h, "event", event);
 	es_json_set_str(h, "hostname", es_hostname());
 	es_json_set_int(h, "pid", (int64_t)getpid());
-	es_json_set_str(h, "shard_id", shard_id);
+	if (shard_id)
+		es_json_set_str(h, "shard_id", shard_id);
+	else
+		es_json_set_null(h, "shard_id");
 	/* Quiet: a lost hint delays idle workers by a quarter lease at most (claim.h). */
 	es_log_quiet_begin();
 	int rc = es_jobpath_join(&path, m->job_dir, ES_JOB_HINT);

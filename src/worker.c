@@ -1415,6 +1415,10 @@ static void watch_decide(struct worker *w)
 	if (w->backup_due >= 0 && now + w->backup_due < next)
 		next = now + w->backup_due;
 	w->next_scan = next;
+	/* No hint yet (nobody released or finished a shard since the job was prepared): make one,
+	 * so that the next looks are an fstat() of it kept open and not a lookup of a missing name. */
+	if (w->watching && w->hint.known && w->hint.fd < 0)
+		es_claim_hint(&w->m, NULL, "watching");
 }
 
 /* The job's count after a pass that read the locks (w->counts). */

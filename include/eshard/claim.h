@@ -224,7 +224,7 @@ int es_claim_lock_stale(const struct es_lock_info *li, double age_secs, double u
  * lease. */
 
 /* Replace the hint: shard_id became claimable or terminal (event "released", "done",
- * "failed", "requeued"). Quiet, and never fatal: a hint that cannot be written costs idle
+ * "failed", "requeued"), or (shard_id NULL, event "watching") a worker found none to watch. Quiet, and never fatal: a hint that cannot be written costs idle
  * workers up to a quarter lease, nothing else. 0 or a negative code. es_claim_release, every
  * fence written for another worker's record (a repair, a takeover, a yield, a fresh lock that
  * found a record) and retry's requeue replace it; after its own publish (es_claim_publish) a
