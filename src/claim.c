@@ -643,7 +643,27 @@ int es_claim_release(struct es_claimer *c, size_t i, const char *token)
 
 /* ---------------- the hint (docs/job-folder.md#the-hint) ---------------- */
 
-int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char *event)
+static int hint_stat(struct es_claim_hint_seen *seen);
+
+/* The hint as this watcher has just written it (text): keep it open as the one seen, so that its
+ * own replace is no news to it. When the name holds anything else (another replace came in
+ * between), nothing is kept, and the next look finds the hint changed. */
+static void hint_adopt(const char *path, const struct es_buf *text, struct es_claim_hint_seen *seen)
+{
+	struct es_buf now = ES_BUF_INIT;
+	es_claim_hint_forget(seen);
+	if (es_fs_open_read(path, O_RDONLY | O_NOFOLLOW, &seen->fd) != 0)
+		return;
+	if (es_fs_read_fd(seen->fd, &now, 4096, path) || now.len != text->len || memcmp(now.data, text->data, now.len) ||
+	    hint_stat(seen))
+		es_claim_hint_forget(seen);
+	else
+		seen->known = 1;
+	es_buf_free(&now);
+}
+
+int es_claim_hint_write(const struct es_manifest *m, const char *shard_id, const char *event,
+			struct es_claim_hint_seen *adopt)
 {
 	struct es_buf path = ES_BUF_INIT, text = ES_BUF_INIT;
 	char now[40];
@@ -664,11 +684,18 @@ int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char 
 		rc = es_json_dump(h, 0, &text);
 	if (!rc)
 		rc = es_fs_write_atomic(path.data, text.data, text.len);
+	if (!rc && adopt)
+		hint_adopt(path.data, &text, adopt);
 	es_log_quiet_end();
 	cJSON_Delete(h);
 	es_buf_free(&path);
 	es_buf_free(&text);
 	return rc;
+}
+
+int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char *event)
+{
+	return es_claim_hint_write(m, shard_id, event, NULL);
 }
 
 /* What fstat() says of the hint kept open; 0 when it is still the file at its name. */

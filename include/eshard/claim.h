@@ -252,6 +252,10 @@ struct es_claim_hint_seen {
  * when it did not. */
 int es_claim_hint_changed(const struct es_manifest *m, struct es_claim_hint_seen *seen);
 void es_claim_hint_forget(struct es_claim_hint_seen *seen);
+/* es_claim_hint by a watcher that found none (event "watching", shard_id NULL): what it wrote
+ * becomes the hint it has seen (adopt), unless another replace came in between. */
+int es_claim_hint_write(const struct es_manifest *m, const char *shard_id, const char *event,
+			struct es_claim_hint_seen *adopt);
 
 /* The earliest time (es_time_mono) at which a running lock this claimer has watched would be
  * stale by its lease if it does not change (the observer's clock, as es_claim_lock_stale

@@ -1017,6 +1017,11 @@ static void test_hint(void)
 	CHECK_INT_EQ(es_claim_hint(&m, m.shards[0].id, "requeued"), 0);
 	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 1);
 	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0);
+	/* A watcher's own replace is no news to it; the next one by anybody else is. */
+	CHECK_INT_EQ(es_claim_hint_write(&m, NULL, "watching", &seen), 0);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0);
+	CHECK_INT_EQ(es_claim_hint(&m, m.shards[0].id, "released"), 0);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 1);
 	es_claim_hint_forget(&seen);
 	CHECK_INT_EQ(seen.fd, -1);
 	es_buf_free(&text);
