@@ -347,6 +347,7 @@ static void seen_terminal(struct es_lease_obs *o, const struct es_lock_info *li)
 	o->running = 0;
 	if (strcmp(li->state, "done"))
 		return;
+	o->done = 1;
 	if (li->terminal_at_epoch > 0 && li->claimed_at_epoch > 0 && li->terminal_at_epoch >= li->claimed_at_epoch)
 		o->done_secs = li->terminal_at_epoch - li->claimed_at_epoch;
 	snprintf(o->host, sizeof(o->host), "%s", li->record_host[0] ? li->record_host : li->hostname);
@@ -372,6 +373,11 @@ void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s
 	s->host = o->host;
 	s->token = s->running ? o->token : "";
 	s->running_seen_mono = s->running ? o->running_seen_mono : -1;
+}
+
+int es_claim_seen_done(const struct es_claimer *c, size_t i)
+{
+	return c->obs[i].terminal && c->obs[i].done;
 }
 
 /* What the lock says before a claim, read with one open() that the file server answers: 1

@@ -310,6 +310,7 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 			es_crash_point(!strcmp(kind, "done") ? "done-after-fence" : "failed-after-fence");
 		c->obs[i].terminal = 1;
 		c->obs[i].running = 0;
+		c->obs[i].done = !strcmp(state, "done");
 		if (*published && !strcmp(kind, "done") && c->claimed_at_epoch > 0) {
 			c->obs[i].done_secs = es_time_epoch() - c->claimed_at_epoch;
 			snprintf(c->obs[i].host, sizeof(c->obs[i].host), "%s", es_hostname());

@@ -1427,12 +1427,16 @@ static int count_job(struct worker *w)
 	size_t n = w->m.n_shards ? w->m.n_shards : 1;
 	if ((!w->done_seen && !(w->done_seen = calloc(n, 1))) || (!w->running_now && !(w->running_now = calloc(n, 1))))
 		return es_error(ES_ENOMEM, "out of memory");
-	/* The claim scan has just read every lock not known terminal: the ones it found running
-	 * and live are counted so without a second read (their records are still looked for). */
+	/* The claim scans have read every lock not known terminal: the ones found running and live
+	 * now are counted so without a second read (their records are still looked for), and a done
+	 * fence, which stands for its record, is done without a look for the record (a worker that
+	 * never went idle before the job's tail would otherwise look for every shard's). */
 	for (size_t i = 0; i < w->m.n_shards; i++) {
 		struct es_claim_seen s;
 		es_claim_seen(&w->c, i, &s);
 		w->running_now[i] = s.running && s.running_seen_mono >= w->scan_mono;
+		if (es_claim_seen_done(&w->c, i))
+			w->done_seen[i] = 1;
 	}
 	return es_status_count_cached(&w->m, (double)w->policy.lock_timeout_secs, w->done_seen, w->running_now,
 				      &w->counts);

@@ -132,6 +132,9 @@ struct es_claim_seen {
 	double running_seen_mono;    /* when the running lock was last seen (es_time_mono), -1 */
 };
 void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s);
+/* 1 when that look was a done fence (read, or written by this claimer): the shard is done, as
+ * its record says (docs/job-folder.md#status-of-a-shard), without a look for the record. */
+int es_claim_seen_done(const struct es_claimer *c, size_t i);
 
 /* Refresh the lease: rewrite the lock in place with heartbeat+1. Returns 0, 1 when the lock is
  * no longer ours (taken over: stop working on it), or negative on an I/O error. */
