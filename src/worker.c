@@ -74,6 +74,7 @@ struct worker {
 	 * it changes or next_scan (es_time_mono) comes. counts: that pass's count of the job. */
 	int watching;
 	double next_scan;
+	int hint_news;               /* the hint changed since the last pass that read the locks */
 	struct es_claim_hint_seen hint;
 	struct es_status_counts counts;
 	size_t owed_hint;            /* 1 + a shard this worker finished since it last replaced the hint */
@@ -1391,14 +1392,25 @@ static int await_yields(struct worker *w)
 	return 1;
 }
 
+#define ES_WORKER_HINT_GAP_SECS 1.0
+
 /* Whether this pass reads the locks (claim_next, the count): always but while watching, and
  * then once the hint changed, a watched lock could have gone stale, a backup is due or a
  * quarter lease has passed. The hint is looked at in every pass, busy ones too, so that a
  * change made while this worker read the locks is seen at its next pass. */
 static int scan_due(struct worker *w)
 {
-	int changed = es_claim_hint_changed(&w->m, &w->hint);
-	return !w->watching || changed || es_time_mono() >= w->next_scan;
+	double now = es_time_mono();
+	if (es_claim_hint_changed(&w->m, &w->hint))
+		w->hint_news = 1;
+	/* The changes of a moment (every rank of a job's tail goes idle and replaces the hint at
+	 * once) are read in one pass, not in one pass each: a second apart at most. */
+	int news = w->hint_news && now - w->scan_mono >= ES_WORKER_HINT_GAP_SECS;
+	if (!w->watching || news || now >= w->next_scan) {
+		w->hint_news = 0;
+		return 1;
+	}
+	return 0;
 }
 
 /* After a pass that read the locks and found nothing to claim: watch while every unfinished
