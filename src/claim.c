@@ -10,6 +10,7 @@
 #include "json.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -354,6 +355,7 @@ static void seen_terminal(struct es_lease_obs *o, const struct es_lock_info *li)
 	o->running = 0;
 	if (strcmp(li->state, "done"))
 		return;
+	o->done = 1;
 	if (li->terminal_at_epoch > 0 && li->claimed_at_epoch > 0 && li->terminal_at_epoch >= li->claimed_at_epoch)
 		o->done_secs = li->terminal_at_epoch - li->claimed_at_epoch;
 	snprintf(o->host, sizeof(o->host), "%s", li->record_host[0] ? li->record_host : li->hostname);
@@ -379,6 +381,11 @@ void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s
 	s->host = o->host;
 	s->token = s->running ? o->token : "";
 	s->running_seen_mono = s->running ? o->running_seen_mono : -1;
+}
+
+int es_claim_seen_done(const struct es_claimer *c, size_t i)
+{
+	return c->obs[i].terminal && c->obs[i].done;
 }
 
 /* What the lock says before a claim, read with one open() that the file server answers: 1
@@ -712,5 +719,120 @@ int es_claim_release(struct es_claimer *c, size_t i, const char *token)
 	if (!rc)
 		rc = release_at(c->m, c->m->shards[i].id, lock_path.data, token);
 	es_buf_free(&lock_path);
+	if (!rc)
+		es_claim_hint(c->m, c->m->shards[i].id, "released"); /* idle workers try it now */
 	return rc;
+}
+
+/* ---------------- the hint (docs/job-folder.md#the-hint) ---------------- */
+
+static int hint_stat(struct es_claim_hint_seen *seen);
+
+/* The hint as this watcher has just written it (text): keep it open as the one seen, so that its
+ * own replace is no news to it. When the name holds anything else (another replace came in
+ * between), nothing is kept, and the next look finds the hint changed. */
+static void hint_adopt(const char *path, const struct es_buf *text, struct es_claim_hint_seen *seen)
+{
+	struct es_buf now = ES_BUF_INIT;
+	es_claim_hint_forget(seen);
+	if (es_fs_open_read(path, O_RDONLY | O_NOFOLLOW, &seen->fd) != 0)
+		return;
+	if (es_fs_read_fd(seen->fd, &now, 4096, path) || now.len != text->len || memcmp(now.data, text->data, now.len) ||
+	    hint_stat(seen))
+		es_claim_hint_forget(seen);
+	else
+		seen->known = 1;
+	es_buf_free(&now);
+}
+
+int es_claim_hint_write(const struct es_manifest *m, const char *shard_id, const char *event,
+			struct es_claim_hint_seen *adopt)
+{
+	struct es_buf path = ES_BUF_INIT, text = ES_BUF_INIT;
+	char now[40];
+	es_time_now_iso(now);
+	cJSON *h = cJSON_CreateObject();
+	es_json_set_str(h, "at", now);
+	es_json_set_str(h, "event", event);
+	es_json_set_str(h, "hostname", es_hostname());
+	es_json_set_int(h, "pid", (int64_t)getpid());
+	if (shard_id)
+		es_json_set_str(h, "shard_id", shard_id);
+	else
+		es_json_set_null(h, "shard_id");
+	/* Quiet: a lost hint delays idle workers by a quarter lease at most (claim.h). */
+	es_log_quiet_begin();
+	int rc = es_jobpath_join(&path, m->job_dir, ES_JOB_HINT);
+	if (!rc)
+		rc = es_json_dump(h, 0, &text);
+	if (!rc)
+		rc = es_fs_write_atomic(path.data, text.data, text.len);
+	if (!rc && adopt)
+		hint_adopt(path.data, &text, adopt);
+	es_log_quiet_end();
+	cJSON_Delete(h);
+	es_buf_free(&path);
+	es_buf_free(&text);
+	return rc;
+}
+
+int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char *event)
+{
+	return es_claim_hint_write(m, shard_id, event, NULL);
+}
+
+/* What fstat() says of the hint kept open; 0 when it is still the file at its name. */
+static int hint_stat(struct es_claim_hint_seen *seen)
+{
+	struct stat st;
+	if (seen->fd < 0 || fstat(seen->fd, &st) != 0 || st.st_nlink == 0)
+		return 1;
+	seen->dev = st.st_dev;
+	seen->ino = st.st_ino;
+	seen->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+	seen->ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+	seen->size = st.st_size;
+	return 0;
+}
+
+int es_claim_hint_changed(const struct es_manifest *m, struct es_claim_hint_seen *seen)
+{
+	struct es_claim_hint_seen was = *seen;
+	if (seen->known && seen->fd >= 0 && !hint_stat(seen))
+		return seen->ino != was.ino || seen->dev != was.dev || seen->mtime_ns != was.mtime_ns ||
+		       seen->ctime_ns != was.ctime_ns || seen->size != was.size;
+	es_claim_hint_forget(seen);
+	struct es_buf path = ES_BUF_INIT;
+	es_log_quiet_begin();
+	int rc = es_jobpath_join(&path, m->job_dir, ES_JOB_HINT);
+	if (!rc)
+		rc = es_fs_open_read(path.data, O_RDONLY | O_NOFOLLOW, &seen->fd);
+	es_log_quiet_end();
+	es_buf_free(&path);
+	/* Still no hint: nothing changed (a job whose locks nobody released or fenced yet). */
+	if (rc == 1 && was.known && was.fd < 0) {
+		seen->known = 1;
+		return 0;
+	}
+	seen->known = rc == 0 ? !hint_stat(seen) : rc == 1;
+	return 1;
+}
+
+void es_claim_hint_forget(struct es_claim_hint_seen *seen)
+{
+	if (seen->fd >= 0)
+		close(seen->fd);
+	seen->fd = -1;
+	seen->known = 0;
+}
+
+double es_claim_next_stale(const struct es_claimer *c)
+{
+	double next = INFINITY;
+	for (size_t i = 0; i < c->m->n_shards; i++) {
+		const struct es_lease_obs *o = &c->obs[i];
+		if (o->valid && !o->terminal && o->lease > 0 && o->since_mono + o->lease < next)
+			next = o->since_mono + o->lease;
+	}
+	return next;
 }

@@ -170,6 +170,7 @@ static int yield_at(struct es_claimer *c, size_t i, const char *lock_path, const
 		c->obs[i].running = 0;
 		if (rc)
 			return rc;
+		es_claim_hint(m, id, "done");
 	}
 	return 1;
 }

@@ -207,6 +207,8 @@ int es_claim_fence_if_recorded(struct es_claimer *c, size_t i, const char *lock_
 	c->obs[i].terminal = 1;
 	cJSON_Delete(doc);
 	es_claim_unlock_close(fd);
+	if (!rc)
+		es_claim_hint(c->m, id, record);
 	return rc ? rc : 1;
 }
 
@@ -257,6 +259,8 @@ static int repair_at(struct es_claimer *c, size_t i, const char *lock_path)
 			c->obs[i].terminal = 1;
 			cJSON_Delete(doc);
 			es_claim_unlock_close(fd);
+			if (!rc)
+				es_claim_hint(m, id, kinds[k]);
 		}
 		free(text);
 		return rc < 0 ? rc : rc == 0;
@@ -327,6 +331,7 @@ int es_claim_publish(struct es_claimer *c, size_t i, const char *token, const ch
 			es_crash_point(!strcmp(kind, "done") ? "done-after-fence" : "failed-after-fence");
 		c->obs[i].terminal = 1;
 		c->obs[i].running = 0;
+		c->obs[i].done = !strcmp(state, "done");
 		if (*published && !strcmp(kind, "done") && c->claimed_at_epoch > 0) {
 			c->obs[i].done_secs = es_time_epoch() - c->claimed_at_epoch;
 			snprintf(c->obs[i].host, sizeof(c->obs[i].host), "%s", es_hostname());

@@ -58,7 +58,8 @@ int es_claim_observe(struct es_claimer *c, size_t i, const struct es_lock_info *
 	if (!o->valid || o->dev != li->dev || o->ino != li->ino || o->mtime_ns != li->mtime_ns ||
 	    o->content_hash != li->content_hash)
 		*o = (struct es_lease_obs){ 1, li->dev, li->ino, li->mtime_ns, li->content_hash, now_mono, o->terminal,
-					    0, -1, o->done_secs, "", "", 0 };
+					    0, -1, o->done_secs, "", "", 0, 0, o->done };
+	o->lease = es_claim_lease_of(li, c->policy.lease_secs);
 	double age = es_time_epoch() - (double)li->mtime_ns / 1e9;
 	return es_claim_lock_stale(li, age, now_mono - o->since_mono, &c->policy);
 }
@@ -131,8 +132,10 @@ int es_claim_try_takeover(struct es_claimer *c, size_t i, const char *lock_path)
 			doc = cJSON_CreateObject();
 		size_t len = 0;
 		char *text = es_claim_record_text(m, record, id, &len);
-		if (!(rc = es_claim_write_fence(fd, lock_path, doc, id, record, text, len)))
+		if (!(rc = es_claim_write_fence(fd, lock_path, doc, id, record, text, len))) {
 			rc = 2;
+			es_claim_hint(m, id, record);
+		}
 		es_claim_mark_recovered(m, li.attempt_dir, record, text, len);
 		es_claim_sweep_record_links(m, record, id);
 		free(text);

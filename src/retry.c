@@ -258,6 +258,8 @@ int es_retry_run(const char *job_dir, int all_failed, const char *const *ids, si
 		int skipped = 0;
 		if ((rc = requeue(&m, targets[i], &p, &q, &skipped)))
 			goto out;
+		if (!skipped)
+			es_claim_hint(&m, targets[i], "requeued"); /* idle workers of a running job claim it now */
 		if (!quiet) {
 			printf(skipped ? "Skipped %s: it was requeued meanwhile by another retry\n" : "Requeued %s\n", targets[i]);
 			fflush(stdout);

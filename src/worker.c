@@ -71,6 +71,16 @@ struct worker {
 	unsigned char *done_seen;    /* the idle loop's counts: shards found done (es_status_count_cached) */
 	double scan_mono;            /* when the last claim_next began */
 	unsigned char *running_now;  /* idle: shards whose lock that scan read, running and live */
+	/* Watching (docs/job-folder.md#the-hint): the last pass read the locks and found every
+	 * unfinished shard held by a live lock; the passes that follow read only the hint, until
+	 * it changes or next_scan (es_time_mono) comes. counts: that pass's count of the job. */
+	int watching;
+	double next_scan;
+	int hint_news;               /* the hint changed since the last pass that read the locks */
+	struct es_claim_hint_seen hint;
+	struct es_status_counts counts;
+	size_t owed_hint;            /* 1 + a shard this worker finished since it last replaced the hint */
+	const char *owed_event;
 	/* Why the attempt in hand ended as it did and what happens next, for its Finished line
 	 * (set by the finish_* step; "" for a clean end). */
 	char end_why[512];
@@ -1419,6 +1429,27 @@ static int claim_next(struct worker *w, size_t *i)
 	return 0;
 }
 
+/* A shard this worker finished (its attempt ended r): idle workers learn from the hint that it is
+ * terminal, which may be the job's end. The hint is replaced once this worker finds nothing more
+ * to claim, or ends (pay_hint): while it goes on claiming, no shard of the job became claimable
+ * that idle workers do not learn of otherwise, and a replace per shard would cost every shard a
+ * write at the file server. */
+static void owe_hint(struct worker *w, size_t i, const char *r)
+{
+	if (strcmp(r, "done") && strcmp(r, "failed") && strcmp(r, "superseded"))
+		return;
+	w->owed_hint = i + 1;
+	w->owed_event = strcmp(r, "failed") ? "done" : "failed";
+}
+
+static void pay_hint(struct worker *w)
+{
+	if (!w->owed_hint)
+		return;
+	es_claim_hint(&w->m, w->m.shards[w->owed_hint - 1].id, w->owed_event);
+	w->owed_hint = 0;
+}
+
 /* Process a claimed shard; 1 when it was preempted (the worker stops). */
 static int handle_claim(struct worker *w, size_t i, struct es_worker_result *res)
 {
@@ -1430,6 +1461,7 @@ static int handle_claim(struct worker *w, size_t i, struct es_worker_result *res
 	double t0 = es_time_mono();
 	w->end_why[0] = '\0';
 	const char *r = process_shard(w, i);
+	owe_hint(w, i, r);
 	if (!strcmp(r, "done"))
 		es_say("Finished %s: %s (attempt %d, %.1f s, %lld rows)", w->m.shards[i].id, r, w->c.attempt_number,
 		       es_time_mono() - t0, (long long)w->m.shards[i].rows);
@@ -1490,6 +1522,7 @@ static int try_backup(struct worker *w, struct es_worker_result *res)
 	w->backup = 1;
 	w->end_why[0] = '\0';
 	const char *r = process_shard(w, i);
+	owe_hint(w, i, r);
 	w->backup = 0;
 	es_say("Finished %s: %s (backup)%s%s", w->m.shards[i].id, r, w->end_why[0] ? ": " : "", w->end_why);
 	if (!strcmp(r, "done")) {
@@ -1524,25 +1557,78 @@ static int await_yields(struct worker *w)
 	return 1;
 }
 
-/* Nothing to claim: end when the job is terminal (1, exit code set), else wait one poll (0). */
-static int idle(struct worker *w, struct es_worker_result *res, int *rc)
+#define ES_WORKER_HINT_GAP_SECS 1.0
+
+/* Whether this pass reads the locks (claim_next, the count): always but while watching, and
+ * then once the hint changed, a watched lock could have gone stale, a backup is due or a
+ * quarter lease has passed. The hint is looked at in every pass, busy ones too, so that a
+ * change made while this worker read the locks is seen at its next pass. */
+static int scan_due(struct worker *w)
 {
-	const struct es_worker_opts *o = w->o;
-	struct es_status_counts st;
-	size_t n = w->m.n_shards ? w->m.n_shards : 1;
-	if ((!w->done_seen && !(w->done_seen = calloc(n, 1))) || (!w->running_now && !(w->running_now = calloc(n, 1)))) {
-		*rc = es_error(ES_ENOMEM, "out of memory");
+	double now = es_time_mono();
+	if (es_claim_hint_changed(&w->m, &w->hint))
+		w->hint_news = 1;
+	/* The changes of a moment (every rank of a job's tail goes idle and replaces the hint at
+	 * once) are read in one pass, not in one pass each: a second apart at most. */
+	int news = w->hint_news && now - w->scan_mono >= ES_WORKER_HINT_GAP_SECS;
+	if (!w->watching || news || now >= w->next_scan) {
+		w->hint_news = 0;
 		return 1;
 	}
-	/* The claim scan has just read every lock not known terminal: the ones it found running
-	 * and live are counted so without a second read (their records are still looked for). */
+	return 0;
+}
+
+/* After a pass that read the locks and found nothing to claim: watch while every unfinished
+ * shard is held by a live lock (nothing pending, nothing stale), until the next read is due:
+ * a quarter lease from now, or sooner when a watched lock would be stale by then (its owner
+ * died: it is taken over one lease after its lock was last seen changing) or a backup is due. */
+static void watch_decide(struct worker *w)
+{
+	const struct es_status_counts *st = &w->counts;
+	double now = es_time_mono(), next = now + w->policy.lease_secs / 4, stale = es_claim_next_stale(&w->c);
+	w->watching = !st->pending && !st->stale && st->running > 0 && st->done + st->failed < st->total;
+	if (stale < next)
+		next = stale;
+	if (w->backup_due >= 0 && now + w->backup_due < next)
+		next = now + w->backup_due;
+	w->next_scan = next;
+	/* No hint yet (nobody released or finished a shard since the job was prepared): make one,
+	 * so that the next looks are an fstat() of it kept open and not a lookup of a missing name. */
+	if (w->watching && w->hint.known && w->hint.fd < 0)
+		es_claim_hint_write(&w->m, NULL, "watching", &w->hint);
+}
+
+/* The job's count after a pass that read the locks (w->counts). */
+static int count_job(struct worker *w)
+{
+	size_t n = w->m.n_shards ? w->m.n_shards : 1;
+	if ((!w->done_seen && !(w->done_seen = calloc(n, 1))) || (!w->running_now && !(w->running_now = calloc(n, 1))))
+		return es_error(ES_ENOMEM, "out of memory");
+	/* The claim scans have read every lock not known terminal: the ones found running and live
+	 * now are counted so without a second read (their records are still looked for), and a done
+	 * fence, which stands for its record, is done without a look for the record (a worker that
+	 * never went idle before the job's tail would otherwise look for every shard's). */
 	for (size_t i = 0; i < w->m.n_shards; i++) {
 		struct es_claim_seen s;
 		es_claim_seen(&w->c, i, &s);
 		w->running_now[i] = s.running && s.running_seen_mono >= w->scan_mono;
+		if (es_claim_seen_done(&w->c, i))
+			w->done_seen[i] = 1;
 	}
-	if ((*rc = es_status_count_cached(&w->m, (double)w->policy.lock_timeout_secs, w->done_seen, w->running_now, &st)))
+	return es_status_count_cached(&w->m, (double)w->policy.lock_timeout_secs, w->done_seen, w->running_now,
+				      &w->counts);
+}
+
+/* Nothing to claim: end when the job is terminal (1, exit code set), else wait one poll (0).
+ * full: this pass read the locks; else the counts are the last such pass's (watching). */
+static int idle(struct worker *w, struct es_worker_result *res, int *rc, int full)
+{
+	const struct es_worker_opts *o = w->o;
+	if (full && (*rc = count_job(w)))
 		return 1;
+	if (full)
+		watch_decide(w);
+	const struct es_status_counts st = w->counts;
 	long long total = st.total, done = st.done, failed = st.failed;
 	long long pending = st.pending, running = st.running, stale = st.stale;
 	w->work_left = pending + stale;
@@ -1581,8 +1667,11 @@ static int idle(struct worker *w, struct es_worker_result *res, int *rc)
 		if (tail < nap)
 			nap = tail;
 	}
-	if (w->backup_due >= 0 && w->backup_due + 0.05 < nap)
+	if (full && w->backup_due >= 0 && w->backup_due + 0.05 < nap)
 		nap = w->backup_due + 0.05;
+	double until_scan = w->next_scan - es_time_mono() + 0.05;
+	if (w->watching && until_scan < nap)
+		nap = until_scan > 0 ? until_scan : 0;
 	for (double slept = 0; slept < nap && !stopped(o); slept += 0.1)
 		es_sleep(nap - slept < 0.1 ? nap - slept : 0.1);
 	return 0;
@@ -1655,6 +1744,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	memset(&w, 0, sizeof(w));
 	memset(res, 0, sizeof(*res));
 	w.ev.fd = -1; /* so that an early exit does not close descriptor 0 */
+	w.hint = (struct es_claim_hint_seen)ES_CLAIM_HINT_SEEN_INIT;
 	w.o = o;
 	int rc = worker_start(&w), end = rc != 0;
 	while (!end) {
@@ -1670,13 +1760,15 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 			break;
 		}
 		size_t i = 0;
-		if ((rc = claim_next(&w, &i)) < 0) {
+		int full = scan_due(&w);
+		if ((rc = full ? claim_next(&w, &i) : 0) < 0) {
 			if (!(rc = step_outage(&w, rc)))
 				continue;
 			break;
 		}
 		w.fs_failing_since = 0;
 		if (rc == 1) {
+			w.watching = 0;
 			rc = 0;
 			if (handle_claim(&w, i, res)) {
 				if ((rc = w.broken) != 0)
@@ -1687,7 +1779,9 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		}
 		if (stopped(o))
 			break;
-		if (try_backup(&w, res)) {
+		pay_hint(&w);
+		if (full && try_backup(&w, res)) {
+			w.watching = 0;
 			/* A backup cut off by a dead mount ends the worker like a primary. */
 			if (w.unreachable_errno) {
 				rc = w.broken;
@@ -1696,12 +1790,14 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 			}
 			continue;
 		}
-		end = idle(&w, res, &rc);
+		end = idle(&w, res, &rc, full);
 		if (end && rc < 0 && !(rc = step_outage(&w, rc)))
 			end = 0;
 		else if (!end)
 			w.fs_failing_since = 0;
 	}
+	if (w.have_manifest)
+		pay_hint(&w);
 	if (rc < 0 && w.unreachable_errno)
 		res->unreachable_errno = w.unreachable_errno;
 	if (!end && !rc && stopped(o)) {
@@ -1711,6 +1807,7 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 	}
 	es_djrunner_stop(&w.dj, res->stopped_by_signal);
 	es_events_close(&w.ev);
+	es_claim_hint_forget(&w.hint);
 	es_claimer_free(&w.c);
 	free(w.seen);
 	free(w.skip);

@@ -132,6 +132,9 @@ struct es_claim_seen {
 	double running_seen_mono;    /* when the running lock was last seen (es_time_mono), -1 */
 };
 void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s);
+/* 1 when that look was a done fence (read, or written by this claimer): the shard is done, as
+ * its record says (docs/job-folder.md#status-of-a-shard), without a look for the record. */
+int es_claim_seen_done(const struct es_claimer *c, size_t i);
 
 /* Refresh the lease: rewrite the lock in place with heartbeat+1. Returns 0, 1 when the lock is
  * no longer ours (taken over: stop working on it), or negative on an I/O error. */
@@ -213,6 +216,56 @@ double es_claim_lease_of(const struct es_lock_info *li, double job_lease);
  * can only pass the mtime age, so clock skew moves what it shows, never what a claimer does). */
 int es_claim_lock_stale(const struct es_lock_info *li, double age_secs, double unchanged_secs,
 			const struct es_policy *p);
+
+/* ---- the hint (docs/job-folder.md#the-hint) ----
+ *
+ * The lock files stay the ledger; the hint only tells idle workers when to read them again.
+ * Whoever makes a shard claimable or terminal (a release, a fence, a requeue) replaces
+ * state/hint.json atomically, and an idle worker looks at it with one fstat() per poll instead
+ * of reading every held lock: a changed hint means "scan now". A hint can be overwritten by the
+ * next one before a worker looked, or never seen on a client that caches it; so a worker never
+ * decides from it that there is nothing to do, and reads the held locks anyway once per quarter
+ * lease. */
+
+/* Replace the hint: shard_id became claimable or terminal (event "released", "done",
+ * "failed", "requeued"), or (shard_id NULL, event "watching") a worker found none to watch. Quiet, and never fatal: a hint that cannot be written costs idle
+ * workers up to a quarter lease, nothing else. 0 or a negative code. es_claim_release, every
+ * fence written for another worker's record (a repair, a takeover, a yield, a fresh lock that
+ * found a record) and retry's requeue replace it; after its own publish (es_claim_publish) a
+ * worker replaces it once it finds nothing more to claim (docs/job-folder.md#the-hint). */
+int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char *event);
+
+/* What a watcher last saw of the hint: the hint kept open (fd, -1: none), and what fstat() said
+ * of it. Start from ES_CLAIM_HINT_SEEN_INIT; give it back with es_claim_hint_forget. */
+struct es_claim_hint_seen {
+	int known;
+	int fd;
+	dev_t dev;
+	ino_t ino;
+	int64_t mtime_ns, ctime_ns;
+	off_t size;
+};
+#define ES_CLAIM_HINT_SEEN_INIT { 0, -1, 0, 0, 0, 0, 0 }
+
+/* Has the hint changed since *seen? One fstat() of the hint kept open: a replace gives the name
+ * a new inode and leaves the kept one unlinked (no links, or ESTALE on NFS), and a client that
+ * caches attributes with the server's invalidation (GlusterFS's md-cache) answers an unchanged
+ * one without asking the server, where a lookup of the name would ask it every second. Then
+ * the hint is opened again (no walk from the boundary, O_NOFOLLOW). 1 when it changed (also the
+ * first look, and a look that fails: the caller then reads the locks, which is always safe), 0
+ * when it did not. */
+int es_claim_hint_changed(const struct es_manifest *m, struct es_claim_hint_seen *seen);
+void es_claim_hint_forget(struct es_claim_hint_seen *seen);
+/* es_claim_hint by a watcher that found none (event "watching", shard_id NULL): what it wrote
+ * becomes the hint it has seen (adopt), unless another replace came in between. */
+int es_claim_hint_write(const struct es_manifest *m, const char *shard_id, const char *event,
+			struct es_claim_hint_seen *adopt);
+
+/* The earliest time (es_time_mono) at which a running lock this claimer has watched would be
+ * stale by its lease if it does not change (the observer's clock, as es_claim_lock_stale
+ * judges); INFINITY when no watched lock has a lease. An idle worker reads the locks again then,
+ * so that a dead owner's shard is taken over one lease after its lock was last seen changing. */
+double es_claim_next_stale(const struct es_claimer *c);
 
 /* Does the shard's done or failed record (kind) exist, as the file server answers an open? 1
  * yes, 0 no, negative on error. A lock's path comes from es_jobpath_lock (jobpath.h). */

@@ -37,6 +37,8 @@
 #define ES_JOB_EVENTS "state/events"
 #define ES_JOB_BACKUPS "state/backups"
 #define ES_JOB_LOCK_ENDS "state/lock_ends"
+/* The hint of idle workers (docs/job-folder.md#the-hint): a file of state/, not a folder. */
+#define ES_JOB_HINT "state/hint.json"
 
 /* Files of an attempt folder (docs/job-folder.md#attempt-records). */
 #define ES_ATTEMPT_JSON "attempt.json"

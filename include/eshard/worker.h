@@ -27,8 +27,8 @@ struct es_worker_opts {
 	double poll_interval_override; /* > 0: poll this often (fractions allowed; used by tests and run) */
 	/* > 0: at the job's tail (nothing pending or stale, R shards running) an idle worker polls
 	 * every max(tail_poll_secs, tail_poll_secs x R) seconds when that is sooner than its poll,
-	 * so that it sees the job end soon after the last shard: each poll then looks at the R
-	 * running shards only, about 20 file-system operations a second whatever R (run: 0.25). */
+	 * so that it sees the job end soon after the last shard (run: 0.25). Such a poll is one
+	 * fstat() of the job's hint while it watches (docs/job-folder.md#the-hint). */
 	double tail_poll_secs;
 	const char *ray_address;     /* NULL: the manifest's */
 	/* Where the processor is on this node (--python, --dj-process, --dj-root of run and

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1119,6 +1120,60 @@ static void test_attempt_text(void)
 	es_manifest_free(&m);
 }
 
+/* The hint (docs/job-folder.md#the-hint): a release replaces it, a publish does not, a watcher
+ * sees a replace once through its kept descriptor, and a silent lock is due to be read one lease after
+ * it was last seen changing. */
+static void test_hint(void)
+{
+	struct es_manifest m;
+	make_job("hint", 2, &m);
+	struct es_policy pol = policy(&m, 1000000000, 30.0, 3);
+	struct es_claimer c, w;
+	struct es_claim_hint_seen seen = ES_CLAIM_HINT_SEEN_INIT;
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &pol), 0);
+	CHECK_INT_EQ(es_claimer_init(&w, &m, &pol), 0);
+	/* No hint yet: the first look says "changed" (scan), the next ones do not. */
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 1);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0);
+	CHECK(es_claim_next_stale(&w) == INFINITY);
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_OK);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0); /* a claim is no news for idle workers */
+	/* A watcher that saw the running lock: stale one lease after that, unless it changes. */
+	double before = es_time_mono();
+	CHECK_INT_EQ(es_claim_try(&w, 0), ES_CLAIM_NONE);
+	double due = es_claim_next_stale(&w);
+	CHECK(due >= before + 30.0 && due <= es_time_mono() + 30.0);
+	CHECK_INT_EQ(es_claim_release(&c, 0, c.token), 0);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 1);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0);
+	char path[PATH_MAX];
+	sfmt(path, sizeof(path), "%s/state/hint.json", m.job_dir);
+	struct es_buf text = ES_BUF_INIT;
+	CHECK_INT_EQ(es_fs_read_file(path, &text, 0), 0);
+	CHECK(text.data && strstr(text.data, "\"event\": \"released\"") && strstr(text.data, "part-00000-of-00002"));
+	/* A publish leaves the hint to its worker (it replaces it once it finds nothing more to
+	 * claim); two replaces between looks are seen as one change. */
+	CHECK_INT_EQ(es_claim_try(&c, 1), ES_CLAIM_OK);
+	int published = 0;
+	CHECK_INT_EQ(es_claim_publish(&c, 1, c.token, "failed", "{}\n", 3, NULL, NULL, &published), 0);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0);
+	CHECK_INT_EQ(es_claim_hint(&m, m.shards[1].id, "failed"), 0);
+	CHECK_INT_EQ(es_claim_hint(&m, m.shards[0].id, "requeued"), 0);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 1);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0);
+	/* A watcher's own replace is no news to it; the next one by anybody else is. */
+	CHECK_INT_EQ(es_claim_hint_write(&m, NULL, "watching", &seen), 0);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0);
+	CHECK_INT_EQ(es_claim_hint(&m, m.shards[0].id, "released"), 0);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 1);
+	es_claim_hint_forget(&seen);
+	CHECK_INT_EQ(seen.fd, -1);
+	es_buf_free(&text);
+	es_claimer_free(&w);
+	es_claimer_free(&c);
+	es_manifest_free(&m);
+}
+
 int main(void)
 {
 	char *t = test_tmpdir();
@@ -1134,5 +1189,6 @@ int main(void)
 	test_backups();
 	test_backup_lease();
 	test_attempt_text();
+	test_hint();
 	return test_done();
 }
