@@ -110,6 +110,14 @@ gluster_run() {
   "$SRC/tests/e2e/gluster-run.sh" "$GLUSTER_SERVER" "$GLUSTER_VOL" "$T/mnt" "$GLUSTER_PIDS/$name.pid" "$@"
 }
 gluster_client_pid() { cat "$GLUSTER_PIDS/$1.pid"; }
+# gluster_on_host NAME CMD...: CMD on the fake host NAME: its own host name (a UTS namespace) and
+# its own client mount of the volume at $T/mnt (gluster_run).
+gluster_on_host() {
+  local h=$1
+  shift
+  unshare --uts sh -c 'hostname "$0"; exec "$@"' "$h" \
+    "$SRC/tests/e2e/gluster-run.sh" "$GLUSTER_SERVER" "$GLUSTER_VOL" "$T/mnt" "$GLUSTER_PIDS/$h.pid" "$@"
+}
 
 gluster_netns_setup() {
   local id n a ns

@@ -11,7 +11,7 @@
 #   start_run JOB [MPIRUN OPTION...] [-- RUN OPTION...]
 #                               run -np 4 on the fake hosts in the background
 #   rank_on HOST, child_of HOST, kill_under_shard HOST JOB, wait_line SECS TEXT, child_stopped,
-#   check_job JOB [TAKEOVERS]   see each below
+#   passed_without_one, check_job JOB [TAKEOVERS]   see each below
 
 mountdeath_setup() {
   ranks_setup
@@ -57,6 +57,19 @@ start_run() {
   RUN_PID=$!
   ranks_wait_pids 4 60
 }
+# passed_without_one: the run started by start_run ends (within 120 s) with every rank's exit 0
+# and PASS, and rank 0 says that one rank could not reach the job folder and left the work.
+passed_without_one() {
+  local rc=0
+  wait_bounded 120 "$RUN_PID"
+  wait "$RUN_PID" || rc=$?
+  [ "$rc" = 0 ] || { cat "$T/run.err"; fail "mpirun exited $rc, expected 0"; }
+  ranks_expect 4 0
+  grep -qF "PASS: 24 shards were completed by" "$T/run.out" || { cat "$T/run.out"; fail "no PASS"; }
+  grep -qF "WARNING: 1 rank(s) could not reach the job folder and left the work" "$T/run.err" ||
+    { cat "$T/run.err"; fail "rank 0 did not say that a rank left the work"; }
+}
+
 # rank_on HOST: the rank that runs on HOST.
 rank_on() { grep -lx "$1" "$T"/ranks/host.* | sed 's/.*host\.//'; }
 # child_of HOST: the pid of HOST's last child of $SHARD (procs.log), or nothing.

@@ -72,14 +72,6 @@ cp "\$1" "\$2"
 EOF
 chmod +x "$T/cproc.sh"
 
-# on_host NAME CMD...: CMD on the fake host NAME: its own host name and its own client mount
-# of the volume at $T/mnt.
-on_host() {
-  local h=$1
-  shift
-  unshare --uts sh -c 'hostname "$0"; exec "$@"' "$h" \
-    "$SRC/tests/e2e/gluster-run.sh" "$GLUSTER_SERVER" "$GLUSTER_VOL" "$T/mnt" "$GLUSTER_PIDS/$h.pid" "$@"
-}
 # each CMD...: a script that runs CMD for every point at once (the word POINT in CMD replaced
 # by the point), each with its output in $T/<host>-<point>.{out,err,rc}; it ends when they have.
 each() {
@@ -95,14 +87,14 @@ each() {
   chmod +x "$f"
   echo "$f"
 }
-run_expect 0 on_host prep "$(each "$BIN" prepare "${COMMON[@]}" --job-dir "$T/mnt/POINT" \
+run_expect 0 gluster_on_host prep "$(each "$BIN" prepare "${COMMON[@]}" --job-dir "$T/mnt/POINT" \
   --process-cmd "'$T/cproc.sh {input} {output}'" --heartbeat-secs 1 --lease-secs 4)"
 for p in $POINTS; do
   [ "$(cat "$T/prep-$p.rc")" = 0 ] || { cat "$T/prep-$p.err"; fail "$p: prepare exited $(cat "$T/prep-$p.rc")"; }
 done
 
 # node1: one worker per job, each dying at its job's point.
-on_host node1 "$(each env ESHARD_TEST_CRASH_AT=POINT "$BIN" worker --job-dir "$T/mnt/POINT" \
+gluster_on_host node1 "$(each env ESHARD_TEST_CRASH_AT=POINT "$BIN" worker --job-dir "$T/mnt/POINT" \
   --poll-interval-secs 1 --progress-secs 0)" &
 N1=$!
 # node1 holds a shard of every job (a running lock of its own, read on the brick), or its
@@ -127,7 +119,7 @@ PY
 }
 wait_for 60 node1_holds
 # node2: one worker per job, on its own client, while node1's shards are still held.
-on_host node2 "$(each "$BIN" worker --job-dir "$T/mnt/POINT" --poll-interval-secs 1 --no-backup \
+gluster_on_host node2 "$(each "$BIN" worker --job-dir "$T/mnt/POINT" --poll-interval-secs 1 --no-backup \
   --progress-secs 0)" &
 N2=$!
 wait_bounded 60 "$N1"
@@ -147,7 +139,7 @@ record_temps() { find "$GLUSTER_BRICK"/*/state/done "$GLUSTER_BRICK"/*/state/fai
 record_temps >"$T/temps-after-takeover"
 
 # The merges, on a third client.
-run_expect 0 on_host check "$(each "$BIN" merge --job-dir "$T/mnt/POINT" --output "$T/out-POINT.jsonl")"
+run_expect 0 gluster_on_host check "$(each "$BIN" merge --job-dir "$T/mnt/POINT" --output "$T/out-POINT.jsonl")"
 # node1's attempt: "status recovered" ("-" when it has none), read on the brick.
 node1_attempt() {
   python3 - "$GLUSTER_BRICK/$1" <<'PY'

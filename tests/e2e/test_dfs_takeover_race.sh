@@ -43,17 +43,10 @@ cp "\$1" "\$2"
 EOF
 chmod +x "$T/fail-once.sh"
 
-# on_host NAME CMD...: CMD on the fake host NAME, with its own host name and client mount.
-on_host() {
-  local h=$1
-  shift
-  unshare --uts sh -c 'hostname "$0"; exec "$@"' "$h" \
-    "$SRC/tests/e2e/gluster-run.sh" "$GLUSTER_SERVER" "$GLUSTER_VOL" "$T/mnt" "$GLUSTER_PIDS/$h.pid" "$@"
-}
 for j in takeover release; do
   proc="$T/proc.sh 1 {input} {output}"
   [ $j = takeover ] || proc="$T/fail-once.sh {input} {output}"
-  run_expect 0 on_host prep "$BIN" prepare "${COMMON[@]}" --job-dir "$T/mnt/$j" --process-cmd "$proc" \
+  run_expect 0 gluster_on_host prep "$BIN" prepare "${COMMON[@]}" --job-dir "$T/mnt/$j" --process-cmd "$proc" \
     --heartbeat-secs 0.5 --lease-secs 3 --poll-interval-secs 1
 done
 
@@ -121,18 +114,18 @@ PY
 
 # 1. node0 dies holding the shard (its child running); node2 takes it over, node1 first.
 rc=0
-on_host node0 env ESHARD_TEST_CRASH_AT=worker-child-running "$BIN" worker --job-dir "$T/mnt/takeover" --progress-secs 0 \
+gluster_on_host node0 env ESHARD_TEST_CRASH_AT=worker-child-running "$BIN" worker --job-dir "$T/mnt/takeover" --progress-secs 0 \
   >"$T/node0.out" 2>"$T/node0.err" || rc=$?
 [ "$rc" = 99 ] || { cat "$T/node0.err"; fail "node0's worker exited $rc, not at its crash point (99)"; }
-on_host node1 python3 "$T/taker.py" "$T/mnt/takeover" "$S" "$T/takeover" node1 >"$T/node1.out" 2>"$T/node1.err" &
+gluster_on_host node1 python3 "$T/taker.py" "$T/mnt/takeover" "$S" "$T/takeover" node1 >"$T/node1.out" 2>"$T/node1.err" &
 TAKER1=$!
-on_host node2 env ESHARD_TEST_HOOK_BEFORE_TAKEOVER="$(hook takeover)" "$BIN" worker --job-dir "$T/mnt/takeover" \
+gluster_on_host node2 env ESHARD_TEST_HOOK_BEFORE_TAKEOVER="$(hook takeover)" "$BIN" worker --job-dir "$T/mnt/takeover" \
   --no-backup --progress-secs 0 >"$T/node2.out" 2>"$T/node2.err" &
 W1=$!
 # 2. node3 releases the shard after its failure; node4 takes it over first.
-on_host node4 python3 "$T/taker.py" "$T/mnt/release" "$S" "$T/release" node4 >"$T/node4.out" 2>"$T/node4.err" &
+gluster_on_host node4 python3 "$T/taker.py" "$T/mnt/release" "$S" "$T/release" node4 >"$T/node4.out" 2>"$T/node4.err" &
 TAKER2=$!
-on_host node3 env ESHARD_TEST_HOOK_BEFORE_RELEASE="$(hook release)" "$BIN" worker --job-dir "$T/mnt/release" \
+gluster_on_host node3 env ESHARD_TEST_HOOK_BEFORE_RELEASE="$(hook release)" "$BIN" worker --job-dir "$T/mnt/release" \
   --no-backup --progress-secs 0 >"$T/node3.out" 2>"$T/node3.err" &
 W2=$!
 
@@ -153,7 +146,7 @@ wait "$W1" || { cat "$T/node2.err"; fail "node2's worker failed"; }
 wait_bounded 120 "$W2"
 wait "$W2" || { cat "$T/node3.err"; fail "node3's worker failed"; }
 for j in takeover release; do
-  run_expect 0 on_host check "$BIN" merge --job-dir "$T/mnt/$j" --output "$T/out-$j.jsonl"
+  run_expect 0 gluster_on_host check "$BIN" merge --job-dir "$T/mnt/$j" --output "$T/out-$j.jsonl"
   exactly_once "$GLUSTER_BRICK/$j" --fence || fail "$j: the accepted results are not one per shard"
   cmp "$T/plain.jsonl" "$T/out-$j.jsonl" || fail "$j: the merged output differs from a run on local disk"
   read -r attempts shards takeovers superseded done backups failed <<<"$(dfs_counts "$GLUSTER_BRICK/$j")"
