@@ -353,7 +353,9 @@ static int refresh_attempts(struct es_jobview *r)
 		long idx = shard_index(&r->m, sh);
 		int keep = idx >= 0 && r->cache->attempts_final[idx] && status_final(&r->st.shards[idx]) && end > k;
 		size_t from = r->n_a;
-		rc = keep ? take_old(r, old + k, end - k) : read_shard_attempts(r, base.data, sh, old + k, end - k);
+		/* No arithmetic on a NULL array (a first refresh has none read before). */
+		struct es_jv_attempt *prev = old ? old + k : NULL;
+		rc = keep ? take_old(r, prev, end - k) : read_shard_attempts(r, base.data, sh, prev, end - k);
 		if (!rc && idx >= 0)
 			mark_final(r, idx, from);
 		k = end;
