@@ -726,27 +726,7 @@ int es_claim_release(struct es_claimer *c, size_t i, const char *token)
 
 /* ---------------- the hint (docs/job-folder.md#the-hint) ---------------- */
 
-static int hint_stat(struct es_claim_hint_seen *seen);
-
-/* The hint as this watcher has just written it (text): keep it open as the one seen, so that its
- * own replace is no news to it. When the name holds anything else (another replace came in
- * between), nothing is kept, and the next look finds the hint changed. */
-static void hint_adopt(const char *path, const struct es_buf *text, struct es_claim_hint_seen *seen)
-{
-	struct es_buf now = ES_BUF_INIT;
-	es_claim_hint_forget(seen);
-	if (es_fs_open_read(path, O_RDONLY | O_NOFOLLOW, &seen->fd) != 0)
-		return;
-	if (es_fs_read_fd(seen->fd, &now, 4096, path) || now.len != text->len || memcmp(now.data, text->data, now.len) ||
-	    hint_stat(seen))
-		es_claim_hint_forget(seen);
-	else
-		seen->known = 1;
-	es_buf_free(&now);
-}
-
-int es_claim_hint_write(const struct es_manifest *m, const char *shard_id, const char *event,
-			struct es_claim_hint_seen *adopt)
+int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char *event)
 {
 	struct es_buf path = ES_BUF_INIT, text = ES_BUF_INIT;
 	char now[40];
@@ -767,8 +747,6 @@ int es_claim_hint_write(const struct es_manifest *m, const char *shard_id, const
 		rc = es_json_dump(h, 0, &text);
 	if (!rc)
 		rc = es_fs_write_atomic(path.data, text.data, text.len);
-	if (!rc && adopt)
-		hint_adopt(path.data, &text, adopt);
 	es_log_quiet_end();
 	cJSON_Delete(h);
 	es_buf_free(&path);
@@ -776,45 +754,64 @@ int es_claim_hint_write(const struct es_manifest *m, const char *shard_id, const
 	return rc;
 }
 
-int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char *event)
+/* What fstat() says of fd into *st: 0, or 1 when it cannot be asked or the file has no link
+ * left (replaced). */
+static int hint_stat(int fd, struct es_claim_hint_stat *st)
 {
-	return es_claim_hint_write(m, shard_id, event, NULL);
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb) != 0 || sb.st_nlink == 0)
+		return 1;
+	st->dev = sb.st_dev;
+	st->ino = sb.st_ino;
+	st->nlink = sb.st_nlink;
+	st->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+	st->ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec;
+	st->size = sb.st_size;
+	return 0;
 }
 
-/* What fstat() says of the hint kept open; 0 when it is still the file at its name. */
-static int hint_stat(struct es_claim_hint_seen *seen)
+static int hint_same(const struct es_claim_hint_stat *a, const struct es_claim_hint_stat *b)
 {
-	struct stat st;
-	if (seen->fd < 0 || fstat(seen->fd, &st) != 0 || st.st_nlink == 0)
-		return 1;
-	seen->dev = st.st_dev;
-	seen->ino = st.st_ino;
-	seen->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-	seen->ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
-	seen->size = st.st_size;
-	return 0;
+	return a->dev == b->dev && a->ino == b->ino && a->nlink == b->nlink && a->mtime_ns == b->mtime_ns &&
+	       a->ctime_ns == b->ctime_ns && a->size == b->size;
+}
+
+/* The folder, then the hint, looked at anew: the folder first, so that a replace between the
+ * two looks changes the folder again after what was kept of it. */
+static void hint_look(const struct es_manifest *m, struct es_claim_hint_seen *seen)
+{
+	struct es_buf path = ES_BUF_INIT;
+	es_claim_hint_forget(seen);
+	es_log_quiet_begin();
+	/* The folder is opened as it is, like the hint below (O_NOFOLLOW on the last name): what a
+	 * watcher sees of it only brings its next read of the locks forward. */
+	if (!es_jobpath_join(&path, m->job_dir, ES_JOB_STATE) &&
+	    (seen->dir_fd = open(path.data, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0 &&
+	    !hint_stat(seen->dir_fd, &seen->dir) && !es_jobpath_join(&path, m->job_dir, ES_JOB_HINT)) {
+		int rc = es_fs_open_read(path.data, O_RDONLY | O_NOFOLLOW, &seen->fd);
+		/* No hint yet (nobody released or finished a shard since the job was prepared): the
+		 * folder tells when one comes. */
+		if (rc == 1)
+			seen->fd = -1;
+		seen->known = rc == 1 || (rc == 0 && !hint_stat(seen->fd, &seen->file));
+	}
+	es_log_quiet_end();
+	es_buf_free(&path);
+	if (!seen->known)
+		es_claim_hint_forget(seen);
 }
 
 int es_claim_hint_changed(const struct es_manifest *m, struct es_claim_hint_seen *seen)
 {
-	struct es_claim_hint_seen was = *seen;
-	if (seen->known && seen->fd >= 0 && !hint_stat(seen))
-		return seen->ino != was.ino || seen->dev != was.dev || seen->mtime_ns != was.mtime_ns ||
-		       seen->ctime_ns != was.ctime_ns || seen->size != was.size;
-	es_claim_hint_forget(seen);
-	struct es_buf path = ES_BUF_INIT;
-	es_log_quiet_begin();
-	int rc = es_jobpath_join(&path, m->job_dir, ES_JOB_HINT);
-	if (!rc)
-		rc = es_fs_open_read(path.data, O_RDONLY | O_NOFOLLOW, &seen->fd);
-	es_log_quiet_end();
-	es_buf_free(&path);
-	/* Still no hint: nothing changed (a job whose locks nobody released or fenced yet). */
-	if (rc == 1 && was.known && was.fd < 0) {
-		seen->known = 1;
-		return 0;
+	if (seen->known) {
+		struct es_claim_hint_stat dir, file;
+		int same = !hint_stat(seen->dir_fd, &dir) && hint_same(&dir, &seen->dir);
+		if (same && seen->fd >= 0)
+			same = !hint_stat(seen->fd, &file) && hint_same(&file, &seen->file);
+		if (same)
+			return 0;
 	}
-	seen->known = rc == 0 ? !hint_stat(seen) : rc == 1;
+	hint_look(m, seen);
 	return 1;
 }
 
@@ -822,7 +819,9 @@ void es_claim_hint_forget(struct es_claim_hint_seen *seen)
 {
 	if (seen->fd >= 0)
 		close(seen->fd);
-	seen->fd = -1;
+	if (seen->dir_fd >= 0)
+		close(seen->dir_fd);
+	seen->fd = seen->dir_fd = -1;
 	seen->known = 0;
 }
 

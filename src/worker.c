@@ -1592,10 +1592,6 @@ static void watch_decide(struct worker *w)
 	if (w->backup_due >= 0 && now + w->backup_due < next)
 		next = now + w->backup_due;
 	w->next_scan = next;
-	/* No hint yet (nobody released or finished a shard since the job was prepared): make one,
-	 * so that the next looks are an fstat() of it kept open and not a lookup of a missing name. */
-	if (w->watching && w->hint.known && w->hint.fd < 0)
-		es_claim_hint_write(&w->m, NULL, "watching", &w->hint);
 }
 
 /* The job's count after a pass that read the locks (w->counts). */

@@ -228,38 +228,49 @@ int es_claim_lock_stale(const struct es_lock_info *li, double age_secs, double u
  * lease. */
 
 /* Replace the hint: shard_id became claimable or terminal (event "released", "done",
- * "failed", "requeued"), or (shard_id NULL, event "watching") a worker found none to watch. Quiet, and never fatal: a hint that cannot be written costs idle
+ * "failed", "requeued"). Quiet, and never fatal: a hint that cannot be written costs idle
  * workers up to a quarter lease, nothing else. 0 or a negative code. es_claim_release, every
  * fence written for another worker's record (a repair, a takeover, a yield, a fresh lock that
  * found a record) and retry's requeue replace it; after its own publish (es_claim_publish) a
  * worker replaces it once it finds nothing more to claim (docs/job-folder.md#the-hint). */
 int es_claim_hint(const struct es_manifest *m, const char *shard_id, const char *event);
 
-/* What a watcher last saw of the hint: the hint kept open (fd, -1: none), and what fstat() said
- * of it. Start from ES_CLAIM_HINT_SEEN_INIT; give it back with es_claim_hint_forget. */
-struct es_claim_hint_seen {
-	int known;
-	int fd;
+/* What fstat() said of a file or folder a watcher keeps open. */
+struct es_claim_hint_stat {
 	dev_t dev;
 	ino_t ino;
+	nlink_t nlink;
 	int64_t mtime_ns, ctime_ns;
 	off_t size;
 };
-#define ES_CLAIM_HINT_SEEN_INIT { 0, -1, 0, 0, 0, 0, 0 }
 
-/* Has the hint changed since *seen? One fstat() of the hint kept open: a replace gives the name
- * a new inode and leaves the kept one unlinked (no links, or ESTALE on NFS), and a client that
- * caches attributes with the server's invalidation (GlusterFS's md-cache) answers an unchanged
- * one without asking the server, where a lookup of the name would ask it every second. Then
- * the hint is opened again (no walk from the boundary, O_NOFOLLOW). 1 when it changed (also the
- * first look, and a look that fails: the caller then reads the locks, which is always safe), 0
- * when it did not. */
+/* What a watcher last saw: the folder that holds the hint (state/) and the hint itself, each
+ * kept open (-1: none; the hint may not exist yet), and what fstat() said of them. Start from
+ * ES_CLAIM_HINT_SEEN_INIT; give it back with es_claim_hint_forget. */
+struct es_claim_hint_seen {
+	int known;
+	int dir_fd, fd;
+	struct es_claim_hint_stat dir, file;
+};
+#define ES_CLAIM_HINT_SEEN_INIT { 0, -1, -1, { 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0 } }
+
+/* Has the hint been replaced since *seen? Two fstat() calls of what the watcher keeps open,
+ * which a client that caches attributes with the server's invalidation (GlusterFS's md-cache)
+ * answers without asking the server while nothing changed (a lookup of the hint's name would
+ * ask it every second):
+ *   - the folder state/: a replace renames a new file into it, which changes the folder's
+ *     mtime and ctime. GlusterFS invalidates a folder's cached attributes on every client when
+ *     an entry in it changes, but never a file's that the watching client created or replaced
+ *     itself: a watcher that kept such a file open saw it unchanged for ever (the lost wake-ups
+ *     of tests/e2e/test_dfs_hint.sh), so the folder is what a watcher relies on;
+ *   - the hint kept open: a replace leaves the kept file without a link (or ESTALE on NFS,
+ *     whose clients revalidate a file's attributes sooner than a folder's).
+ * A watcher's own replace changes both, so it is news to itself too: one more read of the
+ * locks, never a missed one. Then both are looked at again (the hint opened anew, no walk from
+ * the boundary, O_NOFOLLOW). 1 when something changed (also the first look, and a look that
+ * fails: the caller then reads the locks, which is always safe), 0 when nothing did. */
 int es_claim_hint_changed(const struct es_manifest *m, struct es_claim_hint_seen *seen);
 void es_claim_hint_forget(struct es_claim_hint_seen *seen);
-/* es_claim_hint by a watcher that found none (event "watching", shard_id NULL): what it wrote
- * becomes the hint it has seen (adopt), unless another replace came in between. */
-int es_claim_hint_write(const struct es_manifest *m, const char *shard_id, const char *event,
-			struct es_claim_hint_seen *adopt);
 
 /* The earliest time (es_time_mono) at which a running lock this claimer has watched would be
  * stale by its lease if it does not change (the observer's clock, as es_claim_lock_stale

@@ -259,3 +259,53 @@ cp "$2" "$3"
 EOF2
   chmod +x "$T/proc.sh"
 }
+
+# dfs_hold_script: $T/hold.sh SECS IN OUT, a processor that first waits on the FIFO named by
+# ESHARD_TEST_HOLD when that is set (bash's read: no process starts while it waits) until the
+# test writes to it or stops its worker, then sleeps SECS and copies IN to OUT.
+dfs_hold_script() {
+  cat >"$T/hold.sh" <<'EOF2'
+#!/bin/bash
+[ -z "${ESHARD_TEST_HOLD:-}" ] || read -r -t 3600 _ <>"$ESHARD_TEST_HOLD" || true
+sleep "$1"
+cp "$2" "$3"
+EOF2
+  chmod +x "$T/hold.sh"
+}
+
+# dfs_brick_lock JOB SHARD [any]: "PID TOKEN CLAIMED_AT" of SHARD's running lock in JOB, read at
+# the brick (with any: of its lock or fence, which keeps the claim's fields), or nothing.
+dfs_brick_lock() {
+  python3 - "$GLUSTER_BRICK/$1/state/locks/$2.lock" "${3:-}" <<'PY'
+import json, sys
+try:
+    l = json.load(open(sys.argv[1]))
+except Exception:
+    sys.exit(0)
+if sys.argv[2] == "any" or l.get("status", "running") == "running":
+    print(l["pid"], l["token"], l["claimed_at_epoch"])
+PY
+}
+
+# dfs_pickup JOB SHARD TOKEN: run in the background before the holder of SHARD (its lock's token
+# TOKEN) lets it go; watches the brick every 20 ms for at most 120 s and prints how long after
+# the lock went (or got another token) the next claim was made (that lock's claimed_at_epoch
+# minus the moment the old one was seen gone), or nothing.
+dfs_pickup() {
+  python3 - "$GLUSTER_BRICK/$1/state/locks/$2.lock" "$3" <<'PY'
+import json, sys, time
+path, old = sys.argv[1], sys.argv[2]
+gone = None
+for _ in range(6000):
+    try:
+        l = json.load(open(path))
+    except Exception:
+        l = None
+    if gone is None and (l is None or l.get("token") != old):
+        gone = time.time()
+    if l and l.get("token") != old:
+        print("%.3f" % (l["claimed_at_epoch"] - gone))
+        break
+    time.sleep(0.02)
+PY
+}

@@ -1121,7 +1121,7 @@ static void test_attempt_text(void)
 }
 
 /* The hint (docs/job-folder.md#the-hint): a release replaces it, a publish does not, a watcher
- * sees a replace once through its kept descriptor, and a silent lock is due to be read one lease after
+ * sees a replace once through the folder and the hint it keeps open, and a silent lock is due to be read one lease after
  * it was last seen changing. */
 static void test_hint(void)
 {
@@ -1161,13 +1161,27 @@ static void test_hint(void)
 	CHECK_INT_EQ(es_claim_hint(&m, m.shards[0].id, "requeued"), 0);
 	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 1);
 	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0);
-	/* A watcher's own replace is no news to it; the next one by anybody else is. */
-	CHECK_INT_EQ(es_claim_hint_write(&m, NULL, "watching", &seen), 0);
-	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0);
-	CHECK_INT_EQ(es_claim_hint(&m, m.shards[0].id, "released"), 0);
+	/* The folder tells: a file renamed into state/ beside the hint changes it, as a replace
+	 * does where the kept hint's own attributes are cached for ever (GlusterFS, for a file
+	 * its client created or replaced itself); nothing in state/ is news. */
+	char other[PATH_MAX];
+	sfmt(other, sizeof(other), "%s/state/.probe", m.job_dir);
+	CHECK_INT_EQ(es_fs_write_atomic(other, "x", 1), 0);
 	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 1);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0);
+	CHECK(unlink(other) == 0);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 1);
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 0);
+	/* A look that cannot be made is a change (read the locks); the hint kept open and the
+	 * folder go back with forget. */
+	CHECK(seen.fd >= 0 && seen.dir_fd >= 0);
+	close(seen.dir_fd);
+	seen.dir_fd = -1;
+	CHECK_INT_EQ(es_claim_hint_changed(&m, &seen), 1);
+	CHECK(seen.dir_fd >= 0);
 	es_claim_hint_forget(&seen);
 	CHECK_INT_EQ(seen.fd, -1);
+	CHECK_INT_EQ(seen.dir_fd, -1);
 	es_buf_free(&text);
 	es_claimer_free(&w);
 	es_claimer_free(&c);
