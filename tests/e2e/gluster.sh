@@ -287,12 +287,12 @@ if sys.argv[2] == "any" or l.get("status", "running") == "running":
 PY
 }
 
-# dfs_pickup JOB SHARD TOKEN: run in the background before the holder of SHARD (its lock's token
-# TOKEN) lets it go; watches the brick every 20 ms for at most 120 s and prints how long after
-# the lock went (or got another token) the next claim was made (that lock's claimed_at_epoch
-# minus the moment the old one was seen gone), or nothing.
-dfs_pickup() {
-  python3 - "$GLUSTER_BRICK/$1/state/locks/$2.lock" "$3" <<'PY'
+# dfs_release_pickup JOB SHARD PID TOKEN: SIGTERM to the worker PID, which holds SHARD of JOB
+# (its lock's token TOKEN), and PICKUP: how long after the lock went (or got another token) the
+# next claim was made, that lock's claimed_at_epoch minus the moment the brick was seen without
+# the old one (watched every 20 ms, at most 120 s). The test fails when nobody claimed it.
+dfs_release_pickup() {
+  python3 - "$GLUSTER_BRICK/$1/state/locks/$2.lock" "$4" >"$T/pickup" <<'PY' &
 import json, sys, time
 path, old = sys.argv[1], sys.argv[2]
 gone = None
@@ -308,4 +308,10 @@ for _ in range(6000):
         break
     time.sleep(0.02)
 PY
+  local watcher=$!
+  sleep 0.5
+  kill -TERM "$3"
+  wait "$watcher" || true
+  PICKUP=$(cat "$T/pickup")
+  [ -n "$PICKUP" ] || fail "nobody claimed $2 after its holder released it"
 }
