@@ -777,23 +777,33 @@ static int hint_same(const struct es_claim_hint_stat *a, const struct es_claim_h
 }
 
 /* The folder, then the hint, looked at anew: the folder first, so that a replace between the
- * two looks changes the folder again after what was kept of it. */
+ * two looks changes the folder again after what was kept of it. The folder stays open (state/
+ * is never replaced; it is opened again only when its fstat() fails). The hint is kept only when
+ * it can be: on GlusterFS an open of its name can give the file it replaced for a while (the
+ * client's cache of the name), whose fstat() then fails with ESTALE; the folder alone tells
+ * the next change, and the look is not repeated at every poll. */
 static void hint_look(const struct es_manifest *m, struct es_claim_hint_seen *seen)
 {
 	struct es_buf path = ES_BUF_INIT;
-	es_claim_hint_forget(seen);
+	if (seen->fd >= 0)
+		close(seen->fd);
+	seen->fd = -1;
+	seen->known = 0;
 	es_log_quiet_begin();
-	/* The folder is opened as it is, like the hint below (O_NOFOLLOW on the last name): what a
-	 * watcher sees of it only brings its next read of the locks forward. */
-	if (!es_jobpath_join(&path, m->job_dir, ES_JOB_STATE) &&
-	    (seen->dir_fd = open(path.data, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0 &&
-	    !hint_stat(seen->dir_fd, &seen->dir) && !es_jobpath_join(&path, m->job_dir, ES_JOB_HINT)) {
-		int rc = es_fs_open_read(path.data, O_RDONLY | O_NOFOLLOW, &seen->fd);
-		/* No hint yet (nobody released or finished a shard since the job was prepared): the
-		 * folder tells when one comes. */
-		if (rc == 1)
+	if (seen->dir_fd < 0 && !es_jobpath_join(&path, m->job_dir, ES_JOB_STATE))
+		/* Opened as it is, like the hint below (O_NOFOLLOW on the last name): what a watcher
+		 * sees of it only brings its next read of the locks forward. */
+		seen->dir_fd = open(path.data, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (seen->dir_fd >= 0 && !hint_stat(seen->dir_fd, &seen->dir) &&
+	    !es_jobpath_join(&path, m->job_dir, ES_JOB_HINT)) {
+		seen->known = 1;
+		/* No hint yet (nobody released or finished a shard since the job was prepared), or
+		 * not one that can be kept: the folder tells when one comes. */
+		if (es_fs_open_read(path.data, O_RDONLY | O_NOFOLLOW, &seen->fd) != 0 || hint_stat(seen->fd, &seen->file)) {
+			if (seen->fd >= 0)
+				close(seen->fd);
 			seen->fd = -1;
-		seen->known = rc == 1 || (rc == 0 && !hint_stat(seen->fd, &seen->file));
+		}
 	}
 	es_log_quiet_end();
 	es_buf_free(&path);
@@ -805,11 +815,14 @@ int es_claim_hint_changed(const struct es_manifest *m, struct es_claim_hint_seen
 {
 	if (seen->known) {
 		struct es_claim_hint_stat dir, file;
-		int same = !hint_stat(seen->dir_fd, &dir) && hint_same(&dir, &seen->dir);
+		int dir_ok = !hint_stat(seen->dir_fd, &dir);
+		int same = dir_ok && hint_same(&dir, &seen->dir);
 		if (same && seen->fd >= 0)
 			same = !hint_stat(seen->fd, &file) && hint_same(&file, &seen->file);
 		if (same)
 			return 0;
+		if (!dir_ok)
+			es_claim_hint_forget(seen); /* the folder is opened again */
 	}
 	hint_look(m, seen);
 	return 1;
