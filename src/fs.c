@@ -273,7 +273,106 @@ void es_fs_set_boundary(const char *root)
 	pthread_mutex_unlock(&boundary_mu);
 }
 
+/* The walk cache (fs.h es_fs_walk_cache_begin): folders below the boundary that this thread
+ * walked, at most two levels down (state/done, attempts/<shard>, ...), kept open while a
+ * reader of many files is between begin and end; a walk starts from the deepest one that holds
+ * its target. A folder handed out by beneath() is busy until close_dir(); when the cache is
+ * full, the oldest folder that is not busy makes room. */
+#define ES_WALK_CACHE 16
+static __thread struct walk_cached {
+	char *dir; /* the folder's path, as the walk spelled it */
+	int fd, busy;
+	unsigned long used;
+} walk_cache[ES_WALK_CACHE];
+static __thread int walk_cache_on, walk_cache_n;
+static __thread unsigned long walk_cache_clock;
+
+void es_fs_walk_cache_begin(void)
+{
+	walk_cache_on++;
+}
+
+void es_fs_walk_cache_end(void)
+{
+	if (walk_cache_on == 0 || --walk_cache_on)
+		return;
+	for (int i = 0; i < walk_cache_n; i++) {
+		close(walk_cache[i].fd);
+		free(walk_cache[i].dir);
+	}
+	walk_cache_n = 0;
+}
+
+static struct walk_cached *walk_cached_of(int fd)
+{
+	for (int i = 0; walk_cache_on && i < walk_cache_n; i++)
+		if (walk_cache[i].fd == fd)
+			return &walk_cache[i];
+	return NULL;
+}
+
+/* The deepest cached folder that is path's first len bytes or holds them (-1: none); *at gets
+ * the length of its path. */
+static int walk_cache_find(const char *path, size_t len, size_t *at)
+{
+	int best = -1;
+	size_t best_len = 0;
+	for (int i = 0; walk_cache_on && i < walk_cache_n; i++) {
+		size_t n = strlen(walk_cache[i].dir);
+		if (n <= len && n > best_len && !strncmp(walk_cache[i].dir, path, n) && (n == len || path[n] == '/')) {
+			best = i;
+			best_len = n;
+		}
+	}
+	*at = best_len;
+	if (best < 0)
+		return -1;
+	walk_cache[best].used = ++walk_cache_clock;
+	return walk_cache[best].fd;
+}
+
+/* Keep fd (the folder that is path's first len bytes, depth levels below the boundary) for the
+ * walks that follow: 1 when kept (the cache owns it now), 0 when not. from: the folder the walk
+ * came from, which must stay. */
+static int walk_cache_keep(const char *path, size_t len, int depth, int fd, int from)
+{
+	if (!walk_cache_on || depth < 1 || depth > 2)
+		return 0;
+	int slot = walk_cache_n;
+	if (slot == ES_WALK_CACHE) {
+		slot = -1;
+		for (int i = 0; i < walk_cache_n; i++)
+			if (!walk_cache[i].busy && walk_cache[i].fd != from &&
+			    (slot < 0 || walk_cache[i].used < walk_cache[slot].used))
+				slot = i;
+		if (slot < 0)
+			return 0;
+	}
+	char *dir = malloc(len + 1);
+	if (!dir)
+		return 0;
+	memcpy(dir, path, len);
+	dir[len] = '\0';
+	if (slot < walk_cache_n) {
+		close(walk_cache[slot].fd);
+		free(walk_cache[slot].dir);
+	} else {
+		walk_cache_n++;
+	}
+	walk_cache[slot] = (struct walk_cached){ dir, fd, 0, ++walk_cache_clock };
+	return 1;
+}
+
 static int walk_beneath(const char *path, const char *root, int *dfd, const char **name);
+
+int es_fs_below_boundary(const char *path)
+{
+	pthread_mutex_lock(&boundary_mu);
+	size_t rl = boundary.len;
+	int below = rl && !strncmp(path, boundary.data, rl) && path[rl] == '/';
+	pthread_mutex_unlock(&boundary_mu);
+	return below;
+}
 
 /* The folder that holds path, for an operation on its last component: outside the boundary
  * *dfd is AT_FDCWD and *name is path (nothing changes); below it, *dfd is that folder opened
@@ -300,21 +399,31 @@ static int beneath(const char *path, int *dfd, const char **name)
 	return rc;
 }
 
-/* beneath() for a path below the boundary root. */
+/* beneath() for a path below the boundary root. Each folder on the way is opened from the one
+ * before it with O_NOFOLLOW, from the root or from the deepest folder of the walk cache that
+ * holds the target. */
 static int walk_beneath(const char *path, const char *root, int *dfd, const char **name)
 {
-	size_t rl = strlen(root);
+	size_t rl = strlen(root), at = 0;
 	const char *last = strrchr(path, '/');
 	*name = last + 1;
-	int fd = open(root, ES_WALK_FLAGS);
-	if (fd < 0)
-		return es_error_errno(errno == ENOENT ? ES_ENOENT : ES_EIO, "cannot open folder '%s'", root);
-	for (const char *c = path + rl + 1; c < last;) {
+	int fd = walk_cache_find(path, (size_t)(last - path), &at), cached = fd >= 0, depth = 0;
+	if (cached) {
+		for (const char *c = path + rl; c < path + at; c++)
+			depth += *c == '/';
+	} else {
+		at = rl;
+		fd = open(root, ES_WALK_FLAGS);
+		if (fd < 0)
+			return es_error_errno(errno == ENOENT ? ES_ENOENT : ES_EIO, "cannot open folder '%s'", root);
+	}
+	for (const char *c = path + at + 1; c < last;) {
 		const char *e = strchr(c, '/');
 		size_t n = (size_t)(e - c);
 		char comp[NAME_MAX + 1];
 		if (n > NAME_MAX) {
-			close(fd);
+			if (!cached)
+				close(fd);
 			return es_error(ES_EINVAL, "name too long in '%s'", path);
 		}
 		memcpy(comp, c, n);
@@ -324,7 +433,8 @@ static int walk_beneath(const char *path, const char *root, int *dfd, const char
 			continue;
 		int len = (int)(e - path);
 		if (!strcmp(comp, "..")) {
-			close(fd);
+			if (!cached)
+				close(fd);
 			return es_error(ES_EINVAL, "%.*s leaves the job folder %s; eshard-mpi does not go out of a job folder",
 					len, path, root);
 		}
@@ -332,25 +442,37 @@ static int walk_beneath(const char *path, const char *root, int *dfd, const char
 		int err = errno;
 		struct stat st;
 		if (next < 0 && fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
-			close(fd);
+			if (!cached)
+				close(fd);
 			return es_error(ES_EINVAL, "%.*s is a symbolic link; eshard-mpi does not follow links out of a job folder",
 					len, path);
 		}
-		close(fd);
 		if (next < 0) {
+			if (!cached)
+				close(fd);
 			errno = err;
 			return es_error_errno(err == ENOENT || err == ENOTDIR ? ES_ENOENT : ES_EIO, "cannot open '%.*s'", len,
 					      path);
 		}
+		int kept = walk_cache_keep(path, (size_t)len, ++depth, next, cached ? fd : -1);
+		if (!cached)
+			close(fd);
 		fd = next;
+		cached = kept;
 	}
+	struct walk_cached *c = cached ? walk_cached_of(fd) : NULL;
+	if (c)
+		c->busy++;
 	*dfd = fd;
 	return 0;
 }
 
 static void close_dir(int dfd)
 {
-	if (dfd != AT_FDCWD)
+	struct walk_cached *c = dfd == AT_FDCWD ? NULL : walk_cached_of(dfd);
+	if (c)
+		c->busy--;
+	else if (dfd != AT_FDCWD)
 		close(dfd);
 }
 
@@ -853,7 +975,8 @@ static const char *file_kind(mode_t mode)
  * O_NONBLOCK because opening a FIFO to read blocks until a writer comes, which may be never;
  * once fstat() says regular file the flag goes again (it means nothing for regular files, but
  * the descriptor is handed on). */
-static int open_regular_at(int dfd, const char *name, int flags, const char *path, int *fd)
+static int open_regular_sized(int dfd, const char *name, int flags, const char *path, int *fd, off_t *size,
+			      int handed_on)
 {
 	*fd = openat(dfd, name, flags | O_NONBLOCK | O_CLOEXEC);
 	if (*fd < 0) {
@@ -873,14 +996,21 @@ static int open_regular_at(int dfd, const char *name, int flags, const char *pat
 	else if (!S_ISREG(st.st_mode))
 		rc = es_error(ES_EINVAL, "%s is %s, not a regular file; eshard-mpi reads only regular files", path,
 			      file_kind(st.st_mode));
-	int fl = rc ? 0 : fcntl(*fd, F_GETFL);
-	if (!rc && (fl < 0 || fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK) != 0))
+	int fl = rc || !handed_on ? 0 : fcntl(*fd, F_GETFL);
+	if (!rc && handed_on && (fl < 0 || fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK) != 0))
 		rc = es_error_errno(ES_EIO, "cannot open '%s'", path);
 	if (rc) {
 		close(*fd);
 		*fd = -1;
+	} else if (size) {
+		*size = st.st_size;
 	}
 	return rc;
+}
+
+static int open_regular_at(int dfd, const char *name, int flags, const char *path, int *fd)
+{
+	return open_regular_sized(dfd, name, flags, path, fd, NULL, 1);
 }
 
 int es_fs_open_read(const char *path, int flags, int *fd)
@@ -895,8 +1025,11 @@ int es_fs_read_file(const char *path, struct es_buf *out, size_t max)
 	int rc = beneath(path, &dfd, &name);
 	if (rc)
 		return rc;
-	/* Below the boundary the file itself is not read through a link either. */
-	rc = open_regular_at(dfd, name, O_RDONLY | (dfd == AT_FDCWD ? 0 : O_NOFOLLOW), path, &fd);
+	/* Below the boundary the file itself is not read through a link either. Read here and
+	 * closed, the descriptor keeps O_NONBLOCK (nothing for a regular file) and is read in one
+	 * step of the size fstat() gave. */
+	off_t size = -1;
+	rc = open_regular_sized(dfd, name, O_RDONLY | (dfd == AT_FDCWD ? 0 : O_NOFOLLOW), path, &fd, &size, 0);
 	int err = errno;
 	close_dir(dfd);
 	errno = err;
@@ -904,7 +1037,7 @@ int es_fs_read_file(const char *path, struct es_buf *out, size_t max)
 		return es_error_errno(ES_ENOENT, "cannot open '%s'", path);
 	if (rc)
 		return rc;
-	rc = es_fs_read_fd(fd, out, max ? max : (size_t)64 << 20, path);
+	rc = es_fs_read_fd_sized(fd, out, max ? max : (size_t)64 << 20, size, path);
 	close(fd);
 	return rc;
 }
@@ -1092,7 +1225,21 @@ int es_fs_readlink(int dirfd, const char *path, struct es_buf *out)
 	}
 }
 
+static int resolve_from(const char *base, const char *path, struct es_buf *out);
+
 int es_fs_resolve(const char *path, struct es_buf *out)
+{
+	return resolve_from(NULL, path, out);
+}
+
+int es_fs_resolve_under(const char *base, const char *rel, struct es_buf *out)
+{
+	return rel[0] == '/' ? resolve_from(NULL, rel, out) : resolve_from(base, rel, out);
+}
+
+/* es_fs_resolve of path, or (base not NULL: an absolute path without links, path relative)
+ * of base/path with only path's components looked at. */
+static int resolve_from(const char *base, const char *path, struct es_buf *out)
 {
 	/* Walk the components like Python's posixpath._joinrealpath: each existing symlink is
 	 * replaced by its target and ".." is applied to what was resolved so far. A component
@@ -1101,7 +1248,7 @@ int es_fs_resolve(const char *path, struct es_buf *out)
 	struct es_buf todo = ES_BUF_INIT, link = ES_BUF_INIT;
 	int rc = 0, links = 0;
 	es_buf_reset(out);
-	if (path[0] != '/') {
+	if (path[0] != '/' && !base) {
 		rc = es_fs_getcwd(&todo);
 		if (!rc)
 			rc = es_buf_addc(&todo, '/');
@@ -1109,7 +1256,9 @@ int es_fs_resolve(const char *path, struct es_buf *out)
 	if (!rc)
 		rc = es_buf_adds(&todo, path);
 	if (!rc)
-		rc = es_buf_adds(out, "/");
+		rc = es_buf_adds(out, base ? base : "/");
+	while (!rc && out->len > 1 && out->data[out->len - 1] == '/')
+		es_buf_setlen(out, out->len - 1);
 	size_t pos = 0;
 	while (!rc && pos < todo.len) {
 		while (pos < todo.len && todo.data[pos] == '/')

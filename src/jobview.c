@@ -859,12 +859,14 @@ int es_jobview_refresh(struct es_jobview *r, double now)
 	/* The listings first: a shard in none of them is pending without a look at its own names. */
 	int rc = es_status_list(&r->m, r->cache->seen);
 	r->have_status = 1;
+	es_fs_walk_cache_begin(); /* one walk per folder for the whole refresh (fs.h) */
 	if (!rc)
 		rc = es_status_refresh(&r->m, r->lock_timeout, r->cache->seen, &r->st);
 	if (!rc)
 		rc = refresh_attempts(r);
 	if (!rc)
 		rc = refresh_events(r);
+	es_fs_walk_cache_end();
 	if (!rc) {
 		resolve(r);
 		rc = group(r);

@@ -46,8 +46,10 @@ static int fence_copy(const struct es_manifest *m, const char *kind, const char 
 /* es_record_load of the record at p. */
 static int load_at(const struct es_manifest *m, const char *p, const char *kind, const char *id, cJSON **out)
 {
+	/* Below the boundary (the job folder, once its manifest was loaded) the read refuses a link
+	 * itself, with no lookup of its own (one per record, 100,000 in a status of as many). */
 	struct stat st;
-	if (lstat(p, &st) == 0 && S_ISLNK(st.st_mode))
+	if (!es_fs_below_boundary(p) && lstat(p, &st) == 0 && S_ISLNK(st.st_mode))
 		return es_error(ES_EINVAL, "Record %s is a symbolic link; eshard-mpi does not follow links in a job folder", p);
 	int rc = es_json_load(p, out);
 	if (!rc && !cJSON_IsObject(*out)) {
@@ -82,11 +84,8 @@ int es_record_check_done(const struct es_manifest *m, const char *id, const cJSO
 	if (!rel || !*rel || !f->sha256 || es_json_get_i64(rec, "rows", &f->rows))
 		return es_error(ES_EINVAL, "Done record for %s lacks output_path, rows or sha256: %s/" ES_JOB_DONE "/%s.json",
 				id, m->job_dir, id);
-	struct es_buf joined = ES_BUF_INIT;
-	int rc = rel[0] == '/' ? es_buf_adds(&joined, rel) : es_path_join(&joined, m->job_dir, rel);
-	if (!rc)
-		rc = es_fs_resolve(joined.data, output);
-	es_buf_free(&joined);
+	/* m->job_dir is resolved (es_manifest_load): only the record's own components are looked at. */
+	int rc = es_fs_resolve_under(m->job_dir, rel, output);
 	if (rc)
 		return rc;
 	size_t lj = strlen(m->job_dir);

@@ -622,12 +622,14 @@ int es_status_refresh(const struct es_manifest *m, double lock_timeout, const un
 	struct es_buf *b[3] = { &done, &failed, &lock };
 	size_t tails = 0;
 	int rc = 0;
+	es_fs_walk_cache_begin(); /* the records, locks and attempts of every shard: a walk each */
 	for (size_t i = 0; !rc && i < m->n_shards; i++) {
 		struct es_shard_status *r = &out->shards[i];
 		rc = refresh_one(m, i, out->lock_timeout_secs, seen ? seen[i] : ES_SEEN_ALL, b, r);
 		if (!rc)
 			tail_slot(r, &tails);
 	}
+	es_fs_walk_cache_end();
 	es_buf_free(&done);
 	es_buf_free(&failed);
 	es_buf_free(&lock);

@@ -77,6 +77,16 @@ int es_fs_sweep_links_of(const char *dir, const char *prefix, const char *path);
  * followed, even when planted after the manifest was checked; es_fs_read_file does not read
  * the file itself through a link either. Paths outside root behave as before. Thread-safe. */
 void es_fs_set_boundary(const char *root);
+/* Whether path is below the boundary (a read of it then refuses a link on the way and at the end). */
+int es_fs_below_boundary(const char *path);
+/* The walk cache, for a reader of many files below the boundary (status, a job view): from
+ * begin to end (calls nest), this thread keeps the folders it walks two levels below the
+ * boundary open (state/done, attempts, ...) and walks from them, as from the boundary, with
+ * O_NOFOLLOW, instead of from the boundary each time. What it keeps is the folder it found:
+ * a folder replaced in between (a link planted, a job folder made anew) is not seen until
+ * end. */
+void es_fs_walk_cache_begin(void);
+void es_fs_walk_cache_end(void);
 
 /* Write data to <dir>/.<name>.<32hex>.tmp, fsync, rename over path, fsync the folder. */
 int es_fs_write_atomic(const char *path, const void *data, size_t len);
@@ -176,6 +186,10 @@ int es_fs_readlink(int dirfd, const char *path, struct es_buf *out);
  * resolved component by component and ".." is applied after resolution (Python's
  * os.path.realpath(strict=False)). A relative path is taken against the CWD. */
 int es_fs_resolve(const char *path, struct es_buf *out);
+/* es_fs_resolve of base/rel where base is already resolved (absolute, no link in it): only
+ * rel's components are looked at (a record's output path below the job folder: four lookups,
+ * not one per folder from the root). rel absolute: es_fs_resolve(rel). */
+int es_fs_resolve_under(const char *base, const char *rel, struct es_buf *out);
 /* A file a command writes where the user says (merge, verify and run --output, report
  * --output) must not replace what the job needs: output and job_dir are resolved (es_fs_resolve:
  * ".." and symbolic links, a missing tail allowed), and an output that is the job folder or lies

@@ -91,6 +91,65 @@ static void test_not_regular(const char *t)
 	es_buf_free(&b);
 }
 
+static int open_fds(void)
+{
+	int n = 0;
+	char p[64];
+	for (int fd = 0; fd < 1024; fd++) {
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+		n += access(p, F_OK) == 0;
+	}
+	return n;
+}
+
+/* The walk cache (fs.h): between begin and end, files below the boundary read and written as
+ * without it, more folders than it holds, a link planted on the way still refused, nothing
+ * left open after end. */
+static void test_walk_cache(const char *t)
+{
+	char root[4096], p[4096 + 64];
+	snprintf(root, sizeof(root), "%s/wc", t);
+	for (int i = 0; i < 40; i++) {
+		snprintf(p, sizeof(p), "%s/a/s%02d", root, i);
+		CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+		snprintf(p, sizeof(p), "%s/a/s%02d/f.json", root, i);
+		CHECK_INT_EQ(es_fs_write_atomic(p, p, strlen(p)), 0);
+	}
+	snprintf(p, sizeof(p), "%s/elsewhere", t);
+	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+	es_fs_set_boundary(root);
+	int before = open_fds();
+	struct es_buf b = ES_BUF_INIT;
+	es_fs_walk_cache_begin();
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < 40; i++) {
+			snprintf(p, sizeof(p), "%s/a/s%02d/f.json", root, i);
+			es_fs_walk_cache_begin(); /* nested: only the outer end empties it */
+			CHECK_INT_EQ(es_fs_read_file(p, &b, 0), 0);
+			es_fs_walk_cache_end();
+			CHECK_STR_EQ(b.data, p);
+		}
+	snprintf(p, sizeof(p), "%s/a/s00/new.json", root);
+	CHECK_INT_EQ(es_fs_write_atomic(p, "new", 3), 0);
+	CHECK_INT_EQ(es_fs_read_file(p, &b, 0), 0);
+	CHECK_STR_EQ(b.data, "new");
+	/* A folder replaced by a link after the walks began is refused like any link. */
+	char link[4096 + 64];
+	snprintf(link, sizeof(link), "%s/c", root);
+	snprintf(p, sizeof(p), "%s/elsewhere", t);
+	CHECK_INT_EQ(symlink(p, link), 0);
+	snprintf(p, sizeof(p), "%s/c/y.json", root);
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_fs_read_file(p, &b, 0), ES_EINVAL);
+	es_log_quiet_end();
+	CHECK(strstr(es_last_error(), "is a symbolic link") != NULL);
+	CHECK(open_fds() > before);
+	es_fs_walk_cache_end();
+	CHECK_INT_EQ(open_fds(), before);
+	es_fs_set_boundary(NULL);
+	es_buf_free(&b);
+}
+
 /* An output a command writes where the user says may not replace what the job needs: inside
  * the job folder, after ".." and links, only the command's own file at its root is allowed. */
 static void test_check_output(const char *t)
@@ -228,6 +287,7 @@ int main(void)
 {
 	char *t = test_tmpdir();
 	char p[4096], q[4096];
+	test_walk_cache(t);
 	snprintf(p, sizeof(p), "%s/real/sub", t);
 	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
 	snprintf(p, sizeof(p), "%s/real", t);
