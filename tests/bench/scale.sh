@@ -308,26 +308,9 @@ for sid in ids:
         pass
 PY
 }
-# finish_all JOB: a done record and its done fence for every shard, as a worker leaves them.
-finish_all() {
-  python3 - "$1" <<'PY'
-import datetime, json, os, secrets, sys, time
-job = sys.argv[1]
-iso = datetime.datetime.now(datetime.timezone.utc).isoformat()
-for s in json.load(open(os.path.join(job, "manifest.json")))["shards"]:
-    sid, tok = s["id"], secrets.token_hex(16)
-    rel = "attempts/%s/0001-%s" % (sid, tok)
-    rec = {"attempt_number": 1, "completed_at": iso, "hostname": "bench-done", "output_path": rel + "/processed.jsonl",
-           "rows": s["rows"], "shard_id": sid, "status": "done", "token": tok}
-    with open(os.path.join(job, "state", "done", sid + ".json"), "w") as f:
-        json.dump(rec, f, indent=2, sort_keys=True)
-    fence = {"attempt_dir": rel, "attempt_number": 1, "claimed_at": iso, "claimed_at_epoch": time.time(), "heartbeat": 0,
-             "hostname": "bench-done", "lease_secs": 120.0, "pid": 1, "record": rec, "shard_id": sid, "status": "done",
-             "terminal_at": iso, "terminal_path": "state/done/%s.json" % sid, "token": tok}
-    with open(os.path.join(job, "state", "locks", sid + ".lock"), "w") as f:
-        f.write(json.dumps(fence, sort_keys=True, separators=(",", ":")))
-PY
-}
+# finish_all JOB: a done record and its done fence for every shard, as a worker leaves them
+# (tests/bench/finish_job.py; no result files).
+finish_all() { python3 "$repo/tests/bench/finish_job.py" "$1"; }
 # idle_ops N JOB LABEL: trace an idle worker of JOB for idle_secs once it waits.
 idle_ops() {
   local n=$1 job=$2 label=$3 pid i

@@ -38,32 +38,7 @@ PY
 printf 'project_name: status-bench\nprocess:\n  - text_length_filter:\n      min_len: 1\n' >"$T/recipe.yaml"
 "$bin" prepare --config "$T/recipe.yaml" --dataset-path "$T/in.jsonl" --num-shards "$shards" \
   --process-cmd "cp {input} {output}" --job-dir "$T/job" >"$T/prepare.out" 2>&1 || { cat "$T/prepare.out"; exit 1; }
-python3 - "$T/job" <<'PY'
-import datetime, hashlib, json, os, secrets, sys, time
-job = sys.argv[1]
-iso = datetime.datetime.now(datetime.timezone.utc).isoformat()
-for s in json.load(open(os.path.join(job, "manifest.json")))["shards"]:
-    sid, tok = s["id"], secrets.token_hex(16)
-    rel = "attempts/%s/0001-%s" % (sid, tok)
-    os.makedirs(os.path.join(job, rel))
-    data = open(os.path.join(job, s["path"]), "rb").read()
-    with open(os.path.join(job, rel, "processed.jsonl"), "wb") as f:
-        f.write(data)
-    att = {"attempt_number": 1, "claimed_at": iso, "claimed_at_epoch": time.time(), "ended_at": iso, "hostname": "bench",
-           "pid": 1, "shard_id": sid, "status": "done", "token": tok}
-    with open(os.path.join(job, rel, "attempt.json"), "w") as f:
-        json.dump(att, f, indent=2, sort_keys=True)
-    rec = {"attempt_number": 1, "completed_at": iso, "hostname": "bench", "output_path": rel + "/processed.jsonl",
-           "rows": s["rows"], "sha256": hashlib.sha256(data).hexdigest(), "shard_id": sid, "size_bytes": len(data),
-           "status": "done", "token": tok}
-    with open(os.path.join(job, "state", "done", sid + ".json"), "w") as f:
-        json.dump(rec, f, indent=2, sort_keys=True)
-    fence = {"attempt_dir": rel, "attempt_number": 1, "claimed_at": iso, "claimed_at_epoch": time.time(), "heartbeat": 0,
-             "hostname": "bench", "lease_secs": 120.0, "pid": 1, "record": rec, "shard_id": sid, "status": "done",
-             "terminal_at": iso, "terminal_path": "state/done/%s.json" % sid, "token": tok}
-    with open(os.path.join(job, "state", "locks", sid + ".lock"), "w") as f:
-        f.write(json.dumps(fence, sort_keys=True, separators=(",", ":")))
-PY
+python3 "$here/finish_job.py" "$T/job" --results
 "$bin" status --job-dir "$T/job" >"$T/status.txt" 2>&1 || { tail -5 "$T/status.txt"; echo "status_finished: status failed" >&2; exit 1; }
 grep -q " done=$shards failed=0" "$T/status.txt" ||
   { head -20 "$T/status.txt"; echo "status_finished: the job does not read as finished" >&2; exit 1; }
