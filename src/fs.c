@@ -365,13 +365,22 @@ static int walk_cache_keep(const char *path, size_t len, int depth, int fd, int 
 
 static int walk_beneath(const char *path, const char *root, int *dfd, const char **name);
 
-int es_fs_below_boundary(const char *path)
+/* Whether path is below the boundary; *rl (may be NULL) gets the boundary's length, read under
+ * the same lock. */
+static int below_boundary(const char *path, size_t *rl)
 {
 	pthread_mutex_lock(&boundary_mu);
-	size_t rl = boundary.len;
-	int below = rl && !strncmp(path, boundary.data, rl) && path[rl] == '/';
+	size_t n = boundary.len;
+	int below = n && !strncmp(path, boundary.data, n) && path[n] == '/';
 	pthread_mutex_unlock(&boundary_mu);
+	if (rl)
+		*rl = n;
 	return below;
+}
+
+int es_fs_below_boundary(const char *path)
+{
+	return below_boundary(path, NULL);
 }
 
 /* The folder that holds path, for an operation on its last component: outside the boundary
@@ -382,10 +391,8 @@ int es_fs_below_boundary(const char *path)
  * A link (or "..") is ES_EINVAL naming it; a missing folder is ES_ENOENT ("cannot open"). */
 static int beneath(const char *path, int *dfd, const char **name)
 {
-	pthread_mutex_lock(&boundary_mu);
-	size_t rl = boundary.len;
-	int below = rl && !strncmp(path, boundary.data, rl) && path[rl] == '/';
-	pthread_mutex_unlock(&boundary_mu);
+	size_t rl;
+	int below = below_boundary(path, &rl);
 	*dfd = AT_FDCWD;
 	*name = path;
 	if (!below)
