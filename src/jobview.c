@@ -140,6 +140,7 @@ static void fill_from_json(struct es_jobview *r, struct es_jv_attempt *a, const 
 		a->status = st ? ES_JV_LOST : ES_JV_RUNNING;
 		a->raw_status = st ? strdup(st) : NULL;
 	}
+	a->json_claim = es_json_get_epoch(doc, "claimed_at_epoch", "claimed_at");
 	double t;
 	a->claim = es_json_get_num(doc, "claimed_at_epoch", &t) ? iso_of(r, doc, "claimed_at") : take_time(r, t);
 	a->finished_at = iso_of(r, doc, "finished_at");
@@ -163,6 +164,7 @@ static struct es_jv_attempt *new_attempt(struct es_jobview *r)
 	a->claim = a->start = a->end = a->proc_secs = a->finished_at = a->stale_at = -1;
 	a->rows_in = a->rows_out = -1;
 	a->shard_index = -1;
+	a->json_claim = -1;
 	return a;
 }
 
@@ -832,11 +834,25 @@ int es_jobview_init(const char *job_dir, double lock_timeout, struct es_jobview 
 	if (rc)
 		return rc;
 	r->have_manifest = 1;
+	r->st.claims_by_caller = 1; /* refresh_attempts reads every attempt.json: fill_claims */
 	size_t n = r->m.n_shards ? r->m.n_shards : 1;
 	if (!(r->cache = calloc(1, sizeof(*r->cache))) || !(r->cache->seen = calloc(n, 1)) ||
 	    !(r->cache->attempts_final = calloc(n, 1)))
 		return oom("the view");
 	return 0;
+}
+
+/* The claim time of each done shard, from the attempt that published it (status.h
+ * claims_by_caller), and the status's sums made again with them. */
+static int fill_claims(struct es_jobview *r)
+{
+	for (size_t i = 0; i < r->n_a; i++) {
+		const struct es_jv_attempt *a = &r->a[i];
+		struct es_shard_status *s = a->shard_index >= 0 ? &r->st.shards[a->shard_index] : NULL;
+		if (s && s->state == ES_SHARD_DONE && s->published_dir && !strcmp(s->published_dir, a->dir))
+			s->claimed_at_epoch = a->json_claim;
+	}
+	return es_status_sum(&r->st);
 }
 
 /* The median duration of the done attempts. */
@@ -864,6 +880,8 @@ int es_jobview_refresh(struct es_jobview *r, double now)
 		rc = es_status_refresh(&r->m, r->lock_timeout, r->cache->seen, &r->st);
 	if (!rc)
 		rc = refresh_attempts(r);
+	if (!rc)
+		rc = fill_claims(r);
 	if (!rc)
 		rc = refresh_events(r);
 	es_fs_walk_cache_end();

@@ -1,5 +1,6 @@
 #include "json.h"
 
+#include "eshard/clock.h"
 #include "eshard/fs.h"
 #include "eshard/log.h"
 #include "eshard/pyfloat.h"
@@ -481,6 +482,16 @@ int es_json_is_int(const cJSON *v)
 {
 	return cJSON_IsRaw(v) && v->valuestring && (v->valuestring[0] == '-' ||
 		(v->valuestring[0] >= '0' && v->valuestring[0] <= '9'));
+}
+
+double es_json_get_epoch(const cJSON *obj, const char *epoch_key, const char *iso_key)
+{
+	double t;
+	if (!es_json_get_num(obj, epoch_key, &t))
+		return t;
+	if (!es_time_parse_iso(es_json_get_str(obj, iso_key), &t))
+		return t;
+	return -1;
 }
 
 int es_json_to_i64(const cJSON *v, int64_t *out)

@@ -45,5 +45,8 @@ int es_json_get_i64(const cJSON *obj, const char *key, int64_t *out);
 int es_json_to_i64(const cJSON *v, int64_t *out);
 int es_json_get_num(const cJSON *obj, const char *key, double *out);
 int es_json_is_int(const cJSON *v);
+/* A time given as epoch seconds under epoch_key, else as ISO 8601 under iso_key (es_time_parse_iso
+ * in clock.h); -1 when neither gives one. */
+double es_json_get_epoch(const cJSON *obj, const char *epoch_key, const char *iso_key);
 
 #endif

@@ -209,16 +209,6 @@ static void read_problem_tail(struct es_shard_problem *p)
 	es_buf_free(&t);
 }
 
-static double claimed_epoch_of(const cJSON *doc)
-{
-	double t;
-	if (!es_json_get_num(doc, "claimed_at_epoch", &t))
-		return t;
-	if (!es_time_parse_iso(es_json_get_str(doc, "claimed_at"), &t))
-		return t;
-	return -1;
-}
-
 static int shard_paths(const struct es_manifest *m, const char *id, struct es_buf *done,
 		       struct es_buf *failed, struct es_buf *lock)
 {
@@ -324,7 +314,8 @@ static void check_done_record(const struct es_manifest *m, const char *id, const
 
 /* Classify one shard with everything the full report shows. */
 static int collect_one(const struct es_manifest *m, const struct es_shard *sh, double timeout, unsigned seen,
-		       struct es_buf *done, struct es_buf *failed, struct es_buf *lock, struct es_shard_status *r)
+		       int by_caller, struct es_buf *done, struct es_buf *failed, struct es_buf *lock,
+		       struct es_shard_status *r)
 {
 	cJSON *doc = NULL;
 	int rc;
@@ -359,10 +350,14 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 			r->completed_at_epoch = t;
 		struct es_buf dir = ES_BUF_INIT;
 		if (!attempt_dir_of(m->job_dir, sh->id, es_json_get_str(doc, "output_path"), &dir)) {
-			cJSON *a = load_attempt(dir.data);
-			if (a)
-				r->claimed_at_epoch = claimed_epoch_of(a);
-			cJSON_Delete(a);
+			if (by_caller) {
+				r->published_dir = es_buf_detach(&dir, NULL);
+			} else {
+				cJSON *a = load_attempt(dir.data);
+				if (a)
+					r->claimed_at_epoch = es_json_get_epoch(a, "claimed_at_epoch", "claimed_at");
+				cJSON_Delete(a);
+			}
 		}
 		es_buf_free(&dir);
 		cJSON_Delete(doc);
@@ -493,6 +488,7 @@ static void shard_free(struct es_shard_status *r)
 	free(r->error);
 	free(r->failed_host);
 	free(r->record_error);
+	free(r->published_dir);
 	struct es_shard_problem *p = &r->problem;
 	free(p->status);
 	free(p->error);
@@ -533,20 +529,20 @@ static void tail_slot(struct es_shard_status *r, size_t *tails)
 }
 
 /* Read again what can have changed of shard i: everything unless it is final. */
-static int refresh_one(const struct es_manifest *m, size_t i, double timeout, unsigned seen, struct es_buf *b[3],
-		       struct es_shard_status *r)
+static int refresh_one(const struct es_manifest *m, size_t i, double timeout, unsigned seen, int by_caller,
+		       struct es_buf *b[3], struct es_shard_status *r)
 {
 	if (shard_final(r, seen))
 		return 0;
 	shard_free(r);
-	int rc = collect_one(m, &m->shards[i], timeout, seen, b[0], b[1], b[2], r);
+	int rc = collect_one(m, &m->shards[i], timeout, seen, by_caller, b[0], b[1], b[2], r);
 	if (!rc && r->state != ES_SHARD_FAILED && r->state != ES_SHARD_PENDING && r->attempt_number > 1)
 		explain_retried(m->job_dir, r->shard_id, r);
 	return rc;
 }
 
 /* The sums over the shards: counts, rows, hosts, the simple rate. */
-static int sum_up(struct es_status *out)
+int es_status_sum(struct es_status *out)
 {
 	double t0 = -1, t1 = -1;
 	memset(&out->counts, 0, sizeof(out->counts));
@@ -610,7 +606,9 @@ int es_status_refresh(const struct es_manifest *m, double lock_timeout, const un
 		      struct es_status *out)
 {
 	if (!out->shards) {
+		int by_caller = out->claims_by_caller;
 		memset(out, 0, sizeof(*out));
+		out->claims_by_caller = by_caller;
 		out->shards = calloc(m->n_shards ? m->n_shards : 1, sizeof(*out->shards));
 		if (!out->shards)
 			return es_error(ES_ENOMEM, "out of memory collecting the status of %s", m->job_dir);
@@ -625,7 +623,7 @@ int es_status_refresh(const struct es_manifest *m, double lock_timeout, const un
 	es_fs_walk_cache_begin(); /* the records, locks and attempts of every shard: a walk each */
 	for (size_t i = 0; !rc && i < m->n_shards; i++) {
 		struct es_shard_status *r = &out->shards[i];
-		rc = refresh_one(m, i, out->lock_timeout_secs, seen ? seen[i] : ES_SEEN_ALL, b, r);
+		rc = refresh_one(m, i, out->lock_timeout_secs, seen ? seen[i] : ES_SEEN_ALL, out->claims_by_caller, b, r);
 		if (!rc)
 			tail_slot(r, &tails);
 	}
@@ -633,7 +631,7 @@ int es_status_refresh(const struct es_manifest *m, double lock_timeout, const un
 	es_buf_free(&done);
 	es_buf_free(&failed);
 	es_buf_free(&lock);
-	return rc ? rc : sum_up(out);
+	return rc ? rc : es_status_sum(out);
 }
 
 int es_status_collect(const struct es_manifest *m, double lock_timeout, struct es_status *out)

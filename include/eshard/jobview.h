@@ -71,6 +71,9 @@ struct es_jv_attempt {
 	int unreadable;            /* attempt.json could not be read */
 	int error_from_event;      /* error is an end event's detail */
 	int64_t json_ino, json_size, json_mtime_ns; /* attempt.json when it was read */
+	double json_claim;         /* its claimed_at_epoch (else claimed_at) unchecked, < 0 when
+	                            * absent: the status's claim time of the shard it published
+	                            * (status.h claims_by_caller) */
 };
 
 struct es_jv_event {

@@ -89,6 +89,8 @@ struct es_shard_status {
 	struct es_shard_problem problem;
 	int tail_read;             /* problem's log tail was looked for (ES_STATUS_MAX_TAILS) */
 	char lock_token[33];       /* running/stale: the lock's token ("" when it has none) */
+	char *published_dir;       /* done, with claims_by_caller: the attempt folder of the record's
+	                            * output_path (absolute), or NULL */
 };
 
 struct es_status_counts {
@@ -121,6 +123,13 @@ struct es_status {
 	                             * es_jobview_load fills it, es_status_collect leaves 0) */
 	struct es_status_host *hosts; /* sorted by host name */
 	size_t n_hosts, cap_hosts;
+	int claims_by_caller;       /* set before the first refresh by a caller that reads every
+	                             * attempt.json itself (jobview.h): a done shard's
+	                             * claimed_at_epoch is then not read but left -1, published_dir
+	                             * says which attempt's it is, and the caller fills it (from
+	                             * attempt.json's claimed_at_epoch, else its claimed_at) and
+	                             * makes the sums again (es_status_sum). One read of each
+	                             * attempt.json, not two. */
 };
 
 /*
@@ -161,6 +170,10 @@ int es_status_list(const struct es_manifest *m, unsigned char *seen);
  */
 int es_status_refresh(const struct es_manifest *m, double lock_timeout, const unsigned char *seen,
 		      struct es_status *out);
+
+/* The sums over out's shards (counts, rows, hosts, rate), made again: es_status_refresh makes
+ * them; a caller that changed a shard's claimed_at_epoch (claims_by_caller) makes them again. */
+int es_status_sum(struct es_status *out);
 
 /*
  * The counts only, with the same classification, without reading done or failed records or

@@ -1,7 +1,8 @@
 /* jobview's rate and ETA rule (issue 10, item 3): work time is the union of the attempts'
  * spans, so the downtime between submissions is not counted; the window rate looks at the
  * recent spans only; no ETA for a terminal job or one where nothing runs. A view kept and
- * refreshed (issue 29) equals a fresh load after each change of a job's life. */
+ * refreshed (issue 29) equals a fresh load after each change of a job's life, and its status
+ * equals es_status_collect's though it reads each attempt.json once. */
 #include "eshard/clock.h"
 #include "eshard/jobview.h"
 #include "eshard/progress.h"
@@ -105,12 +106,30 @@ static void view_text(struct es_jobview *v, struct es_buf *out)
 	es_buf_free(&t);
 }
 
+/* The view reads each attempt.json once and gives its status the claim times of the done
+ * shards (status.h claims_by_caller): the status is the one es_status_collect makes, which
+ * reads them itself. */
+static void check_claims(const struct es_jobview *v, const char *step)
+{
+	struct es_status st;
+	if (CHECK_INT_EQ(es_status_collect(&v->m, 0, &st), 0) && CHECK_INT_EQ(st.n_shards, v->st.n_shards)) {
+		int same = near(st.rate_rows_per_sec, v->st.rate_rows_per_sec) && near(st.eta_secs, v->st.eta_secs);
+		for (size_t i = 0; i < st.n_shards; i++)
+			same &= near(st.shards[i].claimed_at_epoch, v->st.shards[i].claimed_at_epoch);
+		if (!CHECK(same))
+			fprintf(stderr, "  claims differ after %s: rate %.6f vs %.6f\n", step, st.rate_rows_per_sec,
+				v->st.rate_rows_per_sec);
+	}
+	es_status_free(&st);
+}
+
 /* The kept view refreshed and a fresh load at the same now show the same. */
 static void check_same(struct es_jobview *kept, const char *dir, double now, const char *step)
 {
 	struct es_jobview fresh;
 	struct es_buf a = ES_BUF_INIT, b = ES_BUF_INIT;
 	CHECK_INT_EQ(es_jobview_refresh(kept, now), 0);
+	check_claims(kept, step);
 	if (CHECK_INT_EQ(es_jobview_load(dir, now, 0, &fresh), 0)) {
 		view_text(kept, &a);
 		view_text(&fresh, &b);
