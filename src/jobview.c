@@ -6,6 +6,7 @@
 #include "eshard/jobpath.h"
 #include "eshard/log.h"
 #include "eshard/number.h"
+#include "eshard/par.h"
 #include "json.h"
 
 #include <dirent.h>
@@ -332,39 +333,111 @@ static int take_old(struct es_jobview *r, struct es_jv_attempt *old, size_t n)
 	return 0;
 }
 
+/* One shard of attempts/ for refresh_attempts: its name, its manifest index, and the attempts
+ * of the last refresh that are its (old[k..end)). */
+struct att_shard {
+	const char *name;
+	long idx;
+	size_t k, end;
+};
+
+struct att_ctx {
+	struct es_jobview *r;
+	const char *base;              /* <job>/attempts */
+	struct att_shard *sh;
+	struct es_jv_attempt *old;
+	struct es_jv_attempt **a;      /* per part: the attempts it read, */
+	size_t *n_a, *bad_times;       /* how many, and the times it ignored */
+};
+
+/* refresh_attempts's shards [begin, end), on one thread (par.h). The part collects into a
+ * shallow copy of the view: it shares what no part writes (the manifest, the status, the time
+ * range) and the per-shard flags of the cache, of which it writes its own shards' only. */
+static int attempts_part(void *ctx, size_t part, size_t begin, size_t end)
+{
+	struct att_ctx *c = ctx;
+	struct es_jobview sub = *c->r;
+	int rc = 0;
+	sub.a = NULL;
+	sub.n_a = sub.cap_a = 0;
+	sub.bad_times = 0;
+	es_fs_walk_cache_begin();
+	for (size_t i = begin; !rc && i < end; i++) {
+		const struct att_shard *t = &c->sh[i];
+		int keep = t->idx >= 0 && sub.cache->attempts_final[t->idx] && status_final(&sub.st.shards[t->idx]) &&
+			   t->end > t->k;
+		size_t from = sub.n_a;
+		/* No arithmetic on a NULL array (a first refresh has none read before). */
+		struct es_jv_attempt *prev = c->old ? c->old + t->k : NULL;
+		rc = keep ? take_old(&sub, prev, t->end - t->k) : read_shard_attempts(&sub, c->base, t->name, prev, t->end - t->k);
+		if (!rc && t->idx >= 0)
+			mark_final(&sub, t->idx, from);
+	}
+	es_fs_walk_cache_end();
+	c->a[part] = sub.a;
+	c->n_a[part] = sub.n_a;
+	c->bad_times[part] = sub.bad_times;
+	return rc;
+}
+
 /* The attempt folders: the listing of attempts/, then each shard's folder but for a shard whose
- * attempts were read while it was final and that is final still (kept as they were). */
+ * attempts were read while it was final and that is final still (kept as they were). The
+ * shards are read on the status's threads (status.h threads), each part's attempts put after
+ * the last part's. */
 static int refresh_attempts(struct es_jobview *r)
 {
 	struct es_strv shards = ES_STRV_INIT;
 	struct es_buf base = ES_BUF_INIT;
 	struct es_jv_attempt *old = r->a;
-	size_t n_old = r->n_a, k = 0;
+	size_t n_old = r->n_a, k = 0, parts = 0;
+	struct att_shard *sh = NULL;
+	struct att_ctx c = { 0 };
 	r->a = NULL;
 	r->n_a = r->cap_a = 0;
 	int rc = es_jobpath_join(&base, r->m.job_dir, ES_JOB_ATTEMPTS);
 	if (!rc)
 		rc = es_fs_list_dir(base.data, &shards);
+	if (!rc && shards.n) {
+		parts = es_status_threads(&r->st);
+		parts = parts < shards.n ? parts : shards.n;
+		sh = calloc(shards.n, sizeof(*sh));
+		c = (struct att_ctx){ r, base.data, sh, old, calloc(parts, sizeof(*c.a)), calloc(parts, sizeof(size_t)),
+				      calloc(parts, sizeof(size_t)) };
+		if (!sh || !c.a || !c.n_a || !c.bad_times)
+			rc = oom("attempts");
+	}
 	for (size_t i = 0; !rc && i < shards.n; i++) {
-		const char *sh = shards.v[i];
-		while (k < n_old && strcmp(old[k].shard, sh) < 0)
+		sh[i].name = shards.v[i];
+		while (k < n_old && strcmp(old[k].shard, sh[i].name) < 0)
 			k++;
-		size_t end = k; /* old[k..end): this shard's attempts read before */
-		while (end < n_old && !strcmp(old[end].shard, sh))
-			end++;
-		long idx = shard_index(&r->m, sh);
-		int keep = idx >= 0 && r->cache->attempts_final[idx] && status_final(&r->st.shards[idx]) && end > k;
-		size_t from = r->n_a;
-		/* No arithmetic on a NULL array (a first refresh has none read before). */
-		struct es_jv_attempt *prev = old ? old + k : NULL;
-		rc = keep ? take_old(r, prev, end - k) : read_shard_attempts(r, base.data, sh, prev, end - k);
-		if (!rc && idx >= 0)
-			mark_final(r, idx, from);
-		k = end;
+		sh[i].k = sh[i].end = k; /* old[k..end): this shard's attempts read before */
+		while (sh[i].end < n_old && !strcmp(old[sh[i].end].shard, sh[i].name))
+			sh[i].end++;
+		sh[i].idx = shard_index(&r->m, sh[i].name);
+		k = sh[i].end;
+	}
+	if (!rc && shards.n)
+		rc = es_par_run(shards.n, parts, attempts_part, &c);
+	for (size_t p = 0; p < parts && c.a; p++) {
+		for (size_t i = 0; i < c.n_a[p]; i++) {
+			struct es_jv_attempt *a = rc ? NULL : new_attempt(r);
+			if (!a) {
+				rc = rc ? rc : ES_ENOMEM; /* reported by es_grow */
+				free_attempt(&c.a[p][i]);
+				continue;
+			}
+			*a = c.a[p][i];
+		}
+		r->bad_times += c.bad_times[p];
+		free(c.a[p]);
 	}
 	for (k = 0; k < n_old; k++)
 		free_attempt(&old[k]); /* those not taken over */
 	free(old);
+	free(c.a);
+	free(c.n_a);
+	free(c.bad_times);
+	free(sh);
 	for (size_t i = 0; i < r->n_a; i++)
 		r->unreadable_attempts += r->a[i].unreadable;
 	es_strv_free(&shards);

@@ -147,6 +147,13 @@ int es_last_errno(void) { return last_errno; }
 void es_clear_error(void) { last_msg[0] = '\0'; }
 void es_log_quiet_begin(void) { quiet_depth++; }
 void es_log_quiet_end(void) { if (quiet_depth > 0) quiet_depth--; }
+int es_log_is_quiet(void) { return quiet_depth > 0; }
+
+void es_log_adopt_error(const char *msg, int err)
+{
+	snprintf(last_msg, sizeof(last_msg), "%s", msg);
+	last_errno = err;
+}
 
 void es_log_set_prefix(const char *p)
 {

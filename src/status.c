@@ -6,6 +6,7 @@
 #include "eshard/jobpath.h"
 #include "eshard/log.h"
 #include "eshard/number.h"
+#include "eshard/par.h"
 #include "json.h"
 #include "record.h"
 
@@ -602,13 +603,45 @@ int es_status_sum(struct es_status *out)
 	return 0;
 }
 
+struct refresh_ctx {
+	const struct es_manifest *m;
+	const unsigned char *seen;
+	struct es_status *out;
+};
+
+/* es_status_refresh's shards [begin, end), on one thread (par.h). */
+static int refresh_part(void *ctx, size_t part, size_t begin, size_t end)
+{
+	struct refresh_ctx *c = ctx;
+	struct es_buf done = ES_BUF_INIT, failed = ES_BUF_INIT, lock = ES_BUF_INIT;
+	struct es_buf *b[3] = { &done, &failed, &lock };
+	int rc = 0;
+	(void)part;
+	es_fs_walk_cache_begin(); /* the records, locks and attempts of every shard: a walk each */
+	for (size_t i = begin; !rc && i < end; i++)
+		rc = refresh_one(c->m, i, c->out->lock_timeout_secs, c->seen ? c->seen[i] : ES_SEEN_ALL,
+				 c->out->claims_by_caller, b, &c->out->shards[i]);
+	es_fs_walk_cache_end();
+	es_buf_free(&done);
+	es_buf_free(&failed);
+	es_buf_free(&lock);
+	return rc;
+}
+
+size_t es_status_threads(const struct es_status *s)
+{
+	return s->threads ? s->threads : es_par_parts(s->n_shards, ES_STATUS_PART, ES_STATUS_THREADS);
+}
+
 int es_status_refresh(const struct es_manifest *m, double lock_timeout, const unsigned char *seen,
 		      struct es_status *out)
 {
 	if (!out->shards) {
 		int by_caller = out->claims_by_caller;
+		unsigned threads = out->threads;
 		memset(out, 0, sizeof(*out));
 		out->claims_by_caller = by_caller;
+		out->threads = threads;
 		out->shards = calloc(m->n_shards ? m->n_shards : 1, sizeof(*out->shards));
 		if (!out->shards)
 			return es_error(ES_ENOMEM, "out of memory collecting the status of %s", m->job_dir);
@@ -616,21 +649,12 @@ int es_status_refresh(const struct es_manifest *m, double lock_timeout, const un
 	}
 	out->lock_timeout_secs = effective_timeout(m, lock_timeout);
 	out->lease_secs = m->policy.lease_secs;
-	struct es_buf done = ES_BUF_INIT, failed = ES_BUF_INIT, lock = ES_BUF_INIT;
-	struct es_buf *b[3] = { &done, &failed, &lock };
+	struct refresh_ctx c = { m, seen, out };
+	int rc = es_par_run(m->n_shards, es_status_threads(out), refresh_part, &c);
+	/* The log tails in manifest order, the first ES_STATUS_MAX_TAILS problems' only. */
 	size_t tails = 0;
-	int rc = 0;
-	es_fs_walk_cache_begin(); /* the records, locks and attempts of every shard: a walk each */
-	for (size_t i = 0; !rc && i < m->n_shards; i++) {
-		struct es_shard_status *r = &out->shards[i];
-		rc = refresh_one(m, i, out->lock_timeout_secs, seen ? seen[i] : ES_SEEN_ALL, out->claims_by_caller, b, r);
-		if (!rc)
-			tail_slot(r, &tails);
-	}
-	es_fs_walk_cache_end();
-	es_buf_free(&done);
-	es_buf_free(&failed);
-	es_buf_free(&lock);
+	for (size_t i = 0; !rc && i < m->n_shards; i++)
+		tail_slot(&out->shards[i], &tails);
 	return rc ? rc : es_status_sum(out);
 }
 

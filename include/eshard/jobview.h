@@ -146,7 +146,9 @@ void es_jobview_free(struct es_jobview *v);
  * what a reader cannot see without reading changed: a shard that failed again within one
  * refresh, retried in between, keeps its earlier failure's details; a time that a moving now
  * would bring into the range of "Clocks" stays ignored; a backup attempt whose folder appears
- * after its shard was seen final is not shown.
+ * after its shard was seen final is not shown. Each attempt.json is read once (the status
+ * takes its claim times from the view: status.h claims_by_caller), and the shards' records,
+ * locks and attempt folders are read on v->st.threads threads (status.h, par.h).
  */
 int es_jobview_init(const char *job_dir, double lock_timeout, struct es_jobview *v);
 int es_jobview_refresh(struct es_jobview *v, double now);

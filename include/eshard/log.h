@@ -29,6 +29,11 @@ void es_clear_error(void);
 /* Nested: while the depth is > 0, es_error() keeps the message but does not print it. */
 void es_log_quiet_begin(void);
 void es_log_quiet_end(void);
+/* Whether this thread is inside a quiet pair (a helper thread then begins one too). */
+int es_log_is_quiet(void);
+/* Keep msg and err as this thread's last error, without printing: an error another thread
+ * reported (par.h), handed to the thread that returns it. */
+void es_log_adopt_error(const char *msg, int err);
 /* Prefix for every line, e.g. "[rank 1 node2] "; NULL or "" for none. */
 void es_log_set_prefix(const char *prefix);
 

@@ -130,7 +130,16 @@ struct es_status {
 	                             * attempt.json's claimed_at_epoch, else its claimed_at) and
 	                             * makes the sums again (es_status_sum). One read of each
 	                             * attempt.json, not two. */
+	unsigned threads;           /* how many threads a refresh reads with (par.h), set before
+	                             * the first one and kept: 0 for the default, one thread per
+	                             * ES_STATUS_PART shards, at most ES_STATUS_THREADS */
 };
+
+/* A refresh reads the shards on up to ES_STATUS_THREADS threads at once, one per ES_STATUS_PART
+ * shards: the files of a shard cost round trips on a distributed file system, and several in
+ * flight hide them (issue 29: `status` of 100,000 shards). */
+#define ES_STATUS_THREADS 4
+#define ES_STATUS_PART 1024
 
 /*
  * Classify every shard and fill out (free it with es_status_free, also after an error).
@@ -165,11 +174,15 @@ int es_status_list(const struct es_manifest *m, unsigned char *seen);
  * zeroed: then every shard is read). seen (es_status_list, or NULL: look every name up) says
  * which per-shard names exist: a shard in no listing is pending without any per-shard call. A
  * shard that out holds as final (done with a record merge accepts, or failed) and that the
- * listings still show so is kept as it is; every other one is read again. The sums (counts,
- * rows, hosts, rate) are made again from the shards.
+ * listings still show so is kept as it is; every other one is read again, on out->threads
+ * threads (par.h; each keeps its own walk cache, fs.h). The sums (counts, rows, hosts, rate)
+ * are made again from the shards.
  */
 int es_status_refresh(const struct es_manifest *m, double lock_timeout, const unsigned char *seen,
 		      struct es_status *out);
+
+/* The threads a refresh of s reads with: s->threads, else the default (ES_STATUS_PART). */
+size_t es_status_threads(const struct es_status *s);
 
 /* The sums over out's shards (counts, rows, hosts, rate), made again: es_status_refresh makes
  * them; a caller that changed a shard's claimed_at_epoch (claims_by_caller) makes them again. */

@@ -210,6 +210,7 @@ static void test_refresh(const char *T)
 	jf_make(&j, T, "life", 4, rows, NULL);
 	if (!CHECK_INT_EQ(es_jobview_init(j.dir, 0, &v), 0))
 		return;
+	v.st.threads = 3; /* the kept view reads on threads (par.h), a fresh load on one */
 	check_same(&v, j.dir, now, "nothing");
 	claim(&j, "node-a.7.aaaaaaaa", 0, 1, "node-a", now - 50);
 	claim(&j, "node-b.8.bbbbbbbb", 1, 1, "node-b", now - 49);
