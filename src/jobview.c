@@ -39,12 +39,6 @@ double es_jv_duration(const struct es_jv_attempt *a)
 
 /* ---------------- reading the job folder ---------------- */
 
-static int is_dir(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 static cJSON *load_object_quiet(const char *path)
 {
 	cJSON *doc = NULL;
@@ -287,14 +281,13 @@ static int read_shard_attempts(struct es_jobview *r, const char *base, const cha
 	struct stat st;
 	int rc = 0;
 	es_buf_printf(&sdir, "%s/%s", base, shard);
-	if (is_dir(sdir.data))
-		rc = es_fs_list_dir(sdir.data, &leaves);
+	rc = es_fs_list_dir(sdir.data, &leaves); /* not a folder: none (no stat first) */
 	for (size_t k = 0; !rc && k < leaves.n; k++) {
 		es_buf_reset(&adir);
 		es_buf_reset(&aj);
 		es_buf_printf(&adir, "%s/%s", sdir.data, leaves.v[k]);
 		es_buf_printf(&aj, "%s/" ES_ATTEMPT_JSON, adir.data);
-		if (is_dir(adir.data) && lstat(aj.data, &st) == 0)
+		if (lstat(aj.data, &st) == 0) /* fails unless adir is a folder: no stat of it first */
 			rc = take_attempt(r, shard, leaves.v[k], adir.data, &st, old, n_old);
 	}
 	es_strv_free(&leaves);
