@@ -411,7 +411,7 @@ static int refresh_attempts(struct es_jobview *r)
 	}
 	if (!rc && shards.n)
 		rc = es_par_run(shards.n, parts, attempts_part, &c);
-	for (size_t p = 0; p < parts && c.a; p++) {
+	for (size_t p = 0; p < parts && c.a && c.n_a && c.bad_times; p++) {
 		for (size_t i = 0; i < c.n_a[p]; i++) {
 			struct es_jv_attempt *a = rc ? NULL : new_attempt(r);
 			if (!a) {
