@@ -4,7 +4,7 @@ large finished jobs: running 100,000 shards through workers takes an hour).
 
     finish_job.py JOB [--results]
 
-For every shard of JOB's manifest: a done record (state/done/<id>.json) and its done fence
+For every shard of JOB's manifest that has no done record yet: a done record (state/done/<id>.json) and its done fence
 (state/locks/<id>.lock, holding a copy of the record), as docs/job-folder.md describes them.
 With --results, also the attempt folder attempts/<id>/0001-<token>/ with its attempt.json and
 its result (the shard's input, copied), and the record's sha256 and size_bytes: a job that
@@ -28,6 +28,8 @@ def main():
     host = "bench" if results else "bench-done"
     for s in json.load(open(os.path.join(job, "manifest.json")))["shards"]:
         sid, tok = s["id"], secrets.token_hex(16)
+        if os.path.exists(os.path.join(job, "state", "done", sid + ".json")):
+            continue  # a worker finished it: it stays as the worker left it
         rel = "attempts/%s/0001-%s" % (sid, tok)
         rec = {"attempt_number": 1, "completed_at": iso, "hostname": host, "output_path": rel + "/processed.jsonl",
                "rows": s["rows"], "shard_id": sid, "status": "done", "token": tok}

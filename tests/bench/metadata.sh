@@ -43,8 +43,10 @@
 #                client's caches warm).
 # --status-shards "20000 100000" (or ESHARD_BENCH_STATUS_SHARDS): for each N a job of N one-row
 # shards (cp) is prepared through one client (its operations and time printed), then `status`
-# is timed (the same way) before any work and after one `worker --max-shards K` (--partial,
-# default 200) finished K shards.
+# is timed (the same way) before any work, after one `worker --max-shards K` (--partial,
+# default 200) finished K shards, and once the rest is made finished through one client
+# (tests/bench/finish_job.py --results: what status reads most, every shard's record, attempt
+# folder and result).
 # --compare-bin PATH (or ESHARD_BENCH_COMPARE_BIN): every `status` figure is taken a second time
 # with that binary (another build, say the one before a change), on the same job right after,
 # each through a new client of its own: a pair from one run, on the same machine load.
@@ -330,6 +332,12 @@ status_job() {
     { tail -5 "$T/work.out"; fail "the worker of $n shards failed"; }
   say "status $n: after $partial shards done: $(status_times "$job" "s1-$n")"
   [ -z "$compare_bin" ] || say "status $n: after $partial shards done, $compare_bin: $(status_times "$job" "s1c-$n" "$compare_bin")"
+  # The rest made finished (finish_job.py: a done record, fence, attempt folder and result each,
+  # written through one client): what status reads most, every shard's record, attempt and result.
+  gluster_run "sfin-$n" python3 "$repo/tests/bench/finish_job.py" "$job" --results >"$T/fin.out" 2>&1 ||
+    { tail -5 "$T/fin.out"; fail "finishing the job of $n shards failed"; }
+  say "status $n: finished: $(status_times "$job" "s2-$n")"
+  [ -z "$compare_bin" ] || say "status $n: finished, $compare_bin: $(status_times "$job" "s2c-$n" "$compare_bin")"
 }
 
 for c in $configs; do one_config "${c%x*}" "${c#*x}"; done
