@@ -334,13 +334,18 @@ struct att_shard {
 	size_t k, end;
 };
 
+/* What one part of refresh_attempts read: its attempts, and the times it ignored. */
+struct att_part {
+	struct es_jv_attempt *a;
+	size_t n_a, bad_times;
+};
+
 struct att_ctx {
 	struct es_jobview *r;
 	const char *base;              /* <job>/attempts */
 	struct att_shard *sh;
 	struct es_jv_attempt *old;
-	struct es_jv_attempt **a;      /* per part: the attempts it read, */
-	size_t *n_a, *bad_times;       /* how many, and the times it ignored */
+	struct att_part *parts;
 };
 
 /* refresh_attempts's shards [begin, end), on one thread (par.h). The part collects into a
@@ -367,9 +372,7 @@ static int attempts_part(void *ctx, size_t part, size_t begin, size_t end)
 			mark_final(&sub, t->idx, from);
 	}
 	es_fs_walk_cache_end();
-	c->a[part] = sub.a;
-	c->n_a[part] = sub.n_a;
-	c->bad_times[part] = sub.bad_times;
+	c->parts[part] = (struct att_part){ sub.a, sub.n_a, sub.bad_times };
 	return rc;
 }
 
@@ -394,9 +397,8 @@ static int refresh_attempts(struct es_jobview *r)
 		parts = es_status_threads(&r->st);
 		parts = parts < shards.n ? parts : shards.n;
 		sh = calloc(shards.n, sizeof(*sh));
-		c = (struct att_ctx){ r, base.data, sh, old, calloc(parts, sizeof(*c.a)), calloc(parts, sizeof(size_t)),
-				      calloc(parts, sizeof(size_t)) };
-		if (!sh || !c.a || !c.n_a || !c.bad_times)
+		c = (struct att_ctx){ r, base.data, sh, old, calloc(parts, sizeof(*c.parts)) };
+		if (!sh || !c.parts)
 			rc = oom("attempts");
 	}
 	for (size_t i = 0; !rc && i < shards.n; i++) {
@@ -411,25 +413,27 @@ static int refresh_attempts(struct es_jobview *r)
 	}
 	if (!rc && shards.n)
 		rc = es_par_run(shards.n, parts, attempts_part, &c);
-	for (size_t p = 0; p < parts && c.a && c.n_a && c.bad_times; p++) {
-		for (size_t i = 0; i < c.n_a[p]; i++) {
-			struct es_jv_attempt *a = rc ? NULL : new_attempt(r);
-			if (!a) {
-				rc = rc ? rc : ES_ENOMEM; /* reported by es_grow */
-				free_attempt(&c.a[p][i]);
-				continue;
-			}
-			*a = c.a[p][i];
+	size_t total = 0;
+	for (size_t p = 0; c.parts && p < parts; p++)
+		total += c.parts[p].n_a;
+	if (!rc && total)
+		rc = es_grow(&r->a, &r->cap_a, total, sizeof(*r->a)); /* reports itself */
+	for (size_t p = 0; c.parts && p < parts; p++) {
+		struct att_part *t = &c.parts[p];
+		if (!rc) {
+			memcpy(r->a + r->n_a, t->a, t->n_a * sizeof(*t->a));
+			r->n_a += t->n_a;
+		} else {
+			for (size_t i = 0; i < t->n_a; i++)
+				free_attempt(&t->a[i]);
 		}
-		r->bad_times += c.bad_times[p];
-		free(c.a[p]);
+		r->bad_times += t->bad_times;
+		free(t->a);
 	}
 	for (k = 0; k < n_old; k++)
 		free_attempt(&old[k]); /* those not taken over */
 	free(old);
-	free(c.a);
-	free(c.n_a);
-	free(c.bad_times);
+	free(c.parts);
 	free(sh);
 	for (size_t i = 0; i < r->n_a; i++)
 		r->unreadable_attempts += r->a[i].unreadable;
