@@ -149,6 +149,19 @@ static inline char *jf_concat(const struct jf *j, size_t *len)
 	return es_buf_detach(&all, len);
 }
 
+/* Append to out the lines of text (each with its newline) that do not contain needle: a status
+ * without the ages of its locks, which come from the clock as each lock is read. */
+static inline void jf_lines_without(struct es_buf *out, const char *text, const char *needle)
+{
+	for (const char *l = text; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t n = nl ? (size_t)(nl - l) + 1 : strlen(l);
+		if (!memmem(l, n, needle, strlen(needle)))
+			es_buf_add(out, l, n);
+		l += n;
+	}
+}
+
 /* An attempt folder attempts/<id>/<NNNN>-<token> with an attempt.json of this host/status. */
 static inline void jf_attempt(struct jf *j, int i, int number, const char *host, const char *status, double claimed)
 {

@@ -82,13 +82,7 @@ static void view_text(struct es_jobview *v, struct es_buf *out)
 	struct es_buf t = ES_BUF_INIT;
 	es_buf_reset(out);
 	CHECK_INT_EQ(es_status_format_json(&v->m, &v->st, &t), 0);
-	for (const char *l = t.data; l && *l;) {
-		const char *nl = strchr(l, '\n');
-		size_t n = nl ? (size_t)(nl - l) + 1 : strlen(l);
-		if (!memmem(l, n, "_age_secs", 9))
-			es_buf_add(out, l, n);
-		l += n;
-	}
+	jf_lines_without(out, t.data, "_age_secs");
 	CHECK_INT_EQ(es_status_format_text(&v->m, &v->st, 1, out), 0);
 	CHECK_INT_EQ(es_progress_line(v, 60, out), 0);
 	CHECK_INT_EQ(es_progress_summary(v, out), 0);
