@@ -274,14 +274,18 @@ void es_fs_set_boundary(const char *root)
 }
 
 /* The walk cache (fs.h es_fs_walk_cache_begin): folders below the boundary that this thread
- * walked, at most two levels down (state/done, attempts/<shard>, ...), kept open while a
- * reader of many files is between begin and end; a walk starts from the deepest one that holds
- * its target. A folder handed out by beneath() is busy until close_dir(); when the cache is
- * full, the oldest folder that is not busy makes room. */
+ * walked, at most three levels down (state/done, attempts/<shard>, an attempt folder), kept
+ * open while a reader of many files or a worker's shard is between begin and end; a walk
+ * starts from the deepest one that holds its target. A folder handed out by beneath() is busy
+ * until close_dir(); when the cache is full, the oldest folder that is not busy makes room.
+ * A folder fsynced once keeps the descriptor that fsync opened (sync_fd) for the next one: on
+ * a FUSE file system each open of a folder is an OPENDIR and each close a RELEASEDIR. */
 #define ES_WALK_CACHE 16
+#define ES_WALK_CACHE_DEPTH 3
 static __thread struct walk_cached {
 	char *dir; /* the folder's path, as the walk spelled it */
 	int fd, busy;
+	int sync_fd; /* the folder opened for fsync, once fsync_at needed it; -1 until then */
 	unsigned long used;
 } walk_cache[ES_WALK_CACHE];
 static __thread int walk_cache_on, walk_cache_n;
@@ -292,14 +296,20 @@ void es_fs_walk_cache_begin(void)
 	walk_cache_on++;
 }
 
+static void walk_cached_free(struct walk_cached *c)
+{
+	close(c->fd);
+	if (c->sync_fd >= 0)
+		close(c->sync_fd);
+	free(c->dir);
+}
+
 void es_fs_walk_cache_end(void)
 {
 	if (walk_cache_on == 0 || --walk_cache_on)
 		return;
-	for (int i = 0; i < walk_cache_n; i++) {
-		close(walk_cache[i].fd);
-		free(walk_cache[i].dir);
-	}
+	for (int i = 0; i < walk_cache_n; i++)
+		walk_cached_free(&walk_cache[i]);
 	walk_cache_n = 0;
 }
 
@@ -336,7 +346,7 @@ static int walk_cache_find(const char *path, size_t len, size_t *at)
  * came from, which must stay. */
 static int walk_cache_keep(const char *path, size_t len, int depth, int fd, int from)
 {
-	if (!walk_cache_on || depth < 1 || depth > 2)
+	if (!walk_cache_on || depth < 1 || depth > ES_WALK_CACHE_DEPTH)
 		return 0;
 	int slot = walk_cache_n;
 	if (slot == ES_WALK_CACHE) {
@@ -353,13 +363,11 @@ static int walk_cache_keep(const char *path, size_t len, int depth, int fd, int 
 		return 0;
 	memcpy(dir, path, len);
 	dir[len] = '\0';
-	if (slot < walk_cache_n) {
-		close(walk_cache[slot].fd);
-		free(walk_cache[slot].dir);
-	} else {
+	if (slot < walk_cache_n)
+		walk_cached_free(&walk_cache[slot]);
+	else
 		walk_cache_n++;
-	}
-	walk_cache[slot] = (struct walk_cached){ dir, fd, 0, ++walk_cache_clock };
+	walk_cache[slot] = (struct walk_cached){ dir, fd, 0, -1, ++walk_cache_clock };
 	return 1;
 }
 
@@ -495,13 +503,17 @@ static int fsync_at(int dfd, const char *path)
 {
 	if (dfd == AT_FDCWD)
 		return es_fs_fsync_parent(path);
-	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* dfd may be an O_PATH one */
+	struct walk_cached *c = walk_cached_of(dfd);
+	int fd = c && c->sync_fd >= 0 ? c->sync_fd : openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* dfd may be an O_PATH one */
 	if (fd < 0)
 		return es_error_errno(ES_EIO, "cannot open the folder of '%s' to fsync it", path);
 	int rc = 0;
 	if (fsync(fd) != 0 && errno != EINVAL)
 		rc = es_error_errno(ES_EIO, "cannot fsync the folder of '%s'", path);
-	close(fd);
+	if (c)
+		c->sync_fd = fd;
+	else
+		close(fd);
 	return rc;
 }
 

@@ -1196,7 +1196,7 @@ static const char *publish_result(struct shard_run *r)
 	return result;
 }
 
-static const char *process_shard(struct worker *w, size_t i)
+static const char *run_shard(struct worker *w, size_t i)
 {
 	if (w->per_rank && ensure_ray_head(w))
 		return head_unavailable(w, i);
@@ -1221,6 +1221,16 @@ static const char *process_shard(struct worker *w, size_t i)
 		result = publish_result(&r);
 	shard_free(&r);
 	return result;
+}
+
+/* run_shard with the shard's folders (attempts/<id>, its attempt folder, state/done ...) walked
+ * once for the whole shard, not once per file written there (fs.h es_fs_walk_cache_begin). */
+static const char *process_shard(struct worker *w, size_t i)
+{
+	es_fs_walk_cache_begin();
+	const char *r = run_shard(w, i);
+	es_fs_walk_cache_end();
+	return r;
 }
 
 /* ---------------- start-up checks ---------------- */
@@ -1413,7 +1423,11 @@ static int claim_next(struct worker *w, size_t *i)
 {
 	w->scan_mono = es_time_mono();
 	for (size_t k = 0; !w->capped && k < w->m.n_shards && !stopped(w->o); k++) {
+		/* A claim writes in state/locks, attempts/<id> and the new attempt folder: each
+		 * walked once (fs.h es_fs_walk_cache_begin). */
+		es_fs_walk_cache_begin();
 		int rc = es_claim_try(&w->c, k);
+		es_fs_walk_cache_end();
 		if (rc < 0)
 			return rc;
 		if (w->c.took_over) {

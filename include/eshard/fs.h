@@ -79,12 +79,13 @@ int es_fs_sweep_links_of(const char *dir, const char *prefix, const char *path);
 void es_fs_set_boundary(const char *root);
 /* Whether path is below the boundary (a read of it then refuses a link on the way and at the end). */
 int es_fs_below_boundary(const char *path);
-/* The walk cache, for a reader of many files below the boundary (status, a job view): from
- * begin to end (calls nest), this thread keeps the folders it walks two levels below the
- * boundary open (state/done, attempts, ...) and walks from them, as from the boundary, with
- * O_NOFOLLOW, instead of from the boundary each time. What it keeps is the folder it found:
- * a folder replaced in between (a link planted, a job folder made anew) is not seen until
- * end. */
+/* The walk cache, for a reader of many files below the boundary (status, a job view) and a
+ * worker's claim and shard: from begin to end (calls nest), this thread keeps the folders it
+ * walks up to three levels below the boundary open (state/done, attempts/<shard>, an attempt
+ * folder, ...) and walks from them, as from the boundary, with O_NOFOLLOW, instead of from the
+ * boundary each time; a kept folder fsynced once keeps that descriptor for its next fsync.
+ * What it keeps is the folder it found: a folder replaced in between (a link planted, a job
+ * folder made anew) is not seen until end. */
 void es_fs_walk_cache_begin(void);
 void es_fs_walk_cache_end(void);
 

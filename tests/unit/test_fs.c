@@ -102,6 +102,71 @@ static int open_fds(void)
 	return n;
 }
 
+/* Descriptors of this process open on the folder dir: with O_PATH (a walk's) and without (an
+ * fsync's), by /proc/self/fd and the flags of /proc/self/fdinfo. */
+static void fds_on(const char *dir, int *walks, int *syncs)
+{
+	*walks = *syncs = 0;
+	for (int fd = 0; fd < 1024; fd++) {
+		char p[64], target[4096], line[256];
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+		ssize_t n = readlink(p, target, sizeof(target) - 1);
+		if (n < 0)
+			continue;
+		target[n] = '\0';
+		if (strcmp(target, dir))
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/fdinfo/%d", fd);
+		FILE *f = fopen(p, "r");
+		unsigned long flags = 0;
+		while (f && fgets(line, sizeof(line), f))
+			if (sscanf(line, "flags: %lo", &flags) == 1)
+				break;
+		if (f)
+			fclose(f);
+		if (flags & O_PATH)
+			(*walks)++;
+		else
+			(*syncs)++;
+	}
+}
+
+/* A writer's walk cache: an attempt folder three levels down is walked once and its fsync
+ * descriptor kept for the next atomic write there (on FUSE an OPENDIR and a RELEASEDIR less
+ * each); every write lands as without the cache; nothing stays open after end. */
+static void test_walk_cache_writes(const char *t)
+{
+	char root[4096], dir[4096 + 64], p[4096 + 128];
+	snprintf(root, sizeof(root), "%s/wcw", t);
+	snprintf(dir, sizeof(dir), "%s/attempts/s0/0001-x", root);
+	CHECK_INT_EQ(es_fs_mkdirs(dir, 0755), 0);
+	es_fs_set_boundary(root);
+	int before = open_fds(), walks, syncs;
+	struct es_buf b = ES_BUF_INIT;
+	es_fs_walk_cache_begin();
+	for (int k = 0; k < 3; k++) {
+		char text[32];
+		snprintf(text, sizeof(text), "v%d", k);
+		snprintf(p, sizeof(p), "%s/attempt.json", dir);
+		CHECK_INT_EQ(es_fs_write_atomic(p, text, strlen(text)), 0);
+		CHECK_INT_EQ(es_fs_read_file(p, &b, 0), 0);
+		CHECK_STR_EQ(b.data, text);
+		fds_on(dir, &walks, &syncs);
+		CHECK_INT_EQ(walks, 1);
+		CHECK_INT_EQ(syncs, 1);
+	}
+	es_fs_walk_cache_end();
+	fds_on(dir, &walks, &syncs);
+	CHECK_INT_EQ(walks + syncs, 0);
+	CHECK_INT_EQ(open_fds(), before);
+	/* Without the cache, nothing is kept between writes. */
+	snprintf(p, sizeof(p), "%s/attempt.json", dir);
+	CHECK_INT_EQ(es_fs_write_atomic(p, "v3", 2), 0);
+	CHECK_INT_EQ(open_fds(), before);
+	es_fs_set_boundary(NULL);
+	es_buf_free(&b);
+}
+
 /* The walk cache (fs.h): between begin and end, files below the boundary read and written as
  * without it, more folders than it holds, a link planted on the way still refused, nothing
  * left open after end. */
@@ -288,6 +353,7 @@ int main(void)
 	char *t = test_tmpdir();
 	char p[4096], q[4096];
 	test_walk_cache(t);
+	test_walk_cache_writes(t);
 	snprintf(p, sizeof(p), "%s/real/sub", t);
 	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
 	snprintf(p, sizeof(p), "%s/real", t);
