@@ -399,6 +399,7 @@ static int work_phase(struct run *r)
 	struct es_worker_opts wo;
 	job_worker_options(r->cli, r->rid, r->cap, "run", &wo);
 	wo.quiet_end = r->ag.rank != 0; /* rank 0 says how the job ended, once */
+	wo.leave_end_repair = r->ag.rank != 0; /* and fences what a listing alone showed done */
 	wo.should_stop = agree_peer_stopped;
 	wo.should_stop_arg = &r->ag;
 	wo.ray_rank_on_host = r->slot;

@@ -374,8 +374,8 @@ static void seen_running(struct es_lease_obs *o, const struct es_lock_info *li)
 void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s)
 {
 	const struct es_lease_obs *o = &c->obs[i];
-	s->terminal = o->terminal;
-	s->running = o->running && !o->terminal;
+	s->terminal = o->terminal || o->listed_done;
+	s->running = o->running && !s->terminal;
 	s->claimed_at_epoch = s->running ? o->claimed_at_epoch : -1;
 	s->done_secs = o->done_secs;
 	s->host = o->host;
@@ -385,7 +385,58 @@ void es_claim_seen(const struct es_claimer *c, size_t i, struct es_claim_seen *s
 
 int es_claim_seen_done(const struct es_claimer *c, size_t i)
 {
-	return c->obs[i].terminal && c->obs[i].done;
+	return (c->obs[i].terminal && c->obs[i].done) || c->obs[i].listed_done;
+}
+
+int es_claim_listed_only(const struct es_claimer *c, size_t i)
+{
+	return c->obs[i].listed_done && !c->obs[i].terminal;
+}
+
+size_t es_claim_unknown(const struct es_claimer *c)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < c->m->n_shards; i++)
+		n += !c->obs[i].terminal && !c->obs[i].listed_done;
+	return n;
+}
+
+/* The shard whose done record is called name in state/done: its index, or -1. Ids are
+ * part-<index>-of-<count> (docs/job-folder.md), so the index is read from the name and checked
+ * against the manifest's id. */
+static long listed_shard(const struct es_manifest *m, const char *name)
+{
+	size_t n = strlen(name);
+	if (n < 6 || strncmp(name, "part-", 5) || strcmp(name + n - 5, ".json"))
+		return -1;
+	char *end;
+	errno = 0;
+	unsigned long long k = strtoull(name + 5, &end, 10);
+	if (errno || end == name + 5 || k >= m->n_shards)
+		return -1;
+	const char *id = m->shards[k].id;
+	size_t idn = strlen(id);
+	return idn == n - 5 && !strncmp(name, id, idn) ? (long)k : -1;
+}
+
+int es_claim_learn_done(struct es_claimer *c)
+{
+	struct es_buf dir = ES_BUF_INIT;
+	struct es_strv names = ES_STRV_INIT;
+	int rc = es_jobpath_join(&dir, c->m->job_dir, ES_JOB_DONE);
+	if (!rc)
+		rc = es_fs_list_dir(dir.data, &names);
+	int learned = 0;
+	for (size_t k = 0; !rc && k < names.n; k++) {
+		long i = listed_shard(c->m, names.v[k]);
+		if (i >= 0 && !c->obs[i].listed_done && !(c->obs[i].terminal && c->obs[i].done)) {
+			c->obs[i].listed_done = 1;
+			learned++;
+		}
+	}
+	es_strv_free(&names);
+	es_buf_free(&dir);
+	return rc ? rc : learned;
 }
 
 /* What the lock says before a claim, read with one open() that the file server answers: 1
@@ -589,11 +640,20 @@ static int claim_at(struct es_claimer *c, size_t i, const char *lock_path)
 	return rc ? rc : ES_CLAIM_OK;
 }
 
+int es_claim_trusts_running(const struct es_claimer *c, size_t i)
+{
+	const struct es_lease_obs *o = &c->obs[i];
+	if (c->trust_running_secs <= 0 || !o->valid || !o->running || o->terminal)
+		return 0;
+	double now = es_time_mono();
+	return o->lease > 0 && now - o->running_seen_mono < c->trust_running_secs && now - o->since_mono < o->lease;
+}
+
 int es_claim_try(struct es_claimer *c, size_t i)
 {
 	c->took_over = 0;
 	c->took_over_attempt = 0;
-	if (c->obs[i].terminal)
+	if (c->obs[i].terminal || c->obs[i].listed_done || es_claim_trusts_running(c, i))
 		return ES_CLAIM_NONE;
 	struct es_buf lock_path = ES_BUF_INIT;
 	int rc = es_jobpath_lock(&lock_path, c->m->job_dir, c->m->shards[i].id);
@@ -843,7 +903,7 @@ double es_claim_next_stale(const struct es_claimer *c)
 	double next = INFINITY;
 	for (size_t i = 0; i < c->m->n_shards; i++) {
 		const struct es_lease_obs *o = &c->obs[i];
-		if (o->valid && !o->terminal && o->lease > 0 && o->since_mono + o->lease < next)
+		if (o->valid && !o->terminal && !o->listed_done && o->lease > 0 && o->since_mono + o->lease < next)
 			next = o->since_mono + o->lease;
 	}
 	return next;

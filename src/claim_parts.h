@@ -39,6 +39,9 @@ struct es_lease_obs {
 	double running_seen_mono; /* when a live running lock was last seen here (es_claim_seen) */
 	double lease;        /* the lease that applies to the observed lock (es_claim_lease_of) */
 	int done;            /* terminal by a done fence this claimer read or wrote (es_claim_seen) */
+	/* A listing of state/done showed the shard's record (es_claim_learn_done): it is done and
+	 * es_claim_try does not read its lock; its fence is not known (es_claim_repair reads it). */
+	int listed_done;
 };
 
 /* claim.c: the lock file. */

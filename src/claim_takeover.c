@@ -58,7 +58,7 @@ int es_claim_observe(struct es_claimer *c, size_t i, const struct es_lock_info *
 	if (!o->valid || o->dev != li->dev || o->ino != li->ino || o->mtime_ns != li->mtime_ns ||
 	    o->content_hash != li->content_hash)
 		*o = (struct es_lease_obs){ 1, li->dev, li->ino, li->mtime_ns, li->content_hash, now_mono, o->terminal,
-					    0, -1, o->done_secs, "", "", 0, 0, o->done };
+					    0, -1, o->done_secs, "", "", 0, 0, o->done, o->listed_done };
 	o->lease = es_claim_lease_of(li, c->policy.lease_secs);
 	double age = es_time_epoch() - (double)li->mtime_ns / 1e9;
 	return es_claim_lock_stale(li, age, now_mono - o->since_mono, &c->policy);

@@ -77,6 +77,7 @@ struct worker {
 	int watching;
 	double next_scan;
 	int hint_news;               /* the hint changed since the last pass that read the locks */
+	int recheck;                 /* the next pass reads every lock (a busy pass found nothing) */
 	struct es_claim_hint_seen hint;
 	struct es_status_counts counts;
 	size_t owed_hint;            /* 1 + a shard this worker finished since it last replaced the hint */
@@ -1418,10 +1419,24 @@ static int head_before_claim(struct worker *w)
 	return rc;
 }
 
+/* Unknown shards (es_claim_unknown) from which a pass lists state/done first: a lock read is
+ * about five requests at a file server (lookup, open, read, flush, release), a listing a few
+ * plus one per few hundred names. */
+#define ES_WORKER_LIST_FROM 8
+
 /* Claim the first free shard in manifest order: 1 with *i set, 0 when none, negative on error. */
 static int claim_next(struct worker *w, size_t *i)
 {
 	w->scan_mono = es_time_mono();
+	/* A pass that reads every lock not known terminal first learns the finished shards from
+	 * one listing of state/done when that is cheaper than their locks: a worker that trusted
+	 * its peers' locks while busy, a job resumed, the tail, where each rank would otherwise
+	 * read every lock its peers fenced. */
+	if (!w->c.trust_running_secs && es_claim_unknown(&w->c) >= ES_WORKER_LIST_FROM + w->m.n_shards / 512) {
+		int rc = es_claim_learn_done(&w->c);
+		if (rc < 0)
+			return rc;
+	}
 	for (size_t k = 0; !w->capped && k < w->m.n_shards && !stopped(w->o); k++) {
 		/* A claim writes in state/locks, attempts/<id> and the new attempt folder: each
 		 * walked once (fs.h es_fs_walk_cache_begin). */
@@ -1554,7 +1569,7 @@ static int await_yields(struct worker *w)
 {
 	int waiting = 0;
 	for (size_t i = 0; i < w->m.n_shards; i++)
-		if (es_claim_repair(&w->c, i) == 2)
+		if (!(w->o->leave_end_repair && es_claim_listed_only(&w->c, i)) && es_claim_repair(&w->c, i) == 2)
 			waiting = 1;
 	if (!waiting) {
 		w->yield_wait_since = 0;
@@ -1586,7 +1601,13 @@ static int scan_due(struct worker *w)
 	 * once) are read in one pass, not in one pass each: a second apart at most. */
 	int news = w->hint_news && now - w->scan_mono >= ES_WORKER_HINT_GAP_SECS;
 	if (!w->watching || news || now >= w->next_scan) {
+		/* A busy pass (after a claim) trusts what it saw running in the last quarter lease:
+		 * at a file server, a claim then costs a read of the locks it can take, not of every
+		 * lock its peers hold. A watcher's pass, or one after a change of the hint, reads
+		 * every lock not known terminal. */
+		w->c.trust_running_secs = !w->watching && !w->hint_news && !w->recheck ? w->policy.lease_secs / 4 : 0;
 		w->hint_news = 0;
+		w->recheck = 0;
 		return 1;
 	}
 	return 0;
@@ -1614,10 +1635,12 @@ static int count_job(struct worker *w)
 	size_t n = w->m.n_shards ? w->m.n_shards : 1;
 	if ((!w->done_seen && !(w->done_seen = calloc(n, 1))) || (!w->running_now && !(w->running_now = calloc(n, 1))))
 		return es_error(ES_ENOMEM, "out of memory");
-	/* The claim scans have read every lock not known terminal: the ones found running and live
-	 * now are counted so without a second read (their records are still looked for), and a done
-	 * fence, which stands for its record, is done without a look for the record (a worker that
-	 * never went idle before the job's tail would otherwise look for every shard's). */
+	/* The claim scans have read every lock not known terminal (a busy pass that trusted what
+	 * it saw running is followed by one that does not, before this count): the ones found
+	 * running and live now are counted so without a second read (their records are still
+	 * looked for), and a done fence, which stands for its record, is done without a look for
+	 * the record (a worker that never went idle before the job's tail would otherwise look
+	 * for every shard's). */
 	for (size_t i = 0; i < w->m.n_shards; i++) {
 		struct es_claim_seen s;
 		es_claim_seen(&w->c, i, &s);
@@ -1789,6 +1812,12 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		}
 		if (stopped(o))
 			break;
+		if (full && w.c.trust_running_secs > 0) {
+			/* A busy pass found nothing: before going idle or backing a shard up, a pass
+			 * that reads what this one trusted (a shard seen running may be done). */
+			w.recheck = 1;
+			continue;
+		}
 		pay_hint(&w);
 		if (full && try_backup(&w, res)) {
 			w.watching = 0;

@@ -36,6 +36,12 @@ struct es_claimer {
 	const struct es_manifest *m;
 	struct es_policy policy;     /* effective policy */
 	struct es_lease_obs *obs;    /* one per manifest shard */
+	/* es_claim_try does not read again a lock it saw running less than this long ago, while
+	 * that lock cannot be stale yet (unchanged for less than its lease since first seen so):
+	 * such a shard cannot be claimed now. 0 (the default): every try reads the lock. A worker
+	 * sets it while it claims one shard after another, and clears it for a pass that must see
+	 * what changed (a hint, a watcher's quarter-lease read). */
+	double trust_running_secs;
 	/* Filled by es_claim_try on success: */
 	char token[33];
 	int attempt_number;
@@ -56,6 +62,21 @@ struct es_claimer {
 };
 
 enum es_claim_result { ES_CLAIM_NONE = 0, ES_CLAIM_OK = 1, ES_CLAIM_FAILED_LIMIT = 2 };
+
+/* Whether es_claim_try skips the read of shard i's lock now: this claimer saw it running less
+ * than trust_running_secs ago and it cannot be stale before its next read. A lock without a
+ * lease (the reference's, judged by its age alone) is always read. */
+int es_claim_trusts_running(const struct es_claimer *c, size_t i);
+/* Learn from one listing of state/done which shards have a done record: es_claim_try no longer
+ * reads their locks, es_claim_seen and es_claim_seen_done count them done. A listed record is
+ * there (records are never removed from state/done); a record missing from a cached listing
+ * only leaves its shard to the lock reads, as before. Their fences stay unknown: es_claim_repair
+ * still reads such a lock. The number of shards learned, or negative on error. */
+int es_claim_learn_done(struct es_claimer *c);
+/* Shard i is known done from a listing only (its fence not seen). */
+int es_claim_listed_only(const struct es_claimer *c, size_t i);
+/* The shards this claimer knows neither terminal nor listed done (their locks are read). */
+size_t es_claim_unknown(const struct es_claimer *c);
 
 int es_claimer_init(struct es_claimer *c, const struct es_manifest *m, const struct es_policy *p);
 void es_claimer_free(struct es_claimer *c);

@@ -71,6 +71,10 @@ struct es_worker_opts {
 	int quiet_claims;            /* no "Claimed <id>" line (run without --verbose) */
 	int quiet_end;               /* no "All N shards completed" / "Job finished with failures"
 	                              * line (every rank of run but rank 0) */
+	/* At the job's end, leave the locks of shards known done only from a listing of
+	 * state/done (es_claim_learn_done) to another process's repair: every rank of run but
+	 * rank 0, so that the end costs one read of each such lock, not one per rank. */
+	int leave_end_repair;
 	/* A processor that dies of a stop signal (SIGTERM, SIGINT, SIGHUP, SIGKILL) that no
 	 * eshard-mpi process sent may be the first victim of a scheduler stopping the whole job:
 	 * the worker waits this long (<= 0: 5 s) for its own stop before it counts the attempt

@@ -1201,6 +1201,109 @@ static void test_hint(void)
 	es_manifest_free(&m);
 }
 
+/* trust_running_secs: a claimer that saw a lock running does not read it again within the
+ * trust, so a shard released meanwhile is not seen until the trust ends (or is cleared); the
+ * trust never outlasts the lease, so a dead owner's lock is taken over as without it. */
+static void test_trust_running(void)
+{
+	struct es_manifest m;
+	make_job("trust", 2, &m);
+	struct es_policy pol = policy(&m, 1000000000, 1.0, 3);
+	struct es_claimer a, b, c;
+	CHECK_INT_EQ(es_claimer_init(&a, &m, &pol), 0);
+	CHECK_INT_EQ(es_claimer_init(&b, &m, &pol), 0);
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &pol), 0);
+	CHECK_INT_EQ(es_claim_try(&a, 0), ES_CLAIM_OK);
+	b.trust_running_secs = 100;
+	CHECK_INT_EQ(es_claim_trusts_running(&b, 0), 0); /* never seen: read */
+	CHECK_INT_EQ(es_claim_try(&b, 0), ES_CLAIM_NONE);
+	CHECK_INT_EQ(es_claim_trusts_running(&b, 0), 1);
+	/* Released: the trusting claimer does not look; without the trust it claims. */
+	CHECK_INT_EQ(es_claim_release(&a, 0, a.token), 0);
+	CHECK_INT_EQ(es_claim_try(&b, 0), ES_CLAIM_NONE);
+	b.trust_running_secs = 0;
+	CHECK_INT_EQ(es_claim_trusts_running(&b, 0), 0);
+	CHECK_INT_EQ(es_claim_try(&b, 0), ES_CLAIM_OK);
+	/* b goes silent (no heartbeat): c trusts what it saw for at most a lease of its own
+	 * observation, then reads and takes the lock over, as an observer without trust does. */
+	c.trust_running_secs = 100;
+	double first = es_time_mono(), taken = -1;
+	while (es_time_mono() - first < 5.0) {
+		int rc = es_claim_try(&c, 0);
+		if (rc == ES_CLAIM_OK) {
+			taken = es_time_mono();
+			break;
+		}
+		CHECK_INT_EQ(rc, ES_CLAIM_NONE);
+		usleep(50 * 1000);
+	}
+	fprintf(stderr, "trust: taken over %.3f s after the first observation (lease 1 s)\n", taken - first);
+	CHECK(taken - first >= 1.0);
+	CHECK(taken - first < 2.0);
+	CHECK(c.took_over);
+	CHECK_STR_EQ(c.took_over_token, b.token);
+	CHECK_INT_EQ(es_claim_release(&c, 0, c.token), 0);
+	es_claimer_free(&a);
+	es_claimer_free(&b);
+	es_claimer_free(&c);
+	es_manifest_free(&m);
+}
+
+/* es_claim_learn_done: one listing of state/done; a listed shard is done for the claimer, which
+ * neither reads nor fences its lock in es_claim_try (a reference's record without a lock stays
+ * without one), while es_claim_repair still reads it; names that are no shard's are ignored. */
+static void test_learn_done(void)
+{
+	struct es_manifest m;
+	make_job("learn", 3, &m);
+	struct es_policy pol = policy(&m, 1000000000, 1.0, 3);
+	struct es_claimer c;
+	CHECK_INT_EQ(es_claimer_init(&c, &m, &pol), 0);
+	char p[PATH_MAX];
+	CHECK_INT_EQ(es_claim_unknown(&c), 3);
+	CHECK_INT_EQ(es_claim_learn_done(&c), 0); /* no state/done yet, or an empty one */
+	jpath(p, &m, "state/done/%s.json", m.shards[1].id);
+	write_text(p, "{\n  \"status\": \"done\"\n}\n");
+	static const char *const noise[] = { "part-00009-of-00003.json", "x.json", ".part-00000-of-00003.json.1.tmp",
+					     "part-00000-of-00003.jsonl" };
+	for (size_t k = 0; k < sizeof(noise) / sizeof(noise[0]); k++) {
+		sfmt(p, sizeof(p), "%s/state/done/%s", m.job_dir, noise[k]);
+		write_text(p, "{}\n");
+	}
+	CHECK_INT_EQ(es_claim_learn_done(&c), 1);
+	CHECK_INT_EQ(es_claim_learn_done(&c), 0); /* learned once */
+	CHECK_INT_EQ(es_claim_unknown(&c), 2);
+	CHECK(es_claim_seen_done(&c, 1));
+	CHECK(es_claim_listed_only(&c, 1));
+	CHECK(!es_claim_seen_done(&c, 0) && !es_claim_listed_only(&c, 0));
+	struct es_claim_seen seen;
+	es_claim_seen(&c, 1, &seen);
+	CHECK(seen.terminal && !seen.running);
+	CHECK_INT_EQ(es_claim_try(&c, 1), ES_CLAIM_NONE);
+	jpath(p, &m, "state/locks/%s.lock", m.shards[1].id);
+	CHECK(!exists(p)); /* not looked at: a plain try would have made the done fence */
+	/* The repair reads it: a record without a lock is left as it is (nothing to repair). */
+	CHECK_INT_EQ(es_claim_repair(&c, 1), 0);
+	/* The other shards are claimed as before. */
+	CHECK_INT_EQ(es_claim_try(&c, 0), ES_CLAIM_OK);
+	CHECK_INT_EQ(es_claim_release(&c, 0, c.token), 0);
+	/* A lock seen running, then its record listed: no longer watched for its lease (a watcher
+	 * would otherwise wake for it at once, forever, once that lease is past). */
+	struct es_claimer a;
+	CHECK_INT_EQ(es_claimer_init(&a, &m, &pol), 0);
+	CHECK_INT_EQ(es_claim_try(&a, 2), ES_CLAIM_OK);
+	CHECK_INT_EQ(es_claim_try(&c, 2), ES_CLAIM_NONE);
+	CHECK(isfinite(es_claim_next_stale(&c)));
+	jpath(p, &m, "state/done/%s.json", m.shards[2].id);
+	write_text(p, "{\n  \"status\": \"done\"\n}\n");
+	CHECK_INT_EQ(es_claim_learn_done(&c), 1);
+	CHECK(isinf(es_claim_next_stale(&c)));
+	CHECK_INT_EQ(es_claim_release(&a, 2, a.token), 0);
+	es_claimer_free(&a);
+	es_claimer_free(&c);
+	es_manifest_free(&m);
+}
+
 int main(void)
 {
 	char *t = test_tmpdir();
@@ -1217,5 +1320,7 @@ int main(void)
 	test_backup_lease();
 	test_attempt_text();
 	test_hint();
+	test_trust_running();
+	test_learn_done();
 	return test_done();
 }
