@@ -339,8 +339,9 @@ static void ask_stop(struct run_state *r)
 }
 
 /* The supervisor: its own process group, so that the worker's job-control and terminal
- * signals reach only the worker, which decides; stdin /dev/null, stdout and stderr the log, its
- * end of the socket pair as descriptor 3 and nothing else (proc resets its signals). */
+ * signals reach only the worker, which decides; stdin and stdout /dev/null, stderr the log (its
+ * one descriptor of it: every close of one is a request to a FUSE file server), its end of the
+ * socket pair as descriptor 3 and nothing else (proc resets its signals). */
 static int spawn_supervisor(const struct es_attempt_spec *s, char **argv, const char *cwd,
 			    char **env, int log_fd, int sup_fd, struct es_proc *sup)
 {
@@ -367,8 +368,8 @@ static int spawn_supervisor(const struct es_attempt_spec *s, char **argv, const 
 		struct es_proc_spec ps;
 		es_proc_spec_init(&ps, sv.v);
 		ps.envp = env;
-		ps.fd[0] = ES_PROC_DEVNULL;
-		ps.fd[1] = ps.fd[2] = log_fd;
+		ps.fd[0] = ps.fd[1] = ES_PROC_DEVNULL;
+		ps.fd[2] = log_fd;
 		ps.extra = &sup_fd;
 		ps.n_extra = 1;
 		ps.new_group = 1;

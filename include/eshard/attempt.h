@@ -14,7 +14,8 @@
  *    (SIGTERM to the group and to every descendant, even those that called setsid(), then
  *    SIGKILL after grace_secs). If the supervisor itself is SIGKILLed,
  *    the direct child gets SIGKILL through PR_SET_PDEATHSIG; its descendants then survive
- *    (nothing is left to watch them), which is the one case this design does not cover.
+ *    (nothing is left to watch them), which is the one case this design does not cover
+ *    (their output pipe has no reader then: a write fails, with EPIPE or SIGPIPE's kill).
  *  - es_attempt_run() returns only after the supervisor has reported and exited, which it
  *    does only once the child and every descendant are gone (or after the hard deadline
  *    described at es_attempt_run()).
@@ -22,9 +23,10 @@
  * The paths handed to the child and the files it writes, with J the job folder and A the
  * attempt folder: A/process.log (stdout and stderr, truncated first; besides the child's
  * output it gets only the reference's "Unable to start" line and, when the supervisor had to
- * stop something, one "[eshard-mpi] stopping the processor: <why>" note), A/ray-output.jsonl
- * (the export path, file or folder), A/work/<job_id>_<shard_id>_<token[:12]> (created before
- * the start), A/logs, A/checkpoints, A/partitions, A/produced (created by the child, if at all).
+ * stop something, its "[eshard-mpi] ..." notes: "stopping the processor: <why>", or what the
+ * processor left behind), A/ray-output.jsonl (the export path, file or folder),
+ * A/work/<job_id>_<shard_id>_<token[:12]> (created before the start), A/logs, A/checkpoints,
+ * A/partitions, A/produced (created by the child, if at all).
  */
 #ifndef ESHARD_ATTEMPT_H
 #define ESHARD_ATTEMPT_H
@@ -121,8 +123,16 @@ int es_attempt_env(const struct es_attempt_spec *s, char *const *env, char ***ou
  * to A/process.log like the reference), or a negative ES_E* code when the attempt could not
  * even be set up (bad spec, cannot create A/work/..., cannot open A/process.log).
  *
- * The child's stdin is /dev/null, stdout and stderr are A/process.log, and it inherits no
- * other descriptor of the worker (the supervisor closes whatever an MPI library left open).
+ * The child's stdin is /dev/null, its stdout and stderr one pipe, and it inherits no other
+ * descriptor of the worker (the supervisor closes whatever an MPI library left open). The
+ * supervisor copies the pipe into A/process.log as it comes, so that people can follow the log
+ * while the child runs; the child and everything it starts never hold the log itself, which is
+ * closed a fixed number of times per attempt however many processes write to it (on a FUSE
+ * file system every close is a request to the server). All that the child's tree wrote is in
+ * the log before the supervisor's note that follows it and before es_attempt_run() returns,
+ * except what a process that would not die after SIGKILL wrote after the supervisor's sweeps
+ * ended, and what the pipe held when a supervisor that did not report in time was killed. A
+ * failed write to the log (a full disk) loses output, never the attempt.
  *
  * While the child runs, the worker polls every 100 ms: tick() every tick_secs, *stop_flag,
  * and the supervisor's report. Stopping (stop flag, tick() nonzero) asks the supervisor to
@@ -143,6 +153,8 @@ int es_attempt_run(const struct es_attempt_spec *s, struct es_attempt_outcome *o
  *                                     failed, followed by nothing else,
  *   "status <rc> <timed_out> <sig>\n" once the tree is gone: rc is the exit code, or -signal;
  *                                     sig is a signal the supervisor itself got (0: none).
+ * Its stderr is the log: its notes, its es_error() lines and the copy of PROGRAM's output (the
+ * write end of a pipe, as PROGRAM's stdout and stderr) go there; its stdin is PROGRAM's.
  * Returns the process exit code: 0 after a report, 2 on a usage error. Must run before any
  * MPI call, in a process that did not initialize MPI.
  */

@@ -2,7 +2,8 @@
  * Unit tests of attempt: the processor argv (Data-Juicer in its three forms, command
  * templates), the environment a real child sees, start failures, and supervision with real
  * processes: a SIGKILLed worker, a
- * stop flag, a timeout, ticks and an abort through tick().
+ * stop flag, a timeout, ticks and an abort through tick(); the processor's output through the
+ * supervisor's pipe into process.log.
  *
  * This binary is its own supervisor: run as "test_attempt __supervise ...", it calls
  * es_attempt_supervise_main() like eshard-mpi does. ESHARD_BIN, when set, is used instead,
@@ -896,6 +897,172 @@ static void test_leftovers_after_exit(void)
 	free(log);
 }
 
+/* ---- the processor's output ---- */
+
+/* The lines of writer name in log ("<name> <n> ..."): 1 when they are exactly 1 .. count, in
+ * that order, each whole. */
+static int writer_in_order(const char *log, const char *name, int count)
+{
+	size_t len = strlen(name);
+	int next = 1;
+	for (const char *l = log; *l;) {
+		if (!strncmp(l, name, len) && l[len] == ' ') {
+			char *end;
+			if (strtol(l + len + 1, &end, 10) != next || (*end != ' ' && *end != '\n'))
+				return 0;
+			next++;
+		}
+		const char *nl = strchr(l, '\n');
+		l = nl ? nl + 1 : l + strlen(l);
+	}
+	return next == count + 1;
+}
+
+/* Where line (a whole line) starts in log, or -1. */
+static long line_at(const char *log, const char *line)
+{
+	size_t n = strlen(line);
+	for (const char *p = log; (p = strstr(p, line)) != NULL; p++)
+		if ((p == log || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+			return (long)(p - log);
+	return -1;
+}
+
+/* w NAME COUNT [TAIL]: lines "NAME 1 out", "NAME 2 err", ... to stdout and stderr in turn. */
+static const char *WRITER_SH =
+	"w() {\n"
+	"	i=1\n"
+	"	while [ $i -le $2 ]; do\n"
+	"		echo \"$1 $i out$3\"\n"
+	"		i=$((i + 1))\n"
+	"		echo \"$1 $i err$3\" >&2\n"
+	"		i=$((i + 1))\n"
+	"	done\n"
+	"}\n";
+
+static void test_output_pipe(void)
+{
+	char A[PATH_MAX], tok[33], script[PATH_MAX], tmpl[PATH_MAX * 2], buf[PATH_MAX * 2], text[2048];
+	struct es_processor p;
+	struct es_attempt_spec s;
+	struct es_attempt_outcome o;
+	/* Three children at once, one of them writing 1.1 MB (far more than a pipe holds), and a
+	 * grandchild that writes only once the processor has exited and the supervisor, having
+	 * noted what was left behind, sent it SIGTERM (which it catches, to write to its end). The
+	 * processor says what its descriptors 0, 1 and 2 are and whether it holds the log. */
+	sfmt(text, sizeof(text),
+	     "%s"
+	     "pad=%0100d\n"
+	     "echo \"fds $(readlink /proc/$$/fd/0) $(readlink /proc/$$/fd/1) $(readlink /proc/$$/fd/2)\"\n"
+	     "readlink /proc/self/fd/1\n"
+	     "echo \"log held $(ls -l /proc/$$/fd | grep -c process.log)\"\n"
+	     "w a 400 & pa=$!\n"
+	     "w b 600 & pb=$!\n"
+	     "w big 11000 \" $pad\" & pbig=$!\n"
+	     "(trap 'term=1' TERM; while kill -0 $$ 2>/dev/null || [ -z \"$term\" ]; do sleep 0.01; done; w gc 100) &\n"
+	     "wait $pa $pb $pbig\n",
+	     WRITER_SH, 0);
+	pathf(script, "%s/%s", RT, "writers.sh");
+	write_file(script, text);
+	tree_spec(&s, &p, A, tok, tmpl, script);
+	s.grace_secs = 5;
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.started, 1);
+	CHECK_INT_EQ(o.return_code, 0);
+	char *log = slurp(pathf(buf, "%s/%s", A, "process.log"));
+	CHECK(strlen(log) > 1100000);
+	char in[64] = "", out[64] = "", err[64] = "";
+	const char *fds = strstr(log, "fds ");
+	CHECK(fds && sscanf(fds, "fds %63s %63s %63s", in, out, err) == 3);
+	CHECK_STR_EQ(in, "/dev/null");
+	CHECK(!strncmp(out, "pipe:", 5));
+	CHECK_STR_EQ(err, out);
+	CHECK(line_at(log, out) >= 0);
+	CHECK(has_line(log, "log held 0"));
+	CHECK(writer_in_order(log, "a", 400));
+	CHECK(writer_in_order(log, "b", 600));
+	CHECK(writer_in_order(log, "big", 11000));
+	CHECK(writer_in_order(log, "gc", 100));
+	const char *left = strstr(log, "\n[eshard-mpi] the processor exited and left ");
+	CHECK(left && left - log < line_at(log, "gc 1 out"));
+	free(log);
+}
+
+static int tick_when_ready(void *arg)
+{
+	char buf[PATH_MAX * 2];
+	struct stat st;
+	if (stat(pathf(buf, "%s/%s", arg, "ready"), &st) == 0)
+		stop_now = 1;
+	return 0;
+}
+
+static void note_asked(void *arg)
+{
+	char buf[PATH_MAX * 2];
+	write_file(pathf(buf, "%s/%s", arg, "asked"), "");
+}
+
+static void test_output_before_notes(void)
+{
+	char A[PATH_MAX], tok[33], script[PATH_MAX], tmpl[PATH_MAX * 2], buf[PATH_MAX * 2];
+	struct es_processor p;
+	struct es_attempt_spec s;
+	struct es_attempt_outcome o;
+	/* The processor stops the supervisor, writes while nothing copies its pipe, and lets the
+	 * supervisor go on only once the worker asked for the stop: the supervisor then sees the
+	 * stop request and the unread lines at once. They still come before its note. */
+	pathf(script, "%s/%s", RT, "stopped.sh");
+	write_file(script,
+		   "kill -STOP $PPID\n"
+		   "i=1; while [ $i -le 300 ]; do echo \"s $i\"; i=$((i + 1)); done\n"
+		   ": > \"$ESHARD_ATTEMPT_DIR/ready\"\n"
+		   "while [ ! -e \"$ESHARD_ATTEMPT_DIR/asked\" ]; do sleep 0.01; done\n"
+		   "sleep 0.2\n"
+		   "kill -CONT $PPID\n"
+		   "exec sleep 1000\n");
+	tree_spec(&s, &p, A, tok, tmpl, script);
+	stop_now = 0;
+	s.stop_flag = &stop_now;
+	s.tick = tick_when_ready;
+	s.on_stop = note_asked;
+	s.tick_arg = A;
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.preempted, 1);
+	CHECK_INT_EQ(o.return_code, -SIGTERM);
+	char *log = slurp(pathf(buf, "%s/%s", A, "process.log"));
+	CHECK(writer_in_order(log, "s", 300));
+	long last = line_at(log, "s 300"), stop = line_at(log, "[eshard-mpi] stopping the processor: the worker asked");
+	CHECK(last >= 0 && stop > last);
+	free(log);
+	stop_now = 0;
+}
+
+/* A log that cannot be written (a full disk: here /dev/full) loses the output, not the run. */
+static void test_output_full_disk(void)
+{
+	char A[PATH_MAX], tok[33], script[PATH_MAX], tmpl[PATH_MAX * 2], buf[PATH_MAX * 2], text[1024];
+	struct es_processor p;
+	struct es_attempt_spec s;
+	struct es_attempt_outcome o;
+	sfmt(text, sizeof(text),
+	     "%s"
+	     "set -e\n"
+	     "w lost 20000 \" %0100d\"\n"
+	     "echo ok > \"$ESHARD_ATTEMPT_DIR/finished\"\n",
+	     WRITER_SH, 0);
+	pathf(script, "%s/%s", RT, "full.sh");
+	write_file(script, text);
+	tree_spec(&s, &p, A, tok, tmpl, script);
+	CHECK(symlink("/dev/full", pathf(buf, "%s/%s", A, "process.log")) == 0);
+	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
+	CHECK_INT_EQ(o.started, 1);
+	CHECK_INT_EQ(o.return_code, 0);
+	char *fin = slurp(pathf(buf, "%s/%s", A, "finished"));
+	CHECK_STR_EQ(fin, "ok\n");
+	free(fin);
+}
+
 int main(int argc, char **argv)
 {
 	/* The supervisor role, as in eshard-mpi's command table. */
@@ -936,5 +1103,8 @@ int main(int argc, char **argv)
 	test_stop_flag();
 	test_timeout_and_ticks();
 	test_leftovers_after_exit();
+	test_output_pipe();
+	test_output_before_notes();
+	test_output_full_disk();
 	return test_done();
 }
