@@ -549,6 +549,23 @@ static int create_lock(struct es_claimer *c, size_t i, const char *lock_path, in
 	return rc;
 }
 
+/* attempt.json's command and export path, when the owner knows them at the claim
+ * (es_claimer.attempt_command). */
+static void add_command(struct es_claimer *c, size_t i, cJSON *a)
+{
+	struct es_strv argv = ES_STRV_INIT;
+	struct es_buf rel = ES_BUF_INIT;
+	if (c->attempt_command && !c->attempt_command(c->attempt_command_arg, i, &argv, &rel)) {
+		cJSON *cmd = cJSON_CreateArray();
+		for (size_t k = 0; k < argv.n; k++)
+			cJSON_AddItemToArray(cmd, cJSON_CreateString(argv.v[k]));
+		es_json_set(a, "command", cmd);
+		es_json_set_str(a, "ray_export_path", rel.data ? rel.data : "");
+	}
+	es_strv_free(&argv);
+	es_buf_free(&rel);
+}
+
 /* The attempt folder (its leaf is new: the name holds a fresh token) and its attempt.json,
  * from the lock document l (without the lease fields and the maker, which only a lock
  * carries). */
@@ -568,6 +585,7 @@ int es_claim_make_attempt(struct es_claimer *c, size_t i, cJSON *l)
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "heartbeat");
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "lease_secs");
 		cJSON_DeleteItemFromObjectCaseSensitive(l, "maker");
+		add_command(c, i, l);
 		es_buf_adds(&ad, "/" ES_ATTEMPT_JSON);
 		rc = es_json_dump(l, 1, &text);
 		if (!rc)

@@ -712,7 +712,8 @@ struct shard_run {
 	int run_errno;                    /* es_last_errno() of a failed es_attempt_run */
 };
 
-static void shard_setup(struct shard_run *r, struct worker *w, size_t i)
+/* The attempt's spec and paths (everything of shard_setup but attempt.json). */
+static void spec_setup(struct shard_run *r, struct worker *w, size_t i)
 {
 	memset(r, 0, sizeof(*r));
 	r->w = w;
@@ -749,18 +750,74 @@ static void shard_setup(struct shard_run *r, struct worker *w, size_t i)
 	s->on_stop = release_on_stop;
 	s->stop_flag = w->o->stop_flag;
 	s->grace_secs = 10;
+}
+
+static void shard_setup(struct shard_run *r, struct worker *w, size_t i)
+{
+	spec_setup(r, w, i);
 	r->a = claimed_attempt(w);
+}
+
+static void spec_free(struct shard_run *r)
+{
+	es_buf_free(&r->input);
+	es_buf_free(&r->adir);
+	es_buf_free(&r->rel);
+	es_buf_free(&r->numbered);
 }
 
 static void shard_free(struct shard_run *r)
 {
 	cJSON_Delete(r->a);
-	es_buf_free(&r->input);
-	es_buf_free(&r->adir);
-	es_buf_free(&r->rel);
 	if (r->numbered.len)
 		unlink(r->numbered.data); /* only the attempt's own child read it */
-	es_buf_free(&r->numbered);
+	spec_free(r);
+}
+
+/* The command (the argv the supervisor runs) and the export path, into attempt a. */
+static int set_command(struct shard_run *r, cJSON *a)
+{
+	char **argv = NULL;
+	size_t argc = 0;
+	int rc = es_attempt_argv(&r->spec, &argv, &argc, NULL);
+	if (rc)
+		return rc;
+	cJSON *cmd = cJSON_CreateArray();
+	for (size_t k = 0; k < argc; k++)
+		cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[k]));
+	es_argv_free(argv);
+	es_json_set(a, "command", cmd);
+	es_jobpath_in_attempt(&r->rel, NULL, r->w->c.attempt_rel, ES_ATTEMPT_EXPORT);
+	es_json_set_str(a, "ray_export_path", r->rel.data);
+	return 0;
+}
+
+/* es_claimer.attempt_command: the command in the claim's (or backup's) attempt.json, so that it
+ * is written once before the child starts, not twice (at the file server: a create, write,
+ * fsync, rename and folder fsync less per shard). Left to record_command when the command is
+ * not known yet: a per-rank worker before its Data-Juicer runner started (the runner's client
+ * is the command then). */
+static int claimed_command(void *arg, size_t i, struct es_strv *out, struct es_buf *export_rel)
+{
+	struct worker *w = arg;
+	if (w->per_rank && !w->dj.head.running)
+		return 1;
+	struct shard_run r;
+	spec_setup(&r, w, i);
+	if (w->m.processor.keep_order && !es_path_join(&r.numbered, r.adir.data, ES_ATTEMPT_INPUT))
+		r.spec.input_path = r.numbered.data; /* what number_input will make it */
+	char **argv = NULL;
+	size_t argc = 0;
+	es_log_quiet_begin();
+	int rc = es_attempt_argv(&r.spec, &argv, &argc, NULL);
+	for (size_t k = 0; !rc && k < argc; k++)
+		rc = es_strv_push(out, strdup(argv[k]));
+	if (!rc)
+		rc = es_jobpath_in_attempt(export_rel, NULL, w->c.attempt_rel, ES_ATTEMPT_EXPORT);
+	es_log_quiet_end();
+	es_argv_free(argv);
+	spec_free(&r);
+	return rc;
 }
 
 /* --keep-order: the processor reads A/input.jsonl, the shard with a hidden row number per row
@@ -788,22 +845,18 @@ static int number_input(struct shard_run *r)
 	return rc;
 }
 
-/* attempt.json gets the command and the export path before the child starts. */
+/* attempt.json gets the command and the export path before the child starts: written by the
+ * claim already (fill_claimed_attempt), or now. */
 static int record_command(struct shard_run *r)
 {
-	char **argv = NULL;
-	size_t argc = 0;
-	int rc = es_attempt_argv(&r->spec, &argv, &argc, NULL);
-	if (rc)
-		return rc;
-	cJSON *cmd = cJSON_CreateArray();
-	for (size_t k = 0; k < argc; k++)
-		cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[k]));
-	es_argv_free(argv);
-	es_json_set(r->a, "command", cmd);
-	es_jobpath_in_attempt(&r->rel, NULL, r->w->c.attempt_rel, ES_ATTEMPT_EXPORT);
-	es_json_set_str(r->a, "ray_export_path", r->rel.data);
-	save_attempt(r->w, r->a);
+	if (!cJSON_GetObjectItemCaseSensitive(r->a, "command")) {
+		int rc = set_command(r, r->a);
+		if (rc)
+			return rc;
+		save_attempt(r->w, r->a);
+	} else {
+		es_jobpath_in_attempt(&r->rel, NULL, r->w->c.attempt_rel, ES_ATTEMPT_EXPORT);
+	}
 	event(r->w, "start", r->i, r->sh->rows, r->sh->size_bytes, -1, NULL);
 	return 0;
 }
@@ -1345,6 +1398,8 @@ static int worker_init(struct worker *w)
 		return rc;
 	if ((rc = es_claimer_init(&w->c, &w->m, p)))
 		return rc;
+	w->c.attempt_command = claimed_command;
+	w->c.attempt_command_arg = w;
 	struct es_djrunner_opts djo = { .job_dir = w->m.job_dir, .proc = &w->m.processor,
 					.rank_on_host = o->ray_rank_on_host, .ranks_on_host = o->ray_ranks_on_host,
 					.num_cpus = o->ray_num_cpus, .no_runner = o->ray_no_runner,

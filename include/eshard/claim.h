@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "eshard/buf.h"
 #include "eshard/manifest.h"
 
 struct es_lease_obs; /* what this process has seen of each lock, for the lease rule */
@@ -42,6 +43,12 @@ struct es_claimer {
 	 * sets it while it claims one shard after another, and clears it for a pass that must see
 	 * what changed (a hint, a watcher's quarter-lease read). */
 	double trust_running_secs;
+	/* Asked before a claim's (or a backup's) attempt.json is written: the command the attempt
+	 * will run (appended to argv) and its export path relative to the job folder, which then go
+	 * into that one write instead of a second one before the child starts; nonzero when the
+	 * owner does not know them yet (nothing is added). NULL: never asked. */
+	int (*attempt_command)(void *arg, size_t i, struct es_strv *argv, struct es_buf *export_rel);
+	void *attempt_command_arg;
 	/* Filled by es_claim_try on success: */
 	char token[33];
 	int attempt_number;

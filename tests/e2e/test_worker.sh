@@ -438,3 +438,31 @@ expect_err "--job-dir is required"
 [ "$(count_dirs "$J/attempts")" = 0 ] || fail "a refused worker touched the job"
 run_expect 0 "$BIN" worker --job-dir "$J"
 pass "start-up errors: tampered recipe, schema_version 3, missing job folder"
+
+# The claim writes attempt.json once before the child starts, with the command already in it (a
+# worker stopped right after that write leaves it so), and that command is the argv the child
+# gets (the child writes its own argv beside it).
+printf '#!/bin/sh\nprintf "%%s\\n" "$0" "$@" >"$(dirname "$2")/argv.txt"\ncp "$1" "$2"\n' >"$T/argv.sh"
+chmod +x "$T/argv.sh"
+prep once 2 "$T/argv.sh {input} {output}"
+ESHARD_TEST_CRASH_AT=claim-after-attempt-json run_expect 99 "$BIN" worker --job-dir "$T/once" --max-shards 1
+a=$(ls -d "$T/once/attempts/$(sid 0 2)"/0001-*)
+python3 - "$T/once" "$a" "$T/argv.sh" "$(sid 0 2)" <<'PY' || fail "the claim's attempt.json has not the command"
+import json, os, sys
+job, adir, prog, shard = sys.argv[1:]
+a = json.load(open(os.path.join(adir, "attempt.json")))
+want = [prog, os.path.join(job, "shards", shard + ".jsonl"), os.path.join(adir, "ray-output.jsonl")]
+assert a["status"] == "running", a
+assert a["command"] == want, (a["command"], want)
+assert a["ray_export_path"] == os.path.relpath(os.path.join(adir, "ray-output.jsonl"), job), a
+PY
+run_expect 0 "$BIN" worker --job-dir "$T/once" --max-shards 1
+b=$(ls -d "$T/once/attempts/$(sid 1 2)"/0001-*)
+python3 - "$b" <<'PY' || fail "the command in attempt.json is not the argv the child got"
+import json, os, sys
+a = json.load(open(os.path.join(sys.argv[1], "attempt.json")))
+argv = open(os.path.join(sys.argv[1], "argv.txt")).read().split("\n")[:-1]
+assert a["command"] == argv, (a["command"], argv)
+assert a["status"] == "done", a
+PY
+pass "the claim writes the command into attempt.json: one write before the child starts, the argv the child gets"
