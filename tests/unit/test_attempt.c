@@ -940,12 +940,27 @@ static const char *WRITER_SH =
 	"	done\n"
 	"}\n";
 
-static void test_output_pipe(void)
-{
-	char A[PATH_MAX], tok[33], script[PATH_MAX], tmpl[PATH_MAX * 2], buf[PATH_MAX * 2], text[2048];
+/* One attempt of a shell script processor, for the output tests below. */
+struct tree_case {
+	char A[PATH_MAX], tok[33], script[PATH_MAX], tmpl[PATH_MAX * 2];
 	struct es_processor p;
 	struct es_attempt_spec s;
 	struct es_attempt_outcome o;
+};
+
+/* The script RT/name holding text, and the spec that runs it (tree_spec). */
+static struct es_attempt_spec *tree_case(struct tree_case *c, const char *name, const char *text)
+{
+	pathf(c->script, "%s/%s", RT, name);
+	write_file(c->script, text);
+	tree_spec(&c->s, &c->p, c->A, c->tok, c->tmpl, c->script);
+	return &c->s;
+}
+
+static void test_output_pipe(void)
+{
+	char buf[PATH_MAX * 2], text[2048];
+	struct tree_case c;
 	/* Three children at once, one of them writing 1.1 MB (far more than a pipe holds), and a
 	 * grandchild that writes only once the processor has exited and the supervisor, having
 	 * noted what was left behind, sent it SIGTERM (which it catches, to write to its end). The
@@ -962,14 +977,11 @@ static void test_output_pipe(void)
 	     "(trap 'term=1' TERM; while kill -0 $$ 2>/dev/null || [ -z \"$term\" ]; do sleep 0.01; done; w gc 100) &\n"
 	     "wait $pa $pb $pbig\n",
 	     WRITER_SH, 0);
-	pathf(script, "%s/%s", RT, "writers.sh");
-	write_file(script, text);
-	tree_spec(&s, &p, A, tok, tmpl, script);
-	s.grace_secs = 5;
-	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
-	CHECK_INT_EQ(o.started, 1);
-	CHECK_INT_EQ(o.return_code, 0);
-	char *log = slurp(pathf(buf, "%s/%s", A, "process.log"));
+	tree_case(&c, "writers.sh", text)->grace_secs = 5;
+	CHECK_INT_EQ(es_attempt_run(&c.s, &c.o), 0);
+	CHECK_INT_EQ(c.o.started, 1);
+	CHECK_INT_EQ(c.o.return_code, 0);
+	char *log = slurp(pathf(buf, "%s/%s", c.A, "process.log"));
 	CHECK(strlen(log) > 1100000);
 	char in[64] = "", out[64] = "", err[64] = "";
 	const char *fds = strstr(log, "fds ");
@@ -1005,15 +1017,12 @@ static void note_asked(void *arg)
 
 static void test_output_before_notes(void)
 {
-	char A[PATH_MAX], tok[33], script[PATH_MAX], tmpl[PATH_MAX * 2], buf[PATH_MAX * 2];
-	struct es_processor p;
-	struct es_attempt_spec s;
-	struct es_attempt_outcome o;
+	char buf[PATH_MAX * 2];
+	struct tree_case c;
 	/* The processor stops the supervisor, writes while nothing copies its pipe, and lets the
 	 * supervisor go on only once the worker asked for the stop: the supervisor then sees the
 	 * stop request and the unread lines at once. They still come before its note. */
-	pathf(script, "%s/%s", RT, "stopped.sh");
-	write_file(script,
+	struct es_attempt_spec *s = tree_case(&c, "stopped.sh",
 		   "kill -STOP $PPID\n"
 		   "i=1; while [ $i -le 300 ]; do echo \"s $i\"; i=$((i + 1)); done\n"
 		   ": > \"$ESHARD_ATTEMPT_DIR/ready\"\n"
@@ -1021,16 +1030,15 @@ static void test_output_before_notes(void)
 		   "sleep 0.2\n"
 		   "kill -CONT $PPID\n"
 		   "exec sleep 1000\n");
-	tree_spec(&s, &p, A, tok, tmpl, script);
 	stop_now = 0;
-	s.stop_flag = &stop_now;
-	s.tick = tick_when_ready;
-	s.on_stop = note_asked;
-	s.tick_arg = A;
-	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
-	CHECK_INT_EQ(o.preempted, 1);
-	CHECK_INT_EQ(o.return_code, -SIGTERM);
-	char *log = slurp(pathf(buf, "%s/%s", A, "process.log"));
+	s->stop_flag = &stop_now;
+	s->tick = tick_when_ready;
+	s->on_stop = note_asked;
+	s->tick_arg = c.A;
+	CHECK_INT_EQ(es_attempt_run(s, &c.o), 0);
+	CHECK_INT_EQ(c.o.preempted, 1);
+	CHECK_INT_EQ(c.o.return_code, -SIGTERM);
+	char *log = slurp(pathf(buf, "%s/%s", c.A, "process.log"));
 	CHECK(writer_in_order(log, "s", 300));
 	long last = line_at(log, "s 300"), stop = line_at(log, "[eshard-mpi] stopping the processor: the worker asked");
 	CHECK(last >= 0 && stop > last);
@@ -1041,24 +1049,20 @@ static void test_output_before_notes(void)
 /* A log that cannot be written (a full disk: here /dev/full) loses the output, not the run. */
 static void test_output_full_disk(void)
 {
-	char A[PATH_MAX], tok[33], script[PATH_MAX], tmpl[PATH_MAX * 2], buf[PATH_MAX * 2], text[1024];
-	struct es_processor p;
-	struct es_attempt_spec s;
-	struct es_attempt_outcome o;
+	char buf[PATH_MAX * 2], text[1024];
+	struct tree_case c;
 	sfmt(text, sizeof(text),
 	     "%s"
 	     "set -e\n"
 	     "w lost 20000 \" %0100d\"\n"
 	     "echo ok > \"$ESHARD_ATTEMPT_DIR/finished\"\n",
 	     WRITER_SH, 0);
-	pathf(script, "%s/%s", RT, "full.sh");
-	write_file(script, text);
-	tree_spec(&s, &p, A, tok, tmpl, script);
-	CHECK(symlink("/dev/full", pathf(buf, "%s/%s", A, "process.log")) == 0);
-	CHECK_INT_EQ(es_attempt_run(&s, &o), 0);
-	CHECK_INT_EQ(o.started, 1);
-	CHECK_INT_EQ(o.return_code, 0);
-	char *fin = slurp(pathf(buf, "%s/%s", A, "finished"));
+	tree_case(&c, "full.sh", text);
+	CHECK(symlink("/dev/full", pathf(buf, "%s/%s", c.A, "process.log")) == 0);
+	CHECK_INT_EQ(es_attempt_run(&c.s, &c.o), 0);
+	CHECK_INT_EQ(c.o.started, 1);
+	CHECK_INT_EQ(c.o.return_code, 0);
+	char *fin = slurp(pathf(buf, "%s/%s", c.A, "finished"));
 	CHECK_STR_EQ(fin, "ok\n");
 	free(fin);
 }
