@@ -101,17 +101,21 @@ void es_proc_describe_status(int status, char *out, size_t n)
 
 /* ---- the child's descriptor table ---- */
 
-/* The sources of the child's descriptors 0 .. n-1, each moved to a number >= n (close-on-exec)
- * so that no dup2() onto a lower target can overwrite a source that is still to be copied. */
+/* The sources of the child's descriptors 0 .. n-1, each at a number >= n so that no dup2()
+ * onto a lower target can overwrite a source that is still to be copied: the parent's own
+ * descriptor when it is there already, else a private copy (close-on-exec). No copy where none
+ * is needed: on a FUSE file system every close of a descriptor of a file, the copy's in the
+ * parent and again in the child, is a FLUSH request to the server. */
 struct fdmap {
-	int src[64];             /* ES_PROC_DEVNULL or a private copy of the parent's descriptor */
+	int src[64];             /* ES_PROC_DEVNULL, the parent's descriptor, or a private copy */
+	unsigned char own[64];   /* src[i] is a private copy, closed by fdmap_close */
 	int n;
 };
 
 static void fdmap_close(struct fdmap *m)
 {
 	for (int i = 0; i < m->n; i++)
-		if (m->src[i] >= 0)
+		if (m->own[i])
 			close(m->src[i]);
 	m->n = 0;
 }
@@ -124,12 +128,13 @@ static int fdmap_init(struct fdmap *m, const struct es_proc_spec *s)
 	int n = 3 + (int)s->n_extra;
 	for (int i = 0; i < n; i++) {
 		int from = i < 3 ? s->fd[i] : s->extra[i - 3];
-		int c = ES_PROC_DEVNULL;
-		if (from != ES_PROC_DEVNULL && (c = fcntl(from, F_DUPFD_CLOEXEC, n)) < 0) {
+		int c = from, own = from != ES_PROC_DEVNULL && from < n;
+		if (own && (c = fcntl(from, F_DUPFD_CLOEXEC, n)) < 0) {
 			int rc = es_error_errno(ES_EIO, "cannot pass descriptor %d to a child as %d", from, i);
 			fdmap_close(m);
 			return rc;
 		}
+		m->own[m->n] = (unsigned char)own;
 		m->src[m->n++] = c;
 	}
 	return 0;

@@ -14,9 +14,11 @@
 #include "eshard/proc.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +115,74 @@ static void spawn_and_look(struct es_proc_spec *s, char *fds, size_t n, char lin
 	kill(p.pid, SIGKILL);
 	es_proc_wait(p.pid, NULL, 0);
 	s->argv = NULL;
+}
+
+/* F_DUPFD_CLOEXEC calls of this program on dup_watched, counted: this program's fcntl stands
+ * before the C library's for the library linked into it. */
+static int dup_watched = -1, dup_count;
+
+int fcntl(int fd, int cmd, ...)
+{
+	static int (*real)(int, int, ...);
+	if (!real)
+		real = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
+	va_list ap;
+	va_start(ap, cmd);
+	int rc;
+	if (cmd == F_GETFD || cmd == F_GETFL) {
+		rc = real(fd, cmd);
+	} else if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC || cmd == F_SETFD || cmd == F_SETFL) {
+		int arg = va_arg(ap, int);
+		if (cmd == F_DUPFD_CLOEXEC && fd == dup_watched)
+			dup_count++;
+		rc = real(fd, cmd, arg);
+	} else {
+		rc = real(fd, cmd, va_arg(ap, void *));
+	}
+	va_end(ap);
+	return rc;
+}
+
+/* A source above the child's slots is passed as it is, a low one through a private copy: on a
+ * FUSE file system each close of a copy, in the parent and again in the child, is a request. */
+static void test_no_needless_copy(void)
+{
+	char path[4096], fds[256], links[4][4096];
+	snprintf(path, sizeof(path), "%s/uncopied", T);
+	int high = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	int high2 = fcntl(high, F_DUPFD_CLOEXEC, 100);
+	CHECK(high2 >= 100);
+	for (int fork_path = 0; fork_path < 2; fork_path++) {
+		struct es_proc_spec s;
+		es_proc_spec_init(&s, NULL);
+		s.pdeathsig = fork_path ? SIGKILL : 0;
+		s.fd[1] = s.fd[2] = high2;
+		dup_watched = high2;
+		dup_count = 0;
+		spawn_and_look(&s, fds, sizeof(fds), links, 3);
+		CHECK_INT_EQ(dup_count, 0);
+		CHECK_STR_EQ(fds, "0 1 2 ");
+		CHECK_STR_EQ(links[1], path);
+		CHECK_STR_EQ(links[2], path);
+		/* A low source (here 0, for the child's 1) is still copied first. */
+		int low = dup2(high2, 0);
+		CHECK_INT_EQ(low, 0);
+		s.fd[1] = 0;
+		s.fd[0] = ES_PROC_DEVNULL;
+		dup_watched = 0;
+		dup_count = 0;
+		spawn_and_look(&s, fds, sizeof(fds), links, 3);
+		CHECK_INT_EQ(dup_count, 1);
+		CHECK_STR_EQ(fds, "0 1 2 ");
+		CHECK_STR_EQ(links[0], "/dev/null");
+		CHECK_STR_EQ(links[1], path);
+		int nul = open("/dev/null", O_RDONLY); /* this program's 0 back as it was */
+		CHECK(nul > 0 && dup2(nul, 0) == 0);
+		close(nul);
+	}
+	dup_watched = -1;
+	close(high);
+	close(high2);
 }
 
 static void test_descriptors(void)
@@ -465,6 +535,7 @@ int main(void)
 	T = test_tmpdir();
 	test_stat();
 	test_descriptors();
+	test_no_needless_copy();
 	test_signals();
 	test_groups();
 	test_pdeathsig();
