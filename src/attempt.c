@@ -361,6 +361,12 @@ static int spawn_supervisor(const struct es_attempt_spec *s, char **argv, const 
 		rc = vec_pushdup(&sv, "--cwd");
 		if (!rc) rc = vec_pushdup(&sv, cwd);
 	}
+	/* Data-Juicer writes process.log itself (supervise.c, open_output: its threads' writes are
+	 * bigger than a pipe keeps whole); a command writes into the supervisor's pipe. */
+	if (!rc && s->proc->kind != ES_PROC_COMMAND) {
+		rc = vec_pushdup(&sv, "--output");
+		if (!rc) rc = vec_pushdup(&sv, "log");
+	}
 	if (!rc) rc = vec_pushdup(&sv, "--");
 	for (char **a = argv; !rc && *a; a++)
 		rc = vec_pushdup(&sv, *a);

@@ -270,7 +270,7 @@ static void say(int fd, const char *fmt, ...)
 static int usage(void)
 {
 	es_error(ES_EUSAGE, "usage: eshard-mpi __supervise --fd N [--timeout SECS] [--grace SECS] "
-			    "[--cwd DIR] -- PROGRAM [ARGS...]");
+			    "[--cwd DIR] [--output pipe|log] -- PROGRAM [ARGS...]");
 	return 2;
 }
 
@@ -278,6 +278,7 @@ struct sup_args {
 	int ctl;                 /* the control socket */
 	double timeout, grace;
 	const char *cwd;
+	int direct;              /* --output log: the tree writes the log itself, no pipe */
 	char **prog;
 };
 
@@ -288,6 +289,7 @@ static int parse_args(int argc, char **argv, struct sup_args *a)
 	a->timeout = 0;
 	a->grace = 10;
 	a->cwd = NULL;
+	a->direct = 0;
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--")) {
 			i++;
@@ -307,6 +309,10 @@ static int parse_args(int argc, char **argv, struct sup_args *a)
 				return usage();
 		} else if (!strcmp(opt, "--cwd")) {
 			a->cwd = val;
+		} else if (!strcmp(opt, "--output")) {
+			if (strcmp(val, "pipe") && strcmp(val, "log"))
+				return usage();
+			a->direct = !strcmp(val, "log");
 		} else {
 			return usage();
 		}
@@ -346,13 +352,17 @@ static void install_signals(void)
 
 /* The pipe the processor's tree writes into, as its stdout and its stderr both (one pipe, so
  * that the two interleave as they did in one file). The read end goes to *out; the write end is
- * returned, for the caller to close once the child has it. Without a pipe (no descriptor left)
- * the child writes the log itself: *out is -1 and LOG_FD is returned. */
-static int open_output(int *out)
+ * returned, for the caller to close once the child has it. Without a pipe (--output log, or no
+ * descriptor left) the child writes the log itself: *out is -1 and LOG_FD is returned. A pipe
+ * keeps a write whole only up to PIPE_BUF (4 KiB) where an O_APPEND file keeps any write whole:
+ * writers that write bigger chunks at once (Data-Juicer's threads: Ray's log forwarding beside
+ * the main thread) can be cut into each other mid-character through a pipe, so the worker asks
+ * for the log for them. */
+static int open_output(const struct sup_args *a, int *out)
 {
 	int p[2];
 	*out = -1;
-	if (pipe2(p, O_CLOEXEC) != 0)
+	if (a->direct || pipe2(p, O_CLOEXEC) != 0)
 		return LOG_FD;
 	if (fcntl(p[0], F_SETFL, O_NONBLOCK) != 0) {
 		close(p[0]);
@@ -371,7 +381,7 @@ static int start_child(const struct sup_args *a, struct sup_run *r)
 	struct es_proc_spec ps;
 	es_proc_spec_init(&ps, a->prog);
 	ps.cwd = a->cwd;
-	ps.fd[1] = ps.fd[2] = open_output(&r->out);
+	ps.fd[1] = ps.fd[2] = open_output(a, &r->out);
 	ps.new_group = 1;
 	ps.pdeathsig = SIGKILL;
 	struct es_proc p;

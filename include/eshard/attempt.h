@@ -123,8 +123,9 @@ int es_attempt_env(const struct es_attempt_spec *s, char *const *env, char ***ou
  * to A/process.log like the reference), or a negative ES_E* code when the attempt could not
  * even be set up (bad spec, cannot create A/work/..., cannot open A/process.log).
  *
- * The child's stdin is /dev/null, its stdout and stderr one pipe, and it inherits no other
- * descriptor of the worker (the supervisor closes whatever an MPI library left open). The
+ * The child's stdin is /dev/null, its stdout and stderr one pipe (a command processor; a
+ * Data-Juicer child gets A/process.log itself: supervise.c, open_output), and it inherits no
+ * other descriptor of the worker (the supervisor closes whatever an MPI library left open). The
  * supervisor copies the pipe into A/process.log as it comes, so that people can follow the log
  * while the child runs; the child and everything it starts never hold the log itself, which is
  * closed a fixed number of times per attempt however many processes write to it (on a FUSE
@@ -154,7 +155,8 @@ int es_attempt_run(const struct es_attempt_spec *s, struct es_attempt_outcome *o
  *   "status <rc> <timed_out> <sig>\n" once the tree is gone: rc is the exit code, or -signal;
  *                                     sig is a signal the supervisor itself got (0: none).
  * Its stderr is the log: its notes, its es_error() lines and the copy of PROGRAM's output (the
- * write end of a pipe, as PROGRAM's stdout and stderr) go there; its stdin is PROGRAM's.
+ * write end of a pipe, as PROGRAM's stdout and stderr) go there; its stdin is PROGRAM's. With
+ * --output log PROGRAM gets the log itself as stdout and stderr, no pipe.
  * Returns the process exit code: 0 after a report, 2 on a usage error. Must run before any
  * MPI call, in a process that did not initialize MPI.
  */
