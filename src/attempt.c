@@ -397,7 +397,9 @@ static const char *who(const struct es_attempt_spec *s)
 	return s->proc->kind == ES_PROC_COMMAND ? "processor" : "Data-Juicer";
 }
 
-/* argv, environment, A/work/<job_id>, the log and the socket pair. */
+/* argv, environment, A/work/<job_id> (Data-Juicer's: it fails without it; a command is not
+ * given it, and two folders a shard are two MKDIR requests at a file server), the log and the
+ * socket pair. */
 static int run_setup(struct run_state *r)
 {
 	const struct es_attempt_spec *s = r->s;
@@ -407,10 +409,11 @@ static int run_setup(struct run_state *r)
 	int rc = es_attempt_argv(s, &r->argv, NULL, &r->cwd);
 	if (!rc)
 		rc = es_attempt_env(s, NULL, &r->env);
-	if (!rc)
+	if (!rc && s->proc->kind != ES_PROC_COMMAND) {
 		rc = es_buf_printf(&path, "%s/work/%s_%s_%s", s->attempt_dir, s->job_id, s->shard_id, tok12);
-	if (!rc)
-		rc = es_fs_mkdirs(path.data, 0777);
+		if (!rc)
+			rc = es_fs_mkdirs(path.data, 0777);
+	}
 	if (!rc)
 		rc = es_path_join(&path, s->attempt_dir, "process.log");
 	if (!rc && (r->log_fd = open(path.data, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666)) < 0)

@@ -25,8 +25,8 @@
  * output it gets only the reference's "Unable to start" line and, when the supervisor had to
  * stop something, its "[eshard-mpi] ..." notes: "stopping the processor: <why>", or what the
  * processor left behind), A/ray-output.jsonl (the export path, file or folder),
- * A/work/<job_id>_<shard_id>_<token[:12]> (created before the start), A/logs, A/checkpoints,
- * A/partitions, A/produced (created by the child, if at all).
+ * A/work/<job_id>_<shard_id>_<token[:12]> (created before a Data-Juicer start; a command is not
+ * given it), A/logs, A/checkpoints, A/partitions, A/produced (created by the child, if at all).
  */
 #ifndef ESHARD_ATTEMPT_H
 #define ESHARD_ATTEMPT_H

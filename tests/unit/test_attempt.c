@@ -432,6 +432,8 @@ static void test_env_dj_process(void)
 	CHECK(o.duration_secs > 0 && o.duration_secs < 10);
 	/* Data-Juicer writes process.log itself, not through the supervisor's pipe (its threads'
 	 * writes are bigger than a pipe keeps whole: supervise.c, open_output). */
+	struct stat wst;
+	CHECK(stat(pathf(buf, "%s/%s", A, "work"), &wst) == 0 && S_ISDIR(wst.st_mode)); /* Data-Juicer's */
 	char *stdio = slurp(pathf(buf, "%s/%s", A, "stdio.txt"));
 	char want[PATH_MAX * 3];
 	sfmt(want, sizeof(want), "%s/process.log\n%s/process.log\n", A, A);
@@ -1074,6 +1076,9 @@ static void test_output_full_disk(void)
 	char *fin = slurp(pathf(buf, "%s/%s", c.A, "finished"));
 	CHECK_STR_EQ(fin, "ok\n");
 	free(fin);
+	/* A command is given no A/work: none is made (two MKDIR a shard at a file server). */
+	struct stat st;
+	CHECK(stat(pathf(buf, "%s/%s", c.A, "work"), &st) != 0 && errno == ENOENT);
 }
 
 int main(int argc, char **argv)
