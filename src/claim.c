@@ -556,10 +556,7 @@ static void add_command(struct es_claimer *c, size_t i, cJSON *a)
 	struct es_strv argv = ES_STRV_INIT;
 	struct es_buf rel = ES_BUF_INIT;
 	if (c->attempt_command && !c->attempt_command(c->attempt_command_arg, i, &argv, &rel)) {
-		cJSON *cmd = cJSON_CreateArray();
-		for (size_t k = 0; k < argv.n; k++)
-			cJSON_AddItemToArray(cmd, cJSON_CreateString(argv.v[k]));
-		es_json_set(a, "command", cmd);
+		es_json_set(a, "command", es_json_str_array(argv.v, argv.n));
 		es_json_set_str(a, "ray_export_path", rel.data ? rel.data : "");
 	}
 	es_strv_free(&argv);
@@ -675,8 +672,12 @@ int es_claim_try(struct es_claimer *c, size_t i)
 		return ES_CLAIM_NONE;
 	struct es_buf lock_path = ES_BUF_INIT;
 	int rc = es_jobpath_lock(&lock_path, c->m->job_dir, c->m->shards[i].id);
+	/* A claim writes in state/locks, attempts/<id> and the new attempt folder: each walked
+	 * once (fs.h es_fs_walk_cache_begin). */
+	es_fs_walk_cache_begin();
 	if (!rc)
 		rc = claim_at(c, i, lock_path.data);
+	es_fs_walk_cache_end();
 	es_buf_free(&lock_path);
 	return rc;
 }

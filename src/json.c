@@ -468,6 +468,14 @@ int es_json_set(cJSON *obj, const char *key, cJSON *item)
 
 int es_json_set_int(cJSON *obj, const char *key, int64_t v) { return es_json_set(obj, key, es_json_new_int(v)); }
 int es_json_set_str(cJSON *obj, const char *key, const char *s) { return es_json_set(obj, key, cJSON_CreateString(s)); }
+
+cJSON *es_json_str_array(char *const *v, size_t n)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (size_t i = 0; a && i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateString(v[i]));
+	return a;
+}
 int es_json_set_float(cJSON *obj, const char *key, double v) { return es_json_set(obj, key, cJSON_CreateNumber(v)); }
 int es_json_set_bool(cJSON *obj, const char *key, int v) { return es_json_set(obj, key, cJSON_CreateBool(v)); }
 int es_json_set_null(cJSON *obj, const char *key) { return es_json_set(obj, key, cJSON_CreateNull()); }

@@ -31,6 +31,8 @@ int es_json_write_atomic(const char *path, const cJSON *v);
 int es_json_publish_exclusive(const char *path, const cJSON *v);
 
 cJSON *es_json_new_int(int64_t v);
+/* A JSON array of the n strings v (NULL when out of memory). */
+cJSON *es_json_str_array(char *const *v, size_t n);
 /* Add (or replace) obj[key]; they return 0, or ES_ENOMEM. */
 int es_json_set(cJSON *obj, const char *key, cJSON *item);
 int es_json_set_int(cJSON *obj, const char *key, int64_t v);

@@ -629,14 +629,6 @@ static int run_pass2(const struct piece *pieces, size_t n_pieces, const char *sh
 
 /* ---------------- the manifest ---------------- */
 
-static cJSON *str_array(char **v, size_t n)
-{
-	cJSON *a = cJSON_CreateArray();
-	for (size_t i = 0; a && i < n; i++)
-		cJSON_AddItemToArray(a, cJSON_CreateString(v[i]));
-	return a;
-}
-
 static cJSON *number_node(double v)
 {
 	/* Whole seconds are written as integers, like the reference's int policy fields; the
@@ -723,7 +715,7 @@ static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_f
 	if (f->recipe->executor_type) /* no recipe, no such type */
 		es_json_set_str(ex, "recipe_executor_type", f->recipe->executor_type);
 	es_json_set(m, "execution", ex);
-	es_json_set(m, "index_keys", str_array(f->recipe->index_keys, f->recipe->n_index));
+	es_json_set(m, "index_keys", es_json_str_array(f->recipe->index_keys, f->recipe->n_index));
 	cJSON *files = cJSON_CreateArray();
 	for (size_t i = 0; i < f->scan->n_files; i++) {
 		cJSON *e = cJSON_CreateObject();
@@ -737,7 +729,7 @@ static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_f
 	}
 	es_json_set(m, "input_files", files);
 	es_json_set_str(m, "job_id", f->job_id);
-	es_json_set(m, "media_keys", str_array(f->recipe->media_keys, f->recipe->n_media));
+	es_json_set(m, "media_keys", es_json_str_array(f->recipe->media_keys, f->recipe->n_media));
 	es_json_set_str(m, "media_root", f->scan->media_root);
 	es_json_set_str(m, "normalized_sha256", f->p1->norm_sha);
 	es_json_set_int(m, "num_shards", (int64_t)f->n);
@@ -789,13 +781,13 @@ static cJSON *build_manifest(const struct es_prepare_opts *o, const struct job_f
 		/* An extra field (as "processor"): the job is one shard, the whole dataset, run once
 		 * by one rank; why the recipe could not be sharded. */
 		cJSON *u = cJSON_CreateObject();
-		es_json_set(u, "reasons", str_array(f->recipe->unsharded_reasons, f->recipe->n_unsharded));
+		es_json_set(u, "reasons", es_json_str_array(f->recipe->unsharded_reasons, f->recipe->n_unsharded));
 		es_json_set_str(u, "runs_on", "rank 0 of 'eshard-mpi run' (any one worker of 'eshard-mpi worker')");
 		es_json_set(m, "unsharded", u);
 	}
 	if (o->skip_bad_lines)
 		es_json_set(m, "bad_lines", bad_lines_json(f));
-	es_json_set(m, "warnings", str_array(f->warnings, f->n_warnings));
+	es_json_set(m, "warnings", es_json_str_array(f->warnings, f->n_warnings));
 	return m;
 }
 

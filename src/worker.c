@@ -782,11 +782,8 @@ static int set_command(struct shard_run *r, cJSON *a)
 	int rc = es_attempt_argv(&r->spec, &argv, &argc, NULL);
 	if (rc)
 		return rc;
-	cJSON *cmd = cJSON_CreateArray();
-	for (size_t k = 0; k < argc; k++)
-		cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[k]));
+	es_json_set(a, "command", es_json_str_array(argv, argc));
 	es_argv_free(argv);
-	es_json_set(a, "command", cmd);
 	es_jobpath_in_attempt(&r->rel, NULL, r->w->c.attempt_rel, ES_ATTEMPT_EXPORT);
 	es_json_set_str(a, "ray_export_path", r->rel.data);
 	return 0;
@@ -846,7 +843,7 @@ static int number_input(struct shard_run *r)
 }
 
 /* attempt.json gets the command and the export path before the child starts: written by the
- * claim already (fill_claimed_attempt), or now. */
+ * claim already (claimed_command), or now. */
 static int record_command(struct shard_run *r)
 {
 	if (!cJSON_GetObjectItemCaseSensitive(r->a, "command")) {
@@ -854,8 +851,6 @@ static int record_command(struct shard_run *r)
 		if (rc)
 			return rc;
 		save_attempt(r->w, r->a);
-	} else {
-		es_jobpath_in_attempt(&r->rel, NULL, r->w->c.attempt_rel, ES_ATTEMPT_EXPORT);
 	}
 	event(r->w, "start", r->i, r->sh->rows, r->sh->size_bytes, -1, NULL);
 	return 0;
@@ -1493,11 +1488,7 @@ static int claim_next(struct worker *w, size_t *i)
 			return rc;
 	}
 	for (size_t k = 0; !w->capped && k < w->m.n_shards && !stopped(w->o); k++) {
-		/* A claim writes in state/locks, attempts/<id> and the new attempt folder: each
-		 * walked once (fs.h es_fs_walk_cache_begin). */
-		es_fs_walk_cache_begin();
 		int rc = es_claim_try(&w->c, k);
-		es_fs_walk_cache_end();
 		if (rc < 0)
 			return rc;
 		if (w->c.took_over) {
