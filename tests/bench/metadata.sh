@@ -23,7 +23,9 @@
 #   job          every operation of `run` (from mpirun's start to its end) but the tail held
 #                open for the measurement, per shard (N + 1 shards); and the issue's job, whose
 #                long shard takes 40 s: that plus what is left of the 40 s once the rest is
-#                done, at the tail's first rate (J, and rank 0's D - Z);
+#                done, at the tail's first rate (J, and rank 0's D - Z); then that figure
+#                split in two: up to the tail, and the job's end from the long shard's
+#                release (its finish, rank 0's verify, merge and report);
 #   tail         once every shard but the long one is done, six windows of --window seconds
 #                (default 20, two of rank 0's progress periods), the ranks stopped with
 #                SIGSTOP and let go with SIGCONT (their clients go on): J every rank but rank
@@ -297,6 +299,13 @@ EOF
 
   read -r tot secs fops <<<"$(ops "$s/r0" "$s/r1" "$s/t0" "$s/t1" "$total")"
   say "$tag: job: $tot ops per shard ($total shards, $secs s of run without the held tail of $(awk -v b="$t_rel" -v c="$t_tail" 'BEGIN { printf "%.1f", b - c }') s): $fops"
+  # Where the job's figure goes: the job up to the tail (every shard run but the long one), and
+  # its end (from the long shard's release: that shard's finish, the ranks' leaving, rank 0's
+  # verify, merge and report).
+  read -r tot secs fops <<<"$(ops "$s/r0" "$s/t0" "$total")"
+  say "$tag: job up to the tail: $tot ops per shard ($secs s): $fops"
+  read -r tot secs fops <<<"$(ops "$s/t1" "$s/r1" "$total")"
+  say "$tag: job's end, from the long shard's release: $tot ops per shard ($secs s): $fops"
   local a j i h z d
   read -r j fops <<<"$(persec "$s/j")"; say "$tag: tail J, the $((r - 2)) idle ranks and the long shard's: $j ops/s: $fops"
   read -r i fops <<<"$(persec "$s/i")"; say "$tag: tail I, one idle rank and the long shard's: $i ops/s: $fops"
