@@ -18,10 +18,8 @@
 #include "json.h"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 
 static const char *T;
 
@@ -492,48 +490,6 @@ static void test_preempted_not_a_problem(void)
 	es_manifest_free(&m);
 }
 
-/* The open calls that name a path holding watched (a shard id), counted: this program's open
- * and openat stand before the C library's for the library linked into it. */
-static const char *watched;
-static int watched_opens;
-
-static void watch(const char *path)
-{
-	if (watched && path && strstr(path, watched))
-		watched_opens++;
-}
-
-static mode_t mode_arg(int flags, va_list ap)
-{
-	return (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(ap, int) : 0;
-}
-
-int open(const char *path, int flags, ...)
-{
-	static int (*real)(const char *, int, ...);
-	va_list ap;
-	va_start(ap, flags);
-	mode_t mode = mode_arg(flags, ap);
-	va_end(ap);
-	if (!real)
-		real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
-	watch(path);
-	return real(path, flags, mode);
-}
-
-int openat(int dfd, const char *path, int flags, ...)
-{
-	static int (*real)(int, const char *, int, ...);
-	va_list ap;
-	va_start(ap, flags);
-	mode_t mode = mode_arg(flags, ap);
-	va_end(ap);
-	if (!real)
-		real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, "openat");
-	watch(path);
-	return real(dfd, path, flags, mode);
-}
-
 /* Issue 29: a pending shard costs status nothing of its own. Before, each one cost three opens
  * (its done record, its failed record, its lock: three round trips to a distributed file
  * system's server, where a missing name is never cached for long). The shards with a record or
@@ -550,17 +506,17 @@ static void test_pending_costs_nothing(void)
 	jf_attempt(&j, 2, 1, "h", "running", es_time_epoch() - 5);
 	lock_at(&j, 2, 1);
 	/* The hook itself: an open of the watched name is counted. */
-	watched = j.id[3];
-	watched_opens = 0;
+	test_watched = j.id[3];
+	test_watched_opens = 0;
 	char p[2048];
 	jf_path(&j, p, sizeof(p), "state/done/%s.json", j.id[3]);
 	CHECK_INT_EQ(es_fs_exists_fresh(p), 0);
-	CHECK_INT_EQ(watched_opens, 1);
-	watched_opens = 0;
+	CHECK_INT_EQ(test_watched_opens, 1);
+	test_watched_opens = 0;
 	CHECK_INT_EQ(es_jobview_load(j.dir, 0, 0, &v), 0);
-	if (!CHECK_INT_EQ(watched_opens, 0))
-		fprintf(stderr, "  %d open(s) of a pending shard's names\n", watched_opens);
-	watched = NULL;
+	if (!CHECK_INT_EQ(test_watched_opens, 0))
+		fprintf(stderr, "  %d open(s) of a pending shard's names\n", test_watched_opens);
+	test_watched = NULL;
 	CHECK_INT_EQ(v.st.counts.done, 1);
 	CHECK_INT_EQ(v.st.counts.failed, 1);
 	CHECK_INT_EQ(v.st.counts.running, 1);
@@ -571,19 +527,19 @@ static void test_pending_costs_nothing(void)
 	/* A kept view refreshed reads a final shard no more: its record, attempts and log were
 	 * read once. */
 	for (int i = 0; i < 2; i++) {
-		watched = j.id[i];
-		watched_opens = 0;
+		test_watched = j.id[i];
+		test_watched_opens = 0;
 		CHECK_INT_EQ(es_jobview_refresh(&v, 0), 0);
-		if (!CHECK_INT_EQ(watched_opens, 0))
-			fprintf(stderr, "  %d open(s) of final shard %s's names\n", watched_opens, j.id[i]);
+		if (!CHECK_INT_EQ(test_watched_opens, 0))
+			fprintf(stderr, "  %d open(s) of final shard %s's names\n", test_watched_opens, j.id[i]);
 	}
 	/* A running shard: its lock, once (its attempt.json has not changed: a stat tells). */
-	watched = j.id[2];
-	watched_opens = 0;
+	test_watched = j.id[2];
+	test_watched_opens = 0;
 	CHECK_INT_EQ(es_jobview_refresh(&v, 0), 0);
-	if (!CHECK_INT_EQ(watched_opens, 1))
-		fprintf(stderr, "  %d open(s) of running shard %s's names\n", watched_opens, j.id[2]);
-	watched = NULL;
+	if (!CHECK_INT_EQ(test_watched_opens, 1))
+		fprintf(stderr, "  %d open(s) of running shard %s's names\n", test_watched_opens, j.id[2]);
+	test_watched = NULL;
 	CHECK_INT_EQ(v.st.counts.done, 1);
 	CHECK_INT_EQ(v.st.counts.failed, 1);
 	CHECK_INT_EQ(v.st.counts.running, 1);

@@ -1,6 +1,9 @@
 #include "testlib.h"
 
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,4 +144,45 @@ uint64_t test_rand(void)
 	state ^= state >> 7;
 	state ^= state << 17;
 	return state;
+}
+
+const char *test_watched;
+int test_watched_opens;
+
+static void watch(const char *path)
+{
+	const char *w = __atomic_load_n(&test_watched, __ATOMIC_SEQ_CST);
+	if (w && path && strstr(path, w))
+		__atomic_fetch_add(&test_watched_opens, 1, __ATOMIC_SEQ_CST);
+}
+
+static mode_t mode_arg(int flags, va_list ap)
+{
+	return (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(ap, int) : 0;
+}
+
+int open(const char *path, int flags, ...)
+{
+	static int (*real)(const char *, int, ...);
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	if (!real)
+		real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+	watch(path);
+	return real(path, flags, mode);
+}
+
+int openat(int dfd, const char *path, int flags, ...)
+{
+	static int (*real)(int, const char *, int, ...);
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	if (!real)
+		real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, "openat");
+	watch(path);
+	return real(dfd, path, flags, mode);
 }

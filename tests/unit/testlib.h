@@ -39,6 +39,13 @@ char *test_tmpdir(void);
 /* A deterministic pseudo-random sequence (xorshift64), the same in every run. */
 uint64_t test_rand(void);
 
+/* The open and openat calls of the test program that name a path holding test_watched (when
+ * not NULL), counted into test_watched_opens (atomically: the library reads on threads): the
+ * test program's open and openat stand before the C library's for the library linked into it,
+ * so a test can count what a call reads (issue 29). */
+extern const char *test_watched;
+extern int test_watched_opens;
+
 /* $ESHARD_TEST_DATA (set by CTest to <repo>/tests/data), or NULL with a failed check. */
 const char *test_data_dir(void);
 
