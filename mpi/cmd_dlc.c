@@ -49,6 +49,7 @@ struct dlc {
 	double abort_checked;        /* es_time_mono() of the last look at abort.json */
 	int peer_aborted;            /* the worker stopped because another instance aborted */
 	struct es_merge_follow *follow;
+	struct job_view view;        /* the preparer's progress view, for the job's end */
 };
 
 static int parse_cli(int argc, char **argv, struct dlc *d)
@@ -250,7 +251,7 @@ static int run_worker(struct dlc *d, struct es_worker_result *res)
 	    es_progress_start(wo.job_dir, (double)d->cli.progress_secs, isatty(STDOUT_FILENO), &prog))
 		es_warning("no progress lines for this run (see the error above); 'eshard-mpi status --watch' shows them");
 	int wrc = es_worker_run(&wo, res);
-	es_progress_stop(prog);
+	d->view.have = es_progress_stop_view(prog, &d->view.v);
 	return wrc ? 2 : res->exit_code;
 }
 
@@ -297,15 +298,18 @@ static int coordinate_finalize(struct dlc *d)
 	es_say("hostname=%s elected as DLC finalize coordinator.", es_hostname());
 	es_crash_point("dlc-finalize-elected");
 	job_output_path(&d->cli, &out);
+	es_log_quiet_begin();
+	struct es_jobview *view = job_view_get(&d->view, job_dir); /* NULL: verify reads the job */
+	es_log_quiet_end();
 	int code = es_exit_code(es_verify_run_follow(job_dir, out.data, d->cli.require_all ? (int)d->cli.nodes : 1,
-						     d->follow, 1, &vr));
+						     d->follow, 1, view, &vr));
 	d->follow = NULL;
 	free(vr.output);
 	es_buf_free(&out);
 	if (!code)
-		job_print_summary(job_dir, NULL);
+		job_print_summary(job_dir, NULL, &d->view);
 	if (!*stop_flag())
-		job_write_report(job_dir);
+		job_write_report(job_dir, &d->view);
 	return es_coord_publish_result(&d->co, "finalize", code, NULL) ? 2 : code;
 }
 
@@ -340,6 +344,7 @@ static int after_prepare(struct dlc *d)
 		es_merge_follow_abort(d->follow); /* the job did not complete: its temporary goes */
 		d->follow = NULL;
 	}
+	job_view_free(&d->view);
 	return code;
 }
 

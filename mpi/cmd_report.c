@@ -53,7 +53,7 @@ int cmd_report(int argc, char **argv)
 		}
 		output = def.data;
 	}
-	struct es_report_opts o = { 0, (int)(lines > 100000 ? 100000 : lines), 0, (size_t)max_logs };
+	struct es_report_opts o = { 0, (int)(lines > 100000 ? 100000 : lines), 0, (size_t)max_logs, NULL };
 	struct es_report_info info;
 	rc = es_report_write(job_dir, output, &o, &info);
 	if (!rc)

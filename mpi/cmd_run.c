@@ -57,6 +57,7 @@ struct run {
 	char rid[128];
 	struct es_worker_result wres;
 	struct es_merge_follow *follow; /* rank 0: the merge while working */
+	struct job_view view;        /* rank 0: the progress line's view, for the job's end */
 	int lost;                    /* elastic mode: this rank's job folder went away; it left the work */
 	size_t slice[3];             /* prepare: the ranges this rank read, [0, 1) of [2] (none: 0 0 0) */
 };
@@ -413,7 +414,7 @@ static int work_phase(struct run *r)
 	if (r->ag.rank == 0 && es_progress_start(wo.job_dir, (double)r->cli->progress_secs, tty, &prog))
 		es_warning("no progress lines for this run (see the error above); 'eshard-mpi status --watch' shows them");
 	int wrc = es_worker_run(&wo, &r->wres);
-	es_progress_stop(prog);
+	r->view.have = es_progress_stop_view(prog, &r->view.v);
 	int wcode = wrc ? 2 : r->wres.exit_code;
 	if (wrc && r->wres.unreachable_errno && !r->cli->require_all) {
 		wcode = leave_work(r);
@@ -554,8 +555,11 @@ static int verify_job(struct run *r, const struct ending *e)
 	struct es_buf out = ES_BUF_INIT;
 	job_output_path(r->cli, &out);
 	struct es_verify_result vr;
+	es_log_quiet_begin();
+	struct es_jobview *view = job_view_get(&r->view, r->cli->pc.o.job_dir); /* NULL: verify reads the job */
+	es_log_quiet_end();
 	int final = es_exit_code(es_verify_run_follow(r->cli->pc.o.job_dir, out.data,
-						      r->cli->require_all ? (int)r->nodes : 1, r->follow, 1, &vr));
+						      r->cli->require_all ? (int)r->nodes : 1, r->follow, 1, view, &vr));
 	r->follow = NULL;
 	free(vr.output);
 	es_buf_free(&out);
@@ -575,7 +579,7 @@ static void say_incomplete(struct run *r, int agreed)
 		return;
 	}
 	struct es_buf advice = ES_BUF_INIT;
-	job_print_summary(job_dir, *stop_flag() ? NULL : &advice);
+	job_print_summary(job_dir, *stop_flag() ? NULL : &advice, &r->view);
 	es_error(ES_EINVAL, "the job did not complete (exit code %d on at least one rank); see the rank messages above and 'eshard-mpi status --job-dir %s'%s%s",
 		 agreed, job_dir, advice.len ? "; " : "", advice.data);
 	es_buf_free(&advice);
@@ -605,9 +609,10 @@ static int finalize_phase(struct run *r, int code, int wcode)
 		r->follow = NULL;
 	}
 	if (r->ag.rank == 0 && !agreed && !code)
-		job_print_summary(job_dir, NULL);
+		job_print_summary(job_dir, NULL, &r->view);
 	if (r->ag.rank == 0 && !code && !*stop_flag() && !r->wres.unreachable_errno)
-		job_write_report(job_dir);
+		job_write_report(job_dir, &r->view);
+	job_view_free(&r->view);
 	return agree_bcast_int(final);
 }
 

@@ -127,14 +127,38 @@ void job_output_path(const struct job_cli *c, struct es_buf *out)
 	else
 		es_buf_printf(out, "%s/%s", c->pc.o.job_dir, ES_MERGE_OUTPUT_NAME);
 }
+struct es_jobview *job_view_get(struct job_view *jv, const char *job_dir)
+{
+	if (!jv->have) {
+		int rc = es_jobview_init(job_dir, 0, &jv->v);
+		jv->have = 1;
+		if (rc) {
+			job_view_free(jv);
+			return NULL;
+		}
+	}
+	return &jv->v;
+}
+
+void job_view_free(struct job_view *jv)
+{
+	if (jv->have)
+		es_jobview_free(&jv->v);
+	jv->have = 0;
+}
+
 /* The job's HTML report beside its manifest, whatever the outcome (it shows the failures too).
  * A report that cannot be written costs a warning, never the job's exit code. */
-void job_write_report(const char *job_dir)
+void job_write_report(const char *job_dir, struct job_view *jv)
 {
 	struct es_buf path = ES_BUF_INIT;
 	struct es_report_info info;
+	struct es_report_opts o = { 0 };
 	es_buf_printf(&path, "%s/%s", job_dir, ES_REPORT_NAME);
-	if (!es_report_write(job_dir, path.data, NULL, &info))
+	es_log_quiet_begin();
+	o.view = jv ? job_view_get(jv, job_dir) : NULL;
+	es_log_quiet_end();
+	if (!es_report_write(job_dir, path.data, &o, &info))
 		printf("Report: %s (%zu attempts on %zu host(s))\n", path.data, info.attempts, info.hosts);
 	else
 		es_warning("no report was written to %s (see the error above); 'eshard-mpi report --job-dir %s --output FILE' retries it",
@@ -145,24 +169,28 @@ void job_write_report(const char *job_dir)
 
 /* Rank 0 at the end: the summary (shards, rows, wall time, hosts, slowest shards, why shards
  * failed or were retried), and for an incomplete job what to do next, into advice. */
-void job_print_summary(const char *job_dir, struct es_buf *advice)
+void job_print_summary(const char *job_dir, struct es_buf *advice, struct job_view *jv)
 {
-	struct es_jobview v;
+	struct job_view own = { .have = 0 };
 	struct es_buf out = ES_BUF_INIT;
+	if (!jv)
+		jv = &own;
 	es_log_quiet_begin();
-	int rc = es_jobview_load(job_dir, 0, 0, &v);
+	struct es_jobview *v = job_view_get(jv, job_dir);
+	int rc = v ? es_jobview_refresh(v, 0) : -1;
 	if (!rc)
-		rc = es_progress_summary(&v, &out);
+		rc = es_progress_summary(v, &out);
 	es_log_quiet_end();
 	if (!rc) {
 		es_say("%.*s", (int)(out.len && out.data[out.len - 1] == '\n' ? out.len - 1 : out.len), out.data);
 		if (advice)
-			es_status_advice(&v.st.counts, job_dir, advice);
+			es_status_advice(&v->st.counts, job_dir, advice);
 	} else {
 		es_warning("no summary of the job: %s", es_last_error());
+		job_view_free(jv); /* a view seen mid-change: the report reads the job anew */
 	}
 	es_buf_free(&out);
-	es_jobview_free(&v);
+	job_view_free(&own);
 }
 
 int job_strict_cap(int64_t shards, int64_t nodes, int64_t *cap, int say)

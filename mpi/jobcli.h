@@ -7,6 +7,7 @@
 #define ESHARD_JOBCLI_H
 
 #include "commands.h"
+#include "eshard/jobview.h"
 
 /* What the command line asked for. */
 struct job_cli {
@@ -35,10 +36,23 @@ void job_worker_options(const struct job_cli *c, const char *run_id, int64_t cap
 			struct es_worker_opts *wo);
 /* The merged output: --output, or <job-dir>/merged.jsonl. */
 void job_output_path(const struct job_cli *c, struct es_buf *out);
-/* The job's HTML report beside its manifest (a failure costs a warning). */
-void job_write_report(const char *job_dir);
-/* The summary of the job; for an incomplete job what to do next, into advice (may be NULL). */
-void job_print_summary(const char *job_dir, struct es_buf *advice);
+/* The view of the job that the process holding the progress line ends it with (jobview.h):
+ * the progress thread's, handed over (es_progress_stop_view), else read when first needed.
+ * Verify, the summary and the report each use it, so that the job's end reads what changed
+ * since, not every shard three times (issue 29). */
+struct job_view {
+	struct es_jobview v;
+	int have;
+};
+/* The view's manifest, read if the view has none yet: &jv->v, or NULL (with the error). */
+struct es_jobview *job_view_get(struct job_view *jv, const char *job_dir);
+void job_view_free(struct job_view *jv);
+/* The job's HTML report beside its manifest (a failure costs a warning); from jv (may be NULL:
+ * the job is read anew). */
+void job_write_report(const char *job_dir, struct job_view *jv);
+/* The summary of the job; for an incomplete job what to do next, into advice (may be NULL);
+ * from jv as job_write_report. */
+void job_print_summary(const char *job_dir, struct es_buf *advice, struct job_view *jv);
 /* Strict mode's claim cap ceil(shards / nodes) into *cap: 0, or 2 when that cannot give every
  * node a shard (with the error when say). */
 int job_strict_cap(int64_t shards, int64_t nodes, int64_t *cap, int say);

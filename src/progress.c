@@ -152,6 +152,10 @@ struct es_progress {
 	char *job_dir;
 	double every;
 	int tty;
+	/* The thread's view, kept for es_progress_stop_view: written by the thread only until it
+	 * is joined. */
+	struct es_jobview v;
+	int have;
 };
 
 /* Wait secs or until stopped; 1 when stopped. */
@@ -180,20 +184,18 @@ static void *progress_main(void *arg)
 	double period = p->tty ? 1 : p->every;
 	/* One view for the whole run, refreshed each period: it reads what changed, not every shard
 	 * again (issue 29; jobview.h es_jobview_refresh). */
-	struct es_jobview v;
-	int have = 0;
 	es_log_quiet_begin();
 	while (!nap(p, period)) {
 		es_buf_reset(&line);
-		int rc = have ? 0 : es_jobview_init(p->job_dir, 0, &v);
-		have = 1;
+		int rc = p->have ? 0 : es_jobview_init(p->job_dir, 0, &p->v);
+		p->have = 1;
 		if (!rc)
-			rc = es_jobview_refresh(&v, 0);
+			rc = es_jobview_refresh(&p->v, 0);
 		if (!rc)
-			rc = es_progress_line(&v, 60, &line);
+			rc = es_progress_line(&p->v, 60, &line);
 		if (rc) {
-			es_jobview_free(&v); /* a folder seen mid-change: the next period starts again */
-			have = 0;
+			es_jobview_free(&p->v); /* a folder seen mid-change: the next period starts again */
+			p->have = 0;
 			continue;
 		}
 		if (p->tty)
@@ -201,8 +203,6 @@ static void *progress_main(void *arg)
 		else
 			es_say("%s", line.data);
 	}
-	if (have)
-		es_jobview_free(&v);
 	es_log_quiet_end();
 	es_buf_free(&line);
 	return NULL;
@@ -238,10 +238,10 @@ int es_progress_start(const char *job_dir, double every_secs, int tty, struct es
 	return 0;
 }
 
-void es_progress_stop(struct es_progress *p)
+int es_progress_stop_view(struct es_progress *p, struct es_jobview *out)
 {
 	if (!p)
-		return;
+		return 0;
 	pthread_mutex_lock(&p->mu);
 	p->stop = 1;
 	pthread_cond_signal(&p->cv);
@@ -249,8 +249,19 @@ void es_progress_stop(struct es_progress *p)
 	pthread_join(p->th, NULL);
 	if (p->tty)
 		es_say_sticky(NULL);
+	int kept = p->have && out;
+	if (kept)
+		*out = p->v;
+	else if (p->have)
+		es_jobview_free(&p->v);
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv);
 	free(p->job_dir);
 	free(p);
+	return kept;
+}
+
+void es_progress_stop(struct es_progress *p)
+{
+	es_progress_stop_view(p, NULL);
 }

@@ -912,27 +912,28 @@ int es_report_render(const char *job_dir, const struct es_report_opts *opts, str
 {
 	static const struct es_report_opts defaults;
 	const struct es_report_opts *o = opts ? opts : &defaults;
-	struct es_jobview r;
-	int rc = es_jobview_load(job_dir, o->now, 0, &r);
+	struct es_jobview own, *v = o->view ? o->view : &own;
+	int rc = o->view ? es_jobview_refresh(v, o->now) : es_jobview_load(job_dir, o->now, 0, v);
 	if (!rc) {
 		size_t n = 0;
-		double *durs = es_jobview_done_durations(&r, &n);
+		double *durs = es_jobview_done_durations(v, &n);
 		if (!durs) {
 			rc = es_error(ES_ENOMEM, "out of memory making the report (durations)");
 		} else {
 			struct html h = { out, 0, o, NULL };
-			put_page(&h, &r, durs, n);
+			put_page(&h, v, durs, n);
 			free(h.anchor);
 			if (h.rc)
-				rc = es_error(ES_ENOMEM, "out of memory writing the report of %s", r.m.job_dir);
+				rc = es_error(ES_ENOMEM, "out of memory writing the report of %s", v->m.job_dir);
 		}
 		free(durs);
 	}
 	if (!rc && info) {
-		*info = (struct es_report_info){ r.n_a, r.n_h, r.n_w, r.n_ev, r.st.counts.total, r.st.counts.done,
-						 r.st.counts.failed };
+		*info = (struct es_report_info){ v->n_a, v->n_h, v->n_w, v->n_ev, v->st.counts.total, v->st.counts.done,
+						 v->st.counts.failed };
 	}
-	es_jobview_free(&r);
+	if (!o->view)
+		es_jobview_free(v);
 	return rc;
 }
 

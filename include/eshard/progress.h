@@ -37,5 +37,10 @@ struct es_progress;
 int es_progress_start(const char *job_dir, double every_secs, int tty, struct es_progress **p);
 /* Stop and join the thread; clears a sticky line. p may be NULL. */
 void es_progress_stop(struct es_progress *p);
+/* The same, handing the thread's job view over: 1 when *out got it (the caller refreshes it,
+ * es_jobview_refresh, and frees it), 0 when the thread had none (it never refreshed one
+ * without an error) or p is NULL. Rank 0 ends a job with it, so that the job's end reads what
+ * changed since the last progress line, not every shard again (issue 29). */
+int es_progress_stop_view(struct es_progress *p, struct es_jobview *out);
 
 #endif

@@ -39,11 +39,16 @@
 
 #include "eshard/buf.h"
 
+struct es_jobview;
+
 struct es_report_opts {
 	double now;              /* "now" for attempts still running (0: the wall clock) */
 	int log_tail_lines;      /* lines of each failed attempt's process.log (0: 20) */
 	size_t log_tail_bytes;   /* at most this many bytes of it (0: 4096) */
 	size_t max_failed_logs;  /* failed attempts shown with their log (0: 50; the rest listed) */
+	struct es_jobview *view; /* a view of the job that the caller keeps (NULL: the job is read
+	                          * anew): refreshed (es_jobview_refresh, what changed) and left to
+	                          * the caller */
 };
 
 /* What a report showed, for the caller's one-line summary. */

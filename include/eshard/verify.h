@@ -41,8 +41,15 @@ int es_verify_run(const char *job_dir, const char *output, int expect_nodes, str
  * wrote them. 60 s by default (NFS's acregmax and acdirmax); a stop ends the wait. */
 void es_verify_set_settle_secs(double secs);
 
+/* view (or NULL): a view of the same job that the caller keeps (jobview.h: rank 0's progress
+ * view, es_progress_stop_view), whose manifest and status verify uses instead of reading them
+ * again: the shards the status holds as final (done with a record merge accepts, or failed)
+ * are not read again, every other one is looked up by name (es_status_refresh without
+ * listings). The shards verify reads are left in view->st without their claim times (status.h
+ * claims_by_caller) until the caller's next es_jobview_refresh. */
 struct es_merge_follow;
+struct es_jobview;
 int es_verify_run_follow(const char *job_dir, const char *output, int expect_nodes, struct es_merge_follow *follow,
-			 int brief, struct es_verify_result *r);
+			 int brief, struct es_jobview *view, struct es_verify_result *r);
 
 #endif

@@ -113,7 +113,7 @@ static void check_outputs(struct es_jobview *v)
 	FUZZ_CHECK(es_progress_line(v, 60, &out) == 0);
 	FUZZ_CHECK(es_progress_summary(v, &out) == 0);
 	es_buf_free(&out);
-	struct es_report_opts o = { T_NOW, 0, 0, 0 };
+	struct es_report_opts o = { T_NOW, 0, 0, 0, NULL };
 	FUZZ_CHECK(es_report_render(job, &o, &out, NULL) == 0);
 	FUZZ_CHECK(out.data && strstr(out.data, "</html>\n"));
 	FUZZ_CHECK(!strstr(out.data, "-9223372036854775808") && !strstr(out.data, "1970-"));

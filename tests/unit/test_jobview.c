@@ -252,6 +252,35 @@ static void test_refresh(const char *T)
 	es_jobview_free(&v);
 }
 
+/* Issue 29: the progress thread hands its view over when stopped (es_progress_stop_view), so
+ * that rank 0 ends the job with it instead of reading every shard again; a thread stopped
+ * before its first refresh, or none, hands nothing. */
+static void test_progress_hands_view(const char *T)
+{
+	int rows[] = { 1, 2, 3 };
+	struct jf j;
+	struct es_jobview v;
+	struct es_progress *p = NULL;
+	jf_make(&j, T, "handover", 3, rows, NULL);
+	jf_done(&j, 0, "node-a");
+	CHECK_INT_EQ(es_progress_stop_view(NULL, &v), 0);
+	if (!CHECK_INT_EQ(es_progress_start(j.dir, 3600, 0, &p), 0))
+		return;
+	CHECK_INT_EQ(es_progress_stop_view(p, &v), 0); /* stopped before its first period */
+	if (!CHECK_INT_EQ(es_progress_start(j.dir, 0.02, 0, &p), 0))
+		return;
+	usleep(300 * 1000); /* several periods, each a refresh and a line */
+	if (!CHECK_INT_EQ(es_progress_stop_view(p, &v), 1))
+		return;
+	CHECK_INT_EQ(v.st.counts.total, 3);
+	CHECK_INT_EQ(v.st.counts.done, 1);
+	/* The view goes on as the caller's: a refresh reads what changed. */
+	jf_done(&j, 1, "node-b");
+	CHECK_INT_EQ(es_jobview_refresh(&v, 0), 0);
+	CHECK_INT_EQ(v.st.counts.done, 2);
+	es_jobview_free(&v);
+}
+
 int main(void)
 {
 	struct es_rate r;
@@ -290,5 +319,6 @@ int main(void)
 	CHECK(r.work_secs == 0 && r.rows_per_sec < 0);
 	test_bad_clock(test_tmpdir());
 	test_refresh(test_tmpdir());
+	test_progress_hands_view(test_tmpdir());
 	return test_done();
 }

@@ -12,6 +12,7 @@
 #include "jobfix.h"
 
 #include "eshard/clock.h"
+#include "eshard/jobview.h"
 #include "eshard/log.h"
 #include "eshard/report.h"
 
@@ -248,7 +249,7 @@ static void test_reference_job(void)
 {
 	struct jf j;
 	make_reference_job(&j);
-	struct es_report_opts o = { T0 + 130, 0, 0, 0 };
+	struct es_report_opts o = { T0 + 130, 0, 0, 0, NULL };
 	struct es_report_info info;
 	char *html = render(j.dir, &o, &info);
 	if (!html)
@@ -406,7 +407,7 @@ static void test_failed_job(void)
 		jf_writes(p, "Traceback <x>\nValueError: bad row\n");
 		failed_record(&j, i, "ValueError: bad row <7>\\nsecond line", "x/process.log");
 	}
-	struct es_report_opts o = { T0 + 4 * 3600, 0, 0, 0 };
+	struct es_report_opts o = { T0 + 4 * 3600, 0, 0, 0, NULL };
 	char *html = render(j.dir, &o, NULL);
 	if (!html)
 		return;
@@ -508,7 +509,7 @@ static void test_bad_clock(void)
 	struct jf j;
 	double now = es_time_epoch();
 	int bad = jf_bad_clock(&j, T, "clock", now);
-	struct es_report_opts o = { now, 0, 0, 0 };
+	struct es_report_opts o = { now, 0, 0, 0, NULL };
 	char *html = render(j.dir, &o, NULL);
 	if (!html)
 		return;
@@ -697,6 +698,35 @@ static void test_streams(void)
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Issue 29: run's rank 0 renders the report from the view it already holds (report.h view):
+ * the same page as a report that reads the job anew, without reading an attempt.json again. */
+static void test_kept_view(void)
+{
+	struct jf j;
+	struct es_jobview v;
+	make_reference_job(&j);
+	struct es_report_opts o = { T0 + 130, 0, 0, 0, NULL };
+	struct es_report_info a, b;
+	char *fresh = render(j.dir, &o, &a);
+	CHECK_INT_EQ(es_jobview_load(j.dir, T0 + 130, 0, &v), 0);
+	o.view = &v;
+	test_watched = "attempt.json";
+	test_watched_opens = 0;
+	char *kept = render(j.dir, &o, &b);
+	int opens = test_watched_opens;
+	test_watched = NULL;
+	if (fresh && kept)
+		CHECK_STR_EQ(kept, fresh);
+	CHECK_INT_EQ(b.attempts, a.attempts);
+	CHECK_INT_EQ(b.shards_done, a.shards_done);
+	if (!CHECK_INT_EQ(opens, 0))
+		fprintf(stderr, "  %d attempt.json opens rendering from a kept view\n", opens);
+	CHECK_INT_EQ(v.n_a, b.attempts); /* the view is the caller's still */
+	es_jobview_free(&v);
+	free(fresh);
+	free(kept);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
@@ -710,5 +740,6 @@ int main(void)
 	test_errors();
 	test_output_in_job_folder();
 	test_streams();
+	test_kept_view();
 	return test_done();
 }

@@ -11,6 +11,7 @@
 #include "jobfix.h"
 
 #include "eshard/clock.h"
+#include "eshard/jobview.h"
 #include "eshard/log.h"
 #include "eshard/verify.h"
 
@@ -245,6 +246,73 @@ static void test_results_settle(void)
 	es_verify_set_settle_secs(60);
 }
 
+/* Opens of the done records during one verify of j (4 shards done by two hosts), with view or
+ * without; the merged output is removed after. */
+static int record_opens(struct jf *j, struct es_jobview *view)
+{
+	struct es_verify_result r;
+	char merged[2048];
+	snprintf(merged, sizeof(merged), "%s/merged.jsonl", j->dir);
+	test_watched = "-of-00004.json"; /* a record, whole path or walked to (fs.h) */
+	test_watched_opens = 0;
+	capture_begin();
+	int rc = es_verify_run_follow(j->dir, NULL, 2, NULL, 1, view, &r);
+	free(capture_end());
+	test_watched = NULL;
+	CHECK_INT_EQ(rc, 0);
+	CHECK_INT_EQ(r.exit_code, 0);
+	CHECK_INT_EQ(r.rows, 8);
+	CHECK_INT_EQ(r.n_hosts, 2);
+	free(r.output);
+	unlink(merged);
+	return test_watched_opens;
+}
+
+/* Issue 29: run's rank 0 ends a job with its progress line's view (es_progress_stop_view):
+ * verify takes the manifest and the status from it, reads no done record the view holds as
+ * final (only merge looks each one up and reads it, to merge it), and reads again every shard
+ * the view does not hold as final. Without a view verify reads each record once for its
+ * status (the owners are the status's: before, it read every record a second time for them). */
+static void test_kept_view(void)
+{
+	int rows[] = { 2, 1, 3, 2 };
+	struct jf j;
+	struct es_jobview v;
+	jf_make(&j, T, "view", 4, rows, NULL);
+	for (int i = 0; i < 3; i++)
+		jf_done(&j, i, i % 2 ? "node-b" : "node-a");
+	CHECK_INT_EQ(es_jobview_load(j.dir, 0, 0, &v), 0);
+	CHECK_INT_EQ(v.st.counts.done, 3);
+	/* The last shard is done after the view was read: verify reads it, and passes. */
+	jf_done(&j, 3, "node-b");
+	int with = record_opens(&j, &v);
+	CHECK_INT_EQ(v.st.counts.done, 4);
+	CHECK_STR_EQ(v.st.shards[3].owner, "node-b");
+	int again = record_opens(&j, &v), without = record_opens(&j, NULL);
+	if (!CHECK(with <= 2 * 4 + 2) || !CHECK(again <= 2 * 4) || !CHECK(without >= again + 4))
+		fprintf(stderr, "  done record opens: %d with the view (one shard new), %d with it again, %d without\n", with,
+			again, without);
+	/* The view's summary still reads: a refresh after verify. */
+	CHECK_INT_EQ(es_jobview_refresh(&v, 0), 0);
+	CHECK_INT_EQ(v.st.counts.done, 4);
+	es_jobview_free(&v);
+
+	/* A view that holds a shard as pending, which still is: verify stops, as without one. */
+	struct jf k;
+	jf_make(&k, T, "view-incomplete", 4, rows, NULL);
+	for (int i = 0; i < 3; i++)
+		jf_done(&k, i, "node-a");
+	CHECK_INT_EQ(es_jobview_load(k.dir, 0, 0, &v), 0);
+	struct es_verify_result r;
+	capture_begin();
+	int rc = es_verify_run_follow(k.dir, NULL, 1, NULL, 1, &v, &r);
+	free(capture_end());
+	CHECK(rc < 0);
+	CHECK_INT_EQ(r.exit_code, 1);
+	CHECK(strstr(es_last_error(), "Verification stopped: not all shards are complete.") != NULL);
+	es_jobview_free(&v);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
@@ -252,5 +320,6 @@ int main(void)
 	test_incomplete_and_bad_records();
 	test_output_in_job_folder();
 	test_results_settle();
+	test_kept_view();
 	return test_done();
 }
