@@ -704,8 +704,8 @@ static void follow_join(struct es_merge_follow *f)
 	pthread_join(f->th, NULL);
 }
 
-int es_merge_follow_finish(struct es_merge_follow *f, double lock_timeout, struct es_merge_result *res, int quiet,
-			   uint64_t *reread_from, int64_t *reread_rows)
+int es_merge_follow_finish(struct es_merge_follow *f, double lock_timeout, int checked, struct es_merge_result *res,
+			   int quiet, uint64_t *reread_from, int64_t *reread_rows)
 {
 	follow_join(f);
 	int rc;
@@ -717,7 +717,7 @@ int es_merge_follow_finish(struct es_merge_follow *f, double lock_timeout, struc
 		f->g.fd = -1;
 		rc = es_merge_run(f->job_dir, f->output, 1, lock_timeout, res, quiet);
 	} else {
-		rc = merge_complete(&f->g, lock_timeout);
+		rc = checked ? 0 : merge_complete(&f->g, lock_timeout);
 		f->g.early = f->next;
 		if (!rc)
 			rc = merge_rest(&f->g, f->next, quiet);

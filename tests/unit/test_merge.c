@@ -410,7 +410,7 @@ static void test_follow(void)
 	struct es_merge_result r;
 	uint64_t from = 7;
 	int64_t from_rows = 7;
-	CHECK_INT_EQ(es_merge_follow_finish(f, 0, &r, 1, &from, &from_rows), ES_EINVAL);
+	CHECK_INT_EQ(es_merge_follow_finish(f, 0, 0, &r, 1, &from, &from_rows), ES_EINVAL);
 	CHECK(!strncmp(es_last_error(), "Cannot merge an incomplete job: pending=1", strlen("Cannot merge an incomplete job: pending=1")));
 	CHECK_INT_EQ(from, 0);
 	CHECK(!jf_exists(out));
@@ -421,7 +421,7 @@ static void test_follow(void)
 	CHECK(wait_temp_size(dir, shard_size(&j, 0) + shard_size(&j, 1) + shard_size(&j, 2)));
 	jf_done(&j, 3, "a");
 	CHECK(wait_temp_size(dir, shard_size(&j, 0) + shard_size(&j, 1) + shard_size(&j, 2) + shard_size(&j, 3)));
-	CHECK_INT_EQ(es_merge_follow_finish(f, 0, &r, 1, &from, &from_rows), 0);
+	CHECK_INT_EQ(es_merge_follow_finish(f, 0, 0, &r, 1, &from, &from_rows), 0);
 	CHECK_INT_EQ(r.rows, 10);
 	CHECK_INT_EQ(r.num_shards, 4);
 	CHECK_INT_EQ(from_rows, 10);
@@ -441,6 +441,21 @@ static void test_follow(void)
 	free(r.output);
 	CHECK_INT_EQ(count_temps(dir), 0);
 
+	/* Checked by the caller (verify, issue 29): the finish of a follower that merged every
+	 * shard looks no record up again, and writes the same output. */
+	CHECK_INT_EQ(es_merge_follow_start(j.dir, out, 0.05, &f), 0);
+	CHECK(wait_temp_size(dir, shard_size(&j, 0) + shard_size(&j, 1) + shard_size(&j, 2) + shard_size(&j, 3)));
+	test_watched = "-of-00004.json"; /* a record */
+	test_watched_opens = 0;
+	CHECK_INT_EQ(es_merge_follow_finish(f, 0, 1, &r, 1, &from, &from_rows), 0);
+	if (!CHECK_INT_EQ(test_watched_opens, 0))
+		fprintf(stderr, "  %d record opens in a checked finish\n", test_watched_opens);
+	test_watched = NULL;
+	free(got);
+	got = jf_read(out, &lo);
+	CHECK_MEM_EQ(got, lo, cat, lc);
+	free(r.output);
+
 	/* A tampered record (rows off by one): the follower gives up, the finish reports it. */
 	jf_done_ex(&j, 1, "b", 0, 1, 0, es_time_epoch() - 5, es_time_epoch());
 	CHECK_INT_EQ(es_merge_run(j.dir, ref, 1, 0, NULL, 1), ES_EINVAL);
@@ -449,7 +464,7 @@ static void test_follow(void)
 	CHECK(strstr(err, "mismatch") != NULL);
 	CHECK_INT_EQ(es_merge_follow_start(j.dir, out, 0.05, &f), 0);
 	usleep(300 * 1000);
-	CHECK_INT_EQ(es_merge_follow_finish(f, 0, &r, 1, &from, &from_rows), ES_EINVAL);
+	CHECK_INT_EQ(es_merge_follow_finish(f, 0, 0, &r, 1, &from, &from_rows), ES_EINVAL);
 	CHECK_STR_EQ(es_last_error(), err);
 	CHECK_INT_EQ(from, 0);
 	char *old = jf_read(out, &lo);
