@@ -52,6 +52,18 @@ static cJSON *load_object_quiet(const char *path)
 	return doc;
 }
 
+static cJSON *parse_object_quiet(const struct es_buf *text, const char *path)
+{
+	es_log_quiet_begin();
+	cJSON *doc = es_json_parse(text->data ? text->data : "", text->len, path);
+	es_log_quiet_end();
+	if (!cJSON_IsObject(doc)) {
+		cJSON_Delete(doc);
+		return NULL;
+	}
+	return doc;
+}
+
 /* ---------------- recorded times (jobview.h "Clocks") ---------------- */
 
 static void set_time_range(struct es_jobview *r)
@@ -180,7 +192,9 @@ static long shard_index(const struct es_manifest *m, const char *id)
 }
 
 /* One attempt folder with an attempt.json. */
-static int add_attempt(struct es_jobview *r, const char *shard, const char *leaf, const char *dir)
+/* An attempt folder's attempt.json, as text already read (text; NULL: read it now). */
+static int add_attempt(struct es_jobview *r, const char *shard, const char *leaf, const char *dir,
+		       const struct es_buf *text)
 {
 	struct es_jv_attempt *a = new_attempt(r);
 	if (!a)
@@ -195,7 +209,7 @@ static int add_attempt(struct es_jobview *r, const char *shard, const char *leaf
 		a->rows_in = r->m.shards[a->shard_index].rows;
 	struct es_buf p = ES_BUF_INIT;
 	es_buf_printf(&p, "%s/" ES_ATTEMPT_JSON, dir);
-	cJSON *doc = load_object_quiet(p.data);
+	cJSON *doc = text ? parse_object_quiet(text, p.data) : load_object_quiet(p.data);
 	es_buf_free(&p);
 	size_t bad = r->bad_times;
 	if (doc) {
@@ -249,7 +263,7 @@ static struct es_jv_attempt *same_attempt(struct es_jv_attempt *old, size_t n, c
 /* One attempt folder whose attempt.json has the identity st: the attempt read before when the
  * file is the same (moved out of old), else read now. */
 static int take_attempt(struct es_jobview *r, const char *shard, const char *leaf, const char *dir,
-			const struct stat *st, struct es_jv_attempt *old, size_t n_old)
+			const struct stat *st, struct es_jv_attempt *old, size_t n_old, const struct es_buf *text)
 {
 	struct es_jv_attempt *o = same_attempt(old, n_old, dir, st), *a;
 	if (o) {
@@ -260,7 +274,7 @@ static int take_attempt(struct es_jobview *r, const char *shard, const char *lea
 		r->bad_times += a->read_bad_times;
 		return 0;
 	}
-	int rc = add_attempt(r, shard, leaf, dir);
+	int rc = add_attempt(r, shard, leaf, dir, text);
 	if (rc)
 		return rc;
 	a = &r->a[r->n_a - 1];
@@ -272,12 +286,14 @@ static int take_attempt(struct es_jobview *r, const char *shard, const char *lea
 
 /* Every attempts/<shard>/<leaf>/ of one shard that holds an attempt.json, in name order. An
  * attempt.json of the same identity (inode, size, mtime) as one of old is not read again: a
- * stat, which a client that caches metadata answers itself, instead of an open and a read. */
+ * stat, which a client that caches metadata answers itself, instead of an open and a read.
+ * A shard with no attempt read before has its attempt.json files read at once, their identity
+ * taken from the read (no stat first: status of a finished job reads every one). */
 static int read_shard_attempts(struct es_jobview *r, const char *base, const char *shard,
 			       struct es_jv_attempt *old, size_t n_old)
 {
 	struct es_strv leaves = ES_STRV_INIT;
-	struct es_buf sdir = ES_BUF_INIT, adir = ES_BUF_INIT, aj = ES_BUF_INIT;
+	struct es_buf sdir = ES_BUF_INIT, adir = ES_BUF_INIT, aj = ES_BUF_INIT, text = ES_BUF_INIT;
 	struct stat st;
 	int rc = 0;
 	es_buf_printf(&sdir, "%s/%s", base, shard);
@@ -287,13 +303,25 @@ static int read_shard_attempts(struct es_jobview *r, const char *base, const cha
 		es_buf_reset(&aj);
 		es_buf_printf(&adir, "%s/%s", sdir.data, leaves.v[k]);
 		es_buf_printf(&aj, "%s/" ES_ATTEMPT_JSON, adir.data);
+		if (!n_old) {
+			es_log_quiet_begin();
+			int read = es_fs_read_file_stat(aj.data, &text, 0, &st);
+			es_log_quiet_end();
+			if (!read) {
+				rc = take_attempt(r, shard, leaves.v[k], adir.data, &st, old, n_old, &text);
+				continue;
+			}
+			if (read == ES_ENOENT)
+				continue; /* no attempt.json, or adir is no folder */
+		}
 		if (lstat(aj.data, &st) == 0) /* fails unless adir is a folder: no stat of it first */
-			rc = take_attempt(r, shard, leaves.v[k], adir.data, &st, old, n_old);
+			rc = take_attempt(r, shard, leaves.v[k], adir.data, &st, old, n_old, NULL);
 	}
 	es_strv_free(&leaves);
 	es_buf_free(&sdir);
 	es_buf_free(&adir);
 	es_buf_free(&aj);
+	es_buf_free(&text);
 	return rc;
 }
 

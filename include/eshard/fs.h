@@ -167,6 +167,12 @@ int es_fs_open_read(const char *path, int flags, int *fd);
  * (below the boundary walked from it and O_NOFOLLOW); fails past max bytes (0: 64 MiB). A
  * missing file is ES_ENOENT. */
 int es_fs_read_file(const char *path, struct es_buf *out, size_t max);
+/* The same, with the file's identity as read into *st (may be NULL): what a reader that reads
+ * again only what changed compares next time, without a stat of its own. Below the boundary,
+ * with a folder of the walk cache above the file, the file is opened in one call (openat2,
+ * refusing links as the walk does) instead of a folder at a time. */
+struct stat;
+int es_fs_read_file_stat(const char *path, struct es_buf *out, size_t max, struct stat *st);
 /* The last max_lines lines of a file, from at most its last max_bytes bytes, into out (replacing
  * its content; a line cut by the byte bound is dropped, the trailing newline too). Returns 1 when
  * something before them was left out, 0 when out is the whole file, and -1 when the file cannot

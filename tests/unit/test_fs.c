@@ -348,12 +348,82 @@ static void check_probe(const char *t)
 	CHECK(strstr(es_last_error(), dir) != NULL);
 }
 
+/* A reader below the boundary with the walk cache on (issue 29: status reads an attempt.json and
+ * resolves a result per shard): a file opened in one call from a cached folder (openat2) with
+ * its identity, the same as a walk gives; a link on the way still refused when read, and still
+ * followed when resolved (inside the job); a path that resolves to itself in one call. */
+static void test_read_in_one_call(const char *t)
+{
+	char root[4096], p[4096 + 128], q[4096 + 128];
+	snprintf(root, sizeof(root), "%s/one", t);
+	static const char *const dirs[] = { "attempts/s/0001-x", "attempts/t/0001-y" };
+	for (int i = 0; i < 2; i++) {
+		snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
+		CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+		snprintf(p, sizeof(p), "%s/%s/attempt.json", root, dirs[i]);
+		CHECK_INT_EQ(es_fs_write_atomic(p, dirs[i], strlen(dirs[i])), 0);
+	}
+	snprintf(p, sizeof(p), "%s/elsewhere/0001-z", t);
+	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/elsewhere/0001-z/attempt.json", t);
+	CHECK_INT_EQ(es_fs_write_atomic(p, "out", 3), 0);
+	snprintf(p, sizeof(p), "%s/elsewhere", t);
+	snprintf(q, sizeof(q), "%s/attempts/u", root);
+	CHECK_INT_EQ(symlink(p, q), 0);
+	snprintf(q, sizeof(q), "%s/attempts/v", root);
+	CHECK_INT_EQ(symlink("t", q), 0);
+	es_fs_set_boundary(root);
+	int before = open_fds();
+	struct es_buf b = ES_BUF_INIT;
+	struct stat st, want;
+	es_fs_walk_cache_begin();
+	snprintf(p, sizeof(p), "%s/attempts/s/0001-x/attempt.json", root);
+	CHECK_INT_EQ(es_fs_read_file(p, &b, 0), 0); /* the walk: the job folder and attempts/ kept */
+	snprintf(p, sizeof(p), "%s/attempts/t/0001-y/attempt.json", root);
+	test_watched = ""; /* every open */
+	test_watched_opens = 0;
+	CHECK_INT_EQ(es_fs_read_file_stat(p, &b, 0, &st), 0);
+	int opens = test_watched_opens;
+	test_watched = NULL;
+	if (!CHECK_INT_EQ(opens, 1))
+		fprintf(stderr, "  %d opens to read %s (the walk: 3)\n", opens, p);
+	CHECK_STR_EQ(b.data, dirs[1]);
+	CHECK_INT_EQ(stat(p, &want), 0);
+	CHECK(st.st_ino == want.st_ino && st.st_size == want.st_size && st.st_mtim.tv_nsec == want.st_mtim.tv_nsec);
+	/* A link on the way, out of the job folder: refused, by the walk's message. */
+	snprintf(p, sizeof(p), "%s/attempts/u/0001-z/attempt.json", root);
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_fs_read_file(p, &b, 0), ES_EINVAL);
+	es_log_quiet_end();
+	CHECK(strstr(es_last_error(), "is a symbolic link") != NULL);
+	/* Resolved: a link inside the job folder is followed as before; a plain path is itself. */
+	CHECK_INT_EQ(es_fs_resolve_under(root, "attempts/v/0001-y/attempt.json", &b), 0);
+	snprintf(p, sizeof(p), "%s/attempts/t/0001-y/attempt.json", root);
+	CHECK_STR_EQ(b.data, p);
+	test_watched = "";
+	test_watched_opens = 0;
+	CHECK_INT_EQ(es_fs_resolve_under(root, "attempts/s/0001-x/attempt.json", &b), 0);
+	opens = test_watched_opens;
+	test_watched = NULL;
+	snprintf(p, sizeof(p), "%s/attempts/s/0001-x/attempt.json", root);
+	CHECK_STR_EQ(b.data, p);
+	CHECK_INT_EQ(opens, 1);
+	CHECK_INT_EQ(es_fs_resolve_under(root, "attempts/s/../t/0001-y/attempt.json", &b), 0);
+	snprintf(p, sizeof(p), "%s/attempts/t/0001-y/attempt.json", root);
+	CHECK_STR_EQ(b.data, p);
+	es_fs_walk_cache_end();
+	CHECK_INT_EQ(open_fds(), before);
+	es_fs_set_boundary(NULL);
+	es_buf_free(&b);
+}
+
 int main(void)
 {
 	char *t = test_tmpdir();
 	char p[4096], q[4096];
 	test_walk_cache(t);
 	test_walk_cache_writes(t);
+	test_read_in_one_call(t);
 	snprintf(p, sizeof(p), "%s/real/sub", t);
 	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
 	snprintf(p, sizeof(p), "%s/real", t);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdarg.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,4 +186,23 @@ int openat(int dfd, const char *path, int flags, ...)
 		real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, "openat");
 	watch(path);
 	return real(dfd, path, flags, mode);
+}
+
+/* openat2 has no C library wrapper: fs.c calls it through syscall(), counted here too. */
+long syscall(long number, ...)
+{
+	static long (*real)(long, ...);
+	va_list ap;
+	long a[6];
+	va_start(ap, number);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (!real)
+		real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+#ifdef SYS_openat2
+	if (number == SYS_openat2)
+		watch((const char *)a[1]);
+#endif
+	return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

@@ -39,10 +39,10 @@ char *test_tmpdir(void);
 /* A deterministic pseudo-random sequence (xorshift64), the same in every run. */
 uint64_t test_rand(void);
 
-/* The open and openat calls of the test program that name a path holding test_watched (when
- * not NULL), counted into test_watched_opens (atomically: the library reads on threads): the
- * test program's open and openat stand before the C library's for the library linked into it,
- * so a test can count what a call reads (issue 29). */
+/* The open, openat and openat2 calls of the test program that name a path holding
+ * test_watched (when not NULL), counted into test_watched_opens (atomically: the library reads
+ * on threads). The test program's open, openat and syscall stand before the C library's for
+ * the library linked into it, so a test can count what a call reads (issue 29). */
 extern const char *test_watched;
 extern int test_watched_opens;
 
