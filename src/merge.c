@@ -295,6 +295,7 @@ struct merger {
 	struct reader rd;
 	struct es_merge_result *r;
 	size_t early;        /* shards the follower appended while the job ran */
+	const struct es_status *checked; /* the finish's caller's status (es_merge_follow_finish), or NULL */
 };
 
 /* The job must be complete. */
@@ -368,13 +369,24 @@ static int merge_open(struct merger *g)
 	return es_workq_start(&g->h.q, sizeof(struct job), QLEN, hasher_job, &g->h);
 }
 
-/* Append shard i's result, checked against its done record. */
+/* Append shard i's result, checked against its done record: the one the caller's status read
+ * (g->checked), else read now. */
 static int merge_shard(struct merger *g, size_t i, struct es_buf *dpath, struct es_buf *rpath)
 {
 	const struct es_manifest *m = &g->m;
 	const char *id = m->shards[i].id;
 	cJSON *rec = NULL;
 	es_proc_test_hook("ESHARD_TEST_HOOK_MERGE_SHARD");
+	const struct es_shard_status *s = g->checked ? &g->checked->shards[i] : NULL;
+	if (s && s->state == ES_SHARD_DONE && !s->record_error && s->result_path && s->result_sha256 &&
+	    !strcmp(s->shard_id, id)) {
+		int64_t rows = 0;
+		int rc = merge_file(&g->rd, s->result_path, &rows);
+		if (!rc && (rows != s->done_rows || strcmp(g->h.file_hex, s->result_sha256)))
+			rc = es_error(ES_EINVAL, "Result checksum or row count mismatch for %s: %s", id, s->result_path);
+		g->r->rows += rows;
+		return rc;
+	}
 	int rc = es_jobpath_record(dpath, m->job_dir, "done", id);
 	if (!rc)
 		rc = es_record_load(m, "done", id, &rec);
@@ -704,8 +716,8 @@ static void follow_join(struct es_merge_follow *f)
 	pthread_join(f->th, NULL);
 }
 
-int es_merge_follow_finish(struct es_merge_follow *f, double lock_timeout, int checked, struct es_merge_result *res,
-			   int quiet, uint64_t *reread_from, int64_t *reread_rows)
+int es_merge_follow_finish(struct es_merge_follow *f, double lock_timeout, const struct es_status *checked,
+			   struct es_merge_result *res, int quiet, uint64_t *reread_from, int64_t *reread_rows)
 {
 	follow_join(f);
 	int rc;
@@ -719,6 +731,7 @@ int es_merge_follow_finish(struct es_merge_follow *f, double lock_timeout, int c
 	} else {
 		rc = checked ? 0 : merge_complete(&f->g, lock_timeout);
 		f->g.early = f->next;
+		f->g.checked = checked && checked->n_shards == f->g.m.n_shards ? checked : NULL;
 		if (!rc)
 			rc = merge_rest(&f->g, f->next, quiet);
 		if (!rc) {

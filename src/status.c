@@ -295,6 +295,10 @@ static void check_done_record(const struct es_manifest *m, const char *id, const
 	int rc = es_record_check_done(m, id, doc, &out, &f);
 	es_log_quiet_end();
 	struct stat st;
+	if (!rc) {
+		r->result_path = dup_str(out.data);
+		r->result_sha256 = dup_str(f.sha256);
+	}
 	if (rc) {
 		es_buf_adds(&why, es_last_error());
 	} else if (lstat(out.data, &st) != 0) {
@@ -490,6 +494,8 @@ static void shard_free(struct es_shard_status *r)
 	free(r->failed_host);
 	free(r->record_error);
 	free(r->published_dir);
+	free(r->result_path);
+	free(r->result_sha256);
 	struct es_shard_problem *p = &r->problem;
 	free(p->status);
 	free(p->error);

@@ -168,7 +168,7 @@ int es_verify_run_follow(const char *job_dir, const char *output, int expect_nod
 	}
 	uint64_t from = 0;
 	int64_t from_rows = 0;
-	rc = follow ? es_merge_follow_finish(follow, 0, 1, &mr, 0, &from, &from_rows) : es_merge_run(mp->job_dir, outp.data, 1, 0, &mr, 0);
+	rc = follow ? es_merge_follow_finish(follow, 0, stp, &mr, 0, &from, &from_rows) : es_merge_run(mp->job_dir, outp.data, 1, 0, &mr, 0);
 	follow = NULL;
 	if (rc)
 		goto out;

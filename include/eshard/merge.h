@@ -62,12 +62,15 @@ int es_merge_follow_start(const char *job_dir, const char *output, double poll_s
 
 /* Stop the follower, then merge what is left as es_merge_run(job_dir, output, 1, lock_timeout,
  * res, quiet). *reread_from and *reread_rows (may be NULL) get the prefix of the output that was
- * re-read already and its rows (0 when the follower gave up). checked: the caller has just
- * found every shard done with a record merge accepts (verify's status, by name): merge does
- * not look every record up again to learn that the job is complete (a follower that gave up
- * still does, in es_merge_run). Frees f. */
-int es_merge_follow_finish(struct es_merge_follow *f, double lock_timeout, int checked, struct es_merge_result *res,
-			   int quiet, uint64_t *reread_from, int64_t *reread_rows);
+ * re-read already and its rows (0 when the follower gave up). checked (or NULL): the status in
+ * which the caller has just found every shard done with a record merge accepts (verify's, of
+ * the same job, each record read by name): merge does not look every record up again to learn
+ * that the job is complete, and takes each shard's result path, rows and SHA-256 from it
+ * instead of reading its record again (status.h result_path); a follower that gave up merges
+ * the whole job as es_merge_run does. Frees f. */
+struct es_status;
+int es_merge_follow_finish(struct es_merge_follow *f, double lock_timeout, const struct es_status *checked,
+			   struct es_merge_result *res, int quiet, uint64_t *reread_from, int64_t *reread_rows);
 
 /* Stop the follower and remove its temporary (the job did not complete). Frees f. */
 void es_merge_follow_abort(struct es_merge_follow *f);

@@ -91,6 +91,9 @@ struct es_shard_status {
 	char lock_token[33];       /* running/stale: the lock's token ("" when it has none) */
 	char *published_dir;       /* done, with claims_by_caller: the attempt folder of the record's
 	                            * output_path (absolute), or NULL */
+	char *result_path;         /* done: the record's output_path resolved as merge resolves it,
+	                            * or NULL when the record is unusable */
+	char *result_sha256;       /* done: the record's sha256 (with result_path), or NULL */
 };
 
 struct es_status_counts {

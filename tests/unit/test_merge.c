@@ -14,7 +14,9 @@
 
 #include "eshard/clock.h"
 #include "eshard/log.h"
+#include "eshard/manifest.h"
 #include "eshard/merge.h"
+#include "eshard/status.h"
 #include "json.h"
 
 #include <dirent.h>
@@ -410,7 +412,7 @@ static void test_follow(void)
 	struct es_merge_result r;
 	uint64_t from = 7;
 	int64_t from_rows = 7;
-	CHECK_INT_EQ(es_merge_follow_finish(f, 0, 0, &r, 1, &from, &from_rows), ES_EINVAL);
+	CHECK_INT_EQ(es_merge_follow_finish(f, 0, NULL, &r, 1, &from, &from_rows), ES_EINVAL);
 	CHECK(!strncmp(es_last_error(), "Cannot merge an incomplete job: pending=1", strlen("Cannot merge an incomplete job: pending=1")));
 	CHECK_INT_EQ(from, 0);
 	CHECK(!jf_exists(out));
@@ -421,7 +423,7 @@ static void test_follow(void)
 	CHECK(wait_temp_size(dir, shard_size(&j, 0) + shard_size(&j, 1) + shard_size(&j, 2)));
 	jf_done(&j, 3, "a");
 	CHECK(wait_temp_size(dir, shard_size(&j, 0) + shard_size(&j, 1) + shard_size(&j, 2) + shard_size(&j, 3)));
-	CHECK_INT_EQ(es_merge_follow_finish(f, 0, 0, &r, 1, &from, &from_rows), 0);
+	CHECK_INT_EQ(es_merge_follow_finish(f, 0, NULL, &r, 1, &from, &from_rows), 0);
 	CHECK_INT_EQ(r.rows, 10);
 	CHECK_INT_EQ(r.num_shards, 4);
 	CHECK_INT_EQ(from_rows, 10);
@@ -441,13 +443,18 @@ static void test_follow(void)
 	free(r.output);
 	CHECK_INT_EQ(count_temps(dir), 0);
 
-	/* Checked by the caller (verify, issue 29): the finish of a follower that merged every
-	 * shard looks no record up again, and writes the same output. */
+	/* Checked by the caller (verify, issue 29): the finish looks no record up again, and takes
+	 * what it merges after the follower from the caller's status; the same output. */
+	struct es_manifest mm;
+	struct es_status st;
+	CHECK_INT_EQ(es_manifest_load(j.dir, &mm), 0);
+	CHECK_INT_EQ(es_status_collect(&mm, 0, &st), 0);
+	CHECK(st.complete);
 	CHECK_INT_EQ(es_merge_follow_start(j.dir, out, 0.05, &f), 0);
 	CHECK(wait_temp_size(dir, shard_size(&j, 0) + shard_size(&j, 1) + shard_size(&j, 2) + shard_size(&j, 3)));
 	test_watched = "-of-00004.json"; /* a record */
 	test_watched_opens = 0;
-	CHECK_INT_EQ(es_merge_follow_finish(f, 0, 1, &r, 1, &from, &from_rows), 0);
+	CHECK_INT_EQ(es_merge_follow_finish(f, 0, &st, &r, 1, &from, &from_rows), 0);
 	if (!CHECK_INT_EQ(test_watched_opens, 0))
 		fprintf(stderr, "  %d record opens in a checked finish\n", test_watched_opens);
 	test_watched = NULL;
@@ -455,6 +462,28 @@ static void test_follow(void)
 	got = jf_read(out, &lo);
 	CHECK_MEM_EQ(got, lo, cat, lc);
 	free(r.output);
+	/* A follower that appended nothing yet: the whole job from the status, no record read. */
+	char rec0[2048], away[2048 + 8];
+	jf_path(&j, rec0, sizeof(rec0), "state/done/%s.json", j.id[0]);
+	snprintf(away, sizeof(away), "%s.away", rec0);
+	CHECK_INT_EQ(rename(rec0, away), 0); /* it waits on shard 0's record */
+	CHECK_INT_EQ(es_merge_follow_start(j.dir, out, 0.05, &f), 0);
+	usleep(200 * 1000);
+	CHECK_INT_EQ(rename(away, rec0), 0);
+	test_watched = "-of-00004.json";
+	test_watched_opens = 0;
+	CHECK_INT_EQ(es_merge_follow_finish(f, 0, &st, &r, 1, &from, &from_rows), 0);
+	if (!CHECK_INT_EQ(test_watched_opens, 0))
+		fprintf(stderr, "  %d record opens merging from a checked status\n", test_watched_opens);
+	test_watched = NULL;
+	CHECK_INT_EQ(from_rows, 0);
+	CHECK_INT_EQ(r.rows, 10);
+	free(got);
+	got = jf_read(out, &lo);
+	CHECK_MEM_EQ(got, lo, cat, lc);
+	free(r.output);
+	es_status_free(&st);
+	es_manifest_free(&mm);
 
 	/* A tampered record (rows off by one): the follower gives up, the finish reports it. */
 	jf_done_ex(&j, 1, "b", 0, 1, 0, es_time_epoch() - 5, es_time_epoch());
@@ -464,7 +493,7 @@ static void test_follow(void)
 	CHECK(strstr(err, "mismatch") != NULL);
 	CHECK_INT_EQ(es_merge_follow_start(j.dir, out, 0.05, &f), 0);
 	usleep(300 * 1000);
-	CHECK_INT_EQ(es_merge_follow_finish(f, 0, 0, &r, 1, &from, &from_rows), ES_EINVAL);
+	CHECK_INT_EQ(es_merge_follow_finish(f, 0, NULL, &r, 1, &from, &from_rows), ES_EINVAL);
 	CHECK_STR_EQ(es_last_error(), err);
 	CHECK_INT_EQ(from, 0);
 	char *old = jf_read(out, &lo);
