@@ -233,6 +233,7 @@ static int add_attempt(struct es_jobview *r, const char *shard, const char *leaf
 struct es_jv_cache {
 	unsigned char *seen;           /* es_status_list, per shard */
 	unsigned char *attempts_final; /* per shard: its attempts were read while it was final */
+	unsigned char *one_leaf;       /* per shard: its folder held one entry when last listed */
 	struct es_strv ev_files;       /* the event logs taken, sorted */
 	int64_t *ev_off;               /* of each, the bytes taken: up to its last newline */
 	size_t ev_bad_times;           /* times of the events taken that were ignored */
@@ -289,7 +290,7 @@ static int take_attempt(struct es_jobview *r, const char *shard, const char *lea
  * stat, which a client that caches metadata answers itself, instead of an open and a read.
  * A shard with no attempt read before has its attempt.json files read at once, their identity
  * taken from the read (no stat first: status of a finished job reads every one). */
-static int read_shard_attempts(struct es_jobview *r, const char *base, const char *shard,
+static int read_shard_attempts(struct es_jobview *r, const char *base, const char *shard, long idx,
 			       struct es_jv_attempt *old, size_t n_old)
 {
 	struct es_strv leaves = ES_STRV_INIT;
@@ -298,6 +299,8 @@ static int read_shard_attempts(struct es_jobview *r, const char *base, const cha
 	int rc = 0;
 	es_buf_printf(&sdir, "%s/%s", base, shard);
 	rc = es_fs_list_dir(sdir.data, &leaves); /* not a folder: none (no stat first) */
+	if (!rc && idx >= 0)
+		r->cache->one_leaf[idx] = leaves.n == 1;
 	for (size_t k = 0; !rc && k < leaves.n; k++) {
 		es_buf_reset(&adir);
 		es_buf_reset(&aj);
@@ -395,7 +398,7 @@ static int attempts_part(void *ctx, size_t part, size_t begin, size_t end)
 		size_t from = sub.n_a;
 		/* No arithmetic on a NULL array (a first refresh has none read before). */
 		struct es_jv_attempt *prev = c->old ? c->old + t->k : NULL;
-		rc = keep ? take_old(&sub, prev, t->end - t->k) : read_shard_attempts(&sub, c->base, t->name, prev, t->end - t->k);
+		rc = keep ? take_old(&sub, prev, t->end - t->k) : read_shard_attempts(&sub, c->base, t->name, t->idx, prev, t->end - t->k);
 		if (!rc && t->idx >= 0)
 			mark_final(&sub, t->idx, from);
 	}
@@ -907,6 +910,7 @@ void es_jobview_free(struct es_jobview *r)
 	if (r->cache) {
 		free(r->cache->seen);
 		free(r->cache->attempts_final);
+		free(r->cache->one_leaf);
 		es_strv_free(&r->cache->ev_files);
 		free(r->cache->ev_off);
 		free(r->cache);
@@ -935,20 +939,28 @@ int es_jobview_init(const char *job_dir, double lock_timeout, struct es_jobview 
 	r->st.claims_by_caller = 1; /* refresh_attempts reads every attempt.json: fill_claims */
 	size_t n = r->m.n_shards ? r->m.n_shards : 1;
 	if (!(r->cache = calloc(1, sizeof(*r->cache))) || !(r->cache->seen = calloc(n, 1)) ||
-	    !(r->cache->attempts_final = calloc(n, 1)))
+	    !(r->cache->attempts_final = calloc(n, 1)) || !(r->cache->one_leaf = calloc(n, 1)))
 		return oom("the view");
 	return 0;
 }
 
 /* The claim time of each done shard, from the attempt that published it (status.h
- * claims_by_caller), and the status's sums made again with them. */
+ * claims_by_caller), and the status's sums made again with them. A done shard whose folder
+ * held one entry when listed while it was final, the attempt that published it, whose
+ * attempt.json says done (its writer's last write there), is attempts_clean (status.h). */
 static int fill_claims(struct es_jobview *r)
 {
+	for (size_t i = 0; i < r->st.n_shards; i++)
+		r->st.shards[i].attempts_clean = 0;
 	for (size_t i = 0; i < r->n_a; i++) {
 		const struct es_jv_attempt *a = &r->a[i];
-		struct es_shard_status *s = a->shard_index >= 0 ? &r->st.shards[a->shard_index] : NULL;
-		if (s && s->state == ES_SHARD_DONE && s->published_dir && !strcmp(s->published_dir, a->dir))
-			s->claimed_at_epoch = a->json_claim;
+		long idx = a->shard_index;
+		struct es_shard_status *s = idx >= 0 ? &r->st.shards[idx] : NULL;
+		if (!s || s->state != ES_SHARD_DONE || !s->published_dir || strcmp(s->published_dir, a->dir))
+			continue;
+		s->claimed_at_epoch = a->json_claim;
+		s->attempts_clean = !s->record_error && r->cache->attempts_final[idx] && r->cache->one_leaf[idx] &&
+				    a->status == ES_JV_DONE && !a->raw_status && !a->unreadable;
 	}
 	return es_status_sum(&r->st);
 }

@@ -409,7 +409,10 @@ static int merge_shard(struct merger *g, size_t i, struct es_buf *dpath, struct 
 /* Once the job is complete and merged, the temporaries that killed processes left (a merge's
  * output temporary beside the output; records', attempt.json's and processed.jsonl's inside
  * the job folder) are removed when their maker is gone (es_fs_temp_owner), each named in a
- * WARNING; an output temporary whose maker cannot be checked (another host's) is kept and named. Best effort: the merge has succeeded whatever this finds. */
+ * WARNING; an output temporary whose maker cannot be checked (another host's) is kept and
+ * named. The attempt folders of a shard that the finish's caller's view saw clean (status.h
+ * attempts_clean) are not listed: at the end of run, a listing of two folders a shard fewer.
+ * Best effort: the merge has succeeded whatever this finds. */
 static void sweep_debris(struct merger *g)
 {
 	struct es_buf dir = ES_BUF_INIT, prefix = ES_BUF_INIT;
@@ -424,6 +427,8 @@ static void sweep_debris(struct merger *g)
 		es_fs_sweep_temps(dir.data, NULL, 0);
 	}
 	for (size_t i = 0; i < g->m.n_shards; i++) {
+		if (g->checked && g->checked->shards[i].attempts_clean)
+			continue; /* nothing a killed writer left can be there (status.h attempts_clean) */
 		DIR *d = es_jobpath_attempts(&dir, g->m.job_dir, g->m.shards[i].id) ? NULL : opendir(dir.data);
 		struct dirent *e;
 		size_t base = dir.len;

@@ -8,11 +8,14 @@
 #include "testlib.h"
 
 #include <pthread.h>
+#include <sys/wait.h>
 #include "jobfix.h"
 
 #include "eshard/clock.h"
+#include "eshard/fs.h"
 #include "eshard/jobview.h"
 #include "eshard/log.h"
+#include "eshard/merge.h"
 #include "eshard/verify.h"
 
 static const char *T;
@@ -313,6 +316,76 @@ static void test_kept_view(void)
 	es_jobview_free(&v);
 }
 
+/* A temporary with a gone maker (this host, a pid that exited) named like an atomic write's of
+ * attempt.json, in shard i's attempt folder; its path into out. */
+static void dead_temp(const struct jf *j, int i, char *out, size_t n)
+{
+	char tok[33];
+	es_fs_temp_token(tok);
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	waitpid(child, NULL, 0);
+	char hex[9];
+	snprintf(hex, sizeof(hex), "%08x", (unsigned)child);
+	memcpy(tok, hex, 8);
+	snprintf(out, n, "%s/%s/.attempt.json.%s.tmp", j->dir, j->attempt[i], tok);
+	jf_writes(out, "{");
+}
+
+/* Issue 29: at the end of run, merge's sweep lists only the attempt folders of the shards that
+ * rank 0's view did not see clean (status.h attempts_clean): a shard with one attempt folder,
+ * that of its record, whose attempt.json says done. A killed writer's temporary is removed
+ * where the view could not rule one out: an attempt.json still "running" (its writer died after
+ * publishing), a second folder. The merge command, without a view, sweeps every folder. */
+static void test_sweep_by_view(void)
+{
+	int rows[] = { 1, 2, 3 };
+	struct jf j;
+	struct es_jobview v;
+	jf_make(&j, T, "sweep", 3, rows, NULL);
+	for (int i = 0; i < 3; i++)
+		jf_done(&j, i, "node-a");
+	char p[2048], t[3][2048];
+	snprintf(p, sizeof(p), "%s/%s/attempt.json", j.dir, j.attempt[1]);
+	char *a = jf_read(p, NULL);
+	char *st = a ? strstr(a, "\"done\"") : NULL;
+	if (!CHECK(st != NULL))
+		return;
+	memcpy(st, "\"lost\"", 6); /* not done: its writer's last write may not have happened */
+	jf_writes(p, a);
+	free(a);
+	jf_path(&j, p, sizeof(p), "attempts/%s/0002-x", j.id[2]);
+	CHECK_INT_EQ(mkdir(p, 0755), 0); /* a claim that died before its attempt.json */
+	for (int i = 0; i < 3; i++)
+		dead_temp(&j, i, t[i], sizeof(t[i]));
+	CHECK_INT_EQ(es_jobview_load(j.dir, 0, 0, &v), 0);
+	CHECK_INT_EQ(v.st.shards[0].attempts_clean, 1);
+	CHECK_INT_EQ(v.st.shards[1].attempts_clean, 0);
+	CHECK_INT_EQ(v.st.shards[2].attempts_clean, 0);
+	char out[2048];
+	snprintf(out, sizeof(out), "%s/sweep-out.jsonl", T);
+	struct es_merge_follow *f = NULL;
+	if (!CHECK_INT_EQ(es_merge_follow_start(j.dir, out, 0.05, &f), 0))
+		return;
+	struct es_verify_result r;
+	capture_begin();
+	int rc = es_verify_run_follow(j.dir, out, 1, f, 1, &v, &r);
+	free(capture_end());
+	CHECK_INT_EQ(rc, 0);
+	CHECK_INT_EQ(r.rows, 6);
+	free(r.output);
+	CHECK(jf_exists(t[0])); /* passed by */
+	CHECK(!jf_exists(t[1]));
+	CHECK(!jf_exists(t[2]));
+	es_jobview_free(&v);
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_verify_run(j.dir, out, 1, &r), 0);
+	es_log_quiet_end();
+	free(r.output);
+	CHECK(!jf_exists(t[0]));
+}
+
 int main(void)
 {
 	T = test_tmpdir();
@@ -321,5 +394,6 @@ int main(void)
 	test_output_in_job_folder();
 	test_results_settle();
 	test_kept_view();
+	test_sweep_by_view();
 	return test_done();
 }
