@@ -39,8 +39,8 @@
 #                following (progress lines and merge-follow) = D - Z with its own idle worker
 #                loop, and without it; D is where rank 0 catches up with the shards that
 #                finished after its last progress line before its stop (read from that line):
-#                its requests beyond 10 a second per such shard are the issue's "per finished
-#                shard"; the long shard's rank = H - Z. That rank stays stopped
+#                its requests per such shard, against the issue's 5 per finished shard and
+#                10 a second; the long shard's rank = H - Z. That rank stays stopped
 #                for Z and D only, less than its lease; every rank runs again before the long
 #                shard ends;
 #   status       `eshard-mpi status` wall time on the finished job from a new client mount,
@@ -327,7 +327,7 @@ EOF
   # progress line before the stop; the issue's target for rank 0 following is 5 requests per
   # finished shard and 10 a second.
   local caught=$((n - ${seen_done:-0}))
-  say "$tag: rank 0's catch-up in D: $caught shard(s) finished since its last progress line before the stop ($seen_done/$total shown); D - Z made $(calc "($d - $z) * $window") requests in $window s: $(calc "max(0, ($d - $z) * $window - 10 * $window) / max(1, $caught)") per shard caught up beyond 10/s (target 5)"
+  say "$tag: rank 0's catch-up in D: $caught shard(s) finished since its last progress line before the stop ($seen_done/$total shown); D - Z made $(calc "($d - $z) * $window") requests in $window s, $(calc "($d - $z) * $window / max(1, $caught)") per shard caught up (target: at most 5 per shard + 10/s, $(calc "5 * $caught + 10 * $window") here)"
   # The issue's job: the long shard takes 40 s, its tail what is left of them once the rest is
   # done, at the tail's first rate (J, and rank 0's D - Z).
   local left
