@@ -513,13 +513,9 @@ int main(void)
 	CHECK_INT_EQ(es_fs_temp_token(tok), 0);
 	snprintf(name, sizeof(name), ".x.%s.tmp", tok);
 	CHECK_INT_EQ(es_fs_temp_owner(name), ES_TEMP_LIVE);
-	pid_t child = fork();
-	if (child == 0)
-		_exit(0);
-	waitpid(child, NULL, 0);
-	char hex[9];
-	snprintf(hex, sizeof(hex), "%08x", (unsigned)child);
-	memcpy(name + 3, hex, 8);
+	char gone_tok[33];
+	test_gone_token(gone_tok);
+	memcpy(name + 3, gone_tok, 8);
 	CHECK_INT_EQ(es_fs_temp_owner(name), ES_TEMP_GONE);
 	name[3 + 8] = name[3 + 8] == '0' ? '1' : '0'; /* another host's identity */
 	CHECK_INT_EQ(es_fs_temp_owner(name), ES_TEMP_UNKNOWN);
@@ -532,7 +528,7 @@ int main(void)
 		char d[1024], gone[96], live[96], other[96], old_other[96], ab[96], dead[33], far[33];
 		snprintf(d, sizeof(d), "%s/shared", t);
 		CHECK_INT_EQ(es_fs_mkdirs(d, 0755), 0);
-		snprintf(dead, sizeof(dead), "%s%s", hex, tok + 8); /* this host, a dead pid */
+		snprintf(dead, sizeof(dead), "%s", gone_tok); /* this host, a dead pid */
 		snprintf(far, sizeof(far), "%s", tok);
 		far[8] = far[8] == '0' ? '1' : '0'; /* another host */
 		snprintf(gone, sizeof(gone), ".a.json.%s.tmp", dead);

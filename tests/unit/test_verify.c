@@ -8,7 +8,6 @@
 #include "testlib.h"
 
 #include <pthread.h>
-#include <sys/wait.h>
 #include "jobfix.h"
 
 #include "eshard/clock.h"
@@ -321,14 +320,7 @@ static void test_kept_view(void)
 static void dead_temp(const struct jf *j, int i, char *out, size_t n)
 {
 	char tok[33];
-	es_fs_temp_token(tok);
-	pid_t child = fork();
-	if (child == 0)
-		_exit(0);
-	waitpid(child, NULL, 0);
-	char hex[9];
-	snprintf(hex, sizeof(hex), "%08x", (unsigned)child);
-	memcpy(tok, hex, 8);
+	test_gone_token(tok);
 	snprintf(out, n, "%s/%s/.attempt.json.%s.tmp", j->dir, j->attempt[i], tok);
 	jf_writes(out, "{");
 }

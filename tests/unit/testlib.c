@@ -1,4 +1,5 @@
 #include "testlib.h"
+#include "eshard/fs.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int n_checks, n_failed;
@@ -205,4 +207,16 @@ long syscall(long number, ...)
 		watch((const char *)a[1]);
 #endif
 	return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+void test_gone_token(char tok[33])
+{
+	es_fs_temp_token(tok);
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	waitpid(child, NULL, 0);
+	char hex[9];
+	snprintf(hex, sizeof(hex), "%08x", (unsigned)child);
+	memcpy(tok, hex, 8);
 }

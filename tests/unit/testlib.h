@@ -46,6 +46,10 @@ uint64_t test_rand(void);
 extern const char *test_watched;
 extern int test_watched_opens;
 
+/* A temporary's token (fs.h es_fs_temp_token) whose maker is gone: this host's, with the pid of
+ * a child that has exited (es_fs_temp_owner says ES_TEMP_GONE). */
+void test_gone_token(char tok[33]);
+
 /* $ESHARD_TEST_DATA (set by CTest to <repo>/tests/data), or NULL with a failed check. */
 const char *test_data_dir(void);
 
