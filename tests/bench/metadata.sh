@@ -281,7 +281,8 @@ EOF
   # line reaches the output through mpirun in well under the half second of the first window).
   sleep 0.5
   local seen_done
-  seen_done=$(grep -o 'Progress: [0-9]*/' "$T/run-$tag.out" | tail -1 | tr -dc '0-9')
+  seen_done=$({ grep -o 'Progress: [0-9]*/' "$T/run-$tag.out" || true; } | tail -1 | tr -dc '0-9')
+  seen_done=${seen_done:-0} # no progress line yet (a job shorter than its period)
   window "$s/j" 2
   [ "${#idle[@]}" -le 1 ] || kill -STOP "${idle[@]:1}"
   window "$s/i"
@@ -326,7 +327,7 @@ EOF
   # Window D is where rank 0's view catches up with the shards that finished after its last
   # progress line before the stop; the issue's target for rank 0 following is 5 requests per
   # finished shard and 10 a second.
-  local caught=$((n - ${seen_done:-0}))
+  local caught=$((n - seen_done))
   say "$tag: rank 0's catch-up in D: $caught shard(s) finished since its last progress line before the stop ($seen_done/$total shown); D - Z made $(calc "($d - $z) * $window") requests in $window s, $(calc "($d - $z) * $window / max(1, $caught)") per shard caught up (target: at most 5 per shard + 10/s, $(calc "5 * $caught + 10 * $window") here)"
   # The issue's job: the long shard takes 40 s, its tail what is left of them once the rest is
   # done, at the tail's first rate (J, and rank 0's D - Z).
