@@ -1042,11 +1042,12 @@ static const char *file_kind(mode_t mode)
 	return "not a regular file";
 }
 
-/* es_fs_open_read() relative to dfd (AT_FDCWD: name is the whole path). The open is
+/* es_fs_open_read() relative to dfd (AT_FDCWD: name is the whole path), the file's fstat into
+ * *stp (may be NULL). The open is
  * O_NONBLOCK because opening a FIFO to read blocks until a writer comes, which may be never;
  * once fstat() says regular file the flag goes again (it means nothing for regular files, but
  * the descriptor is handed on). */
-static int open_regular_sized(int dfd, const char *name, int flags, const char *path, int *fd, off_t *size,
+static int open_regular_sized(int dfd, const char *name, int flags, const char *path, int *fd, struct stat *stp,
 			      int handed_on)
 {
 	*fd = openat(dfd, name, flags | O_NONBLOCK | O_CLOEXEC);
@@ -1073,8 +1074,8 @@ static int open_regular_sized(int dfd, const char *name, int flags, const char *
 	if (rc) {
 		close(*fd);
 		*fd = -1;
-	} else if (size) {
-		*size = st.st_size;
+	} else if (stp) {
+		*stp = st;
 	}
 	return rc;
 }
@@ -1098,21 +1099,18 @@ int es_fs_read_file_stat(const char *path, struct es_buf *out, size_t max, struc
 {
 	int dfd, fd, rc;
 	const char *name;
-	struct stat own;
-	off_t size = -1;
+	struct stat own, *sp = st ? st : &own;
 	/* Below the boundary the file itself is not read through a link either. Read here and
 	 * closed, the descriptor keeps O_NONBLOCK (nothing for a regular file) and is read in one
 	 * step of the size fstat() gave. */
 	if (open_beneath_fast(path, O_RDONLY | O_NONBLOCK, &fd) == 0) {
-		if (fstat(fd, st ? st : &own) == 0 && S_ISREG((st ? st : &own)->st_mode)) {
-			size = (st ? st : &own)->st_size;
+		if (fstat(fd, sp) == 0 && S_ISREG(sp->st_mode))
 			goto read;
-		}
 		close(fd); /* not a regular file: the walk says so */
 	}
 	if ((rc = beneath(path, &dfd, &name)) != 0)
 		return rc;
-	rc = open_regular_sized(dfd, name, O_RDONLY | (dfd == AT_FDCWD ? 0 : O_NOFOLLOW), path, &fd, &size, 0);
+	rc = open_regular_sized(dfd, name, O_RDONLY | (dfd == AT_FDCWD ? 0 : O_NOFOLLOW), path, &fd, sp, 0);
 	int err = errno;
 	close_dir(dfd);
 	errno = err;
@@ -1120,13 +1118,8 @@ int es_fs_read_file_stat(const char *path, struct es_buf *out, size_t max, struc
 		return es_error_errno(ES_ENOENT, "cannot open '%s'", path);
 	if (rc)
 		return rc;
-	if (st && fstat(fd, st) != 0) {
-		rc = es_error_errno(ES_EIO, "cannot stat '%s'", path);
-		close(fd);
-		return rc;
-	}
 read:
-	rc = es_fs_read_fd_sized(fd, out, max ? max : (size_t)64 << 20, size, path);
+	rc = es_fs_read_fd_sized(fd, out, max ? max : (size_t)64 << 20, sp->st_size, path);
 	close(fd);
 	return rc;
 }

@@ -39,19 +39,7 @@ double es_jv_duration(const struct es_jv_attempt *a)
 
 /* ---------------- reading the job folder ---------------- */
 
-static cJSON *load_object_quiet(const char *path)
-{
-	cJSON *doc = NULL;
-	es_log_quiet_begin();
-	int rc = es_json_load(path, &doc);
-	es_log_quiet_end();
-	if (rc || !cJSON_IsObject(doc)) {
-		cJSON_Delete(doc);
-		return NULL;
-	}
-	return doc;
-}
-
+/* The JSON object that text (read from path) holds, or NULL. */
 static cJSON *parse_object_quiet(const struct es_buf *text, const char *path)
 {
 	es_log_quiet_begin();
@@ -61,6 +49,18 @@ static cJSON *parse_object_quiet(const struct es_buf *text, const char *path)
 		cJSON_Delete(doc);
 		return NULL;
 	}
+	return doc;
+}
+
+/* The JSON object in the file at path, or NULL when it cannot be read or is none. */
+static cJSON *load_object_quiet(const char *path)
+{
+	struct es_buf text = ES_BUF_INIT;
+	es_log_quiet_begin();
+	int rc = es_fs_read_file(path, &text, 0);
+	es_log_quiet_end();
+	cJSON *doc = rc ? NULL : parse_object_quiet(&text, path);
+	es_buf_free(&text);
 	return doc;
 }
 
