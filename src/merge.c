@@ -369,6 +369,17 @@ static int merge_open(struct merger *g)
 	return es_workq_start(&g->h.q, sizeof(struct job), QLEN, hasher_job, &g->h);
 }
 
+/* Append shard id's result at path, checked against the rows and SHA-256 its record gives. */
+static int append_result(struct merger *g, const char *id, const char *path, int64_t want_rows, const char *want_sha)
+{
+	int64_t rows = 0;
+	int rc = merge_file(&g->rd, path, &rows);
+	if (!rc && (rows != want_rows || strcmp(g->h.file_hex, want_sha)))
+		rc = es_error(ES_EINVAL, "Result checksum or row count mismatch for %s: %s", id, path);
+	g->r->rows += rows;
+	return rc;
+}
+
 /* Append shard i's result, checked against its done record: the one the caller's status read
  * (g->checked), else read now. */
 static int merge_shard(struct merger *g, size_t i, struct es_buf *dpath, struct es_buf *rpath)
@@ -379,14 +390,8 @@ static int merge_shard(struct merger *g, size_t i, struct es_buf *dpath, struct 
 	es_proc_test_hook("ESHARD_TEST_HOOK_MERGE_SHARD");
 	const struct es_shard_status *s = g->checked ? &g->checked->shards[i] : NULL;
 	if (s && s->state == ES_SHARD_DONE && !s->record_error && s->result_path && s->result_sha256 &&
-	    !strcmp(s->shard_id, id)) {
-		int64_t rows = 0;
-		int rc = merge_file(&g->rd, s->result_path, &rows);
-		if (!rc && (rows != s->done_rows || strcmp(g->h.file_hex, s->result_sha256)))
-			rc = es_error(ES_EINVAL, "Result checksum or row count mismatch for %s: %s", id, s->result_path);
-		g->r->rows += rows;
-		return rc;
-	}
+	    !strcmp(s->shard_id, id))
+		return append_result(g, id, s->result_path, s->done_rows, s->result_sha256);
 	int rc = es_jobpath_record(dpath, m->job_dir, "done", id);
 	if (!rc)
 		rc = es_record_load(m, "done", id, &rec);
@@ -395,13 +400,8 @@ static int merge_shard(struct merger *g, size_t i, struct es_buf *dpath, struct 
 	if (rc)
 		return rc;
 	struct es_done_fields f;
-	int64_t rows = 0;
-	if (!(rc = es_record_check_done(m, id, rec, rpath, &f))) {
-		rc = merge_file(&g->rd, rpath->data, &rows);
-		if (!rc && (rows != f.rows || strcmp(g->h.file_hex, f.sha256)))
-			rc = es_error(ES_EINVAL, "Result checksum or row count mismatch for %s: %s", id, rpath->data);
-		g->r->rows += rows;
-	}
+	if (!(rc = es_record_check_done(m, id, rec, rpath, &f)))
+		rc = append_result(g, id, rpath->data, f.rows, f.sha256);
 	cJSON_Delete(rec);
 	return rc;
 }
