@@ -774,19 +774,32 @@ static void shard_free(struct shard_run *r)
 	spec_free(r);
 }
 
-/* The command (the argv the supervisor runs) and the export path, into attempt a. */
-static int set_command(struct shard_run *r, cJSON *a)
+/* The command (the argv the supervisor runs) appended to out, and the export path relative to
+ * the job folder into export_rel. */
+static int command_of(struct shard_run *r, struct es_strv *out, struct es_buf *export_rel)
 {
 	char **argv = NULL;
 	size_t argc = 0;
 	int rc = es_attempt_argv(&r->spec, &argv, &argc, NULL);
-	if (rc)
-		return rc;
-	es_json_set(a, "command", es_json_str_array(argv, argc));
+	for (size_t k = 0; !rc && k < argc; k++)
+		rc = es_strv_push(out, strdup(argv[k]));
+	if (!rc)
+		rc = es_jobpath_in_attempt(export_rel, NULL, r->w->c.attempt_rel, ES_ATTEMPT_EXPORT);
 	es_argv_free(argv);
-	es_jobpath_in_attempt(&r->rel, NULL, r->w->c.attempt_rel, ES_ATTEMPT_EXPORT);
-	es_json_set_str(a, "ray_export_path", r->rel.data);
-	return 0;
+	return rc;
+}
+
+/* The command and the export path, into attempt a. */
+static int set_command(struct shard_run *r, cJSON *a)
+{
+	struct es_strv argv = ES_STRV_INIT;
+	int rc = command_of(r, &argv, &r->rel);
+	if (!rc) {
+		es_json_set(a, "command", es_json_str_array(argv.v, argv.n));
+		es_json_set_str(a, "ray_export_path", r->rel.data);
+	}
+	es_strv_free(&argv);
+	return rc;
 }
 
 /* es_claimer.attempt_command: the command in the claim's (or backup's) attempt.json, so that it
@@ -803,16 +816,9 @@ static int claimed_command(void *arg, size_t i, struct es_strv *out, struct es_b
 	spec_setup(&r, w, i);
 	if (w->m.processor.keep_order && !es_path_join(&r.numbered, r.adir.data, ES_ATTEMPT_INPUT))
 		r.spec.input_path = r.numbered.data; /* what number_input will make it */
-	char **argv = NULL;
-	size_t argc = 0;
 	es_log_quiet_begin();
-	int rc = es_attempt_argv(&r.spec, &argv, &argc, NULL);
-	for (size_t k = 0; !rc && k < argc; k++)
-		rc = es_strv_push(out, strdup(argv[k]));
-	if (!rc)
-		rc = es_jobpath_in_attempt(export_rel, NULL, w->c.attempt_rel, ES_ATTEMPT_EXPORT);
+	int rc = command_of(&r, out, export_rel);
 	es_log_quiet_end();
-	es_argv_free(argv);
 	spec_free(&r);
 	return rc;
 }
