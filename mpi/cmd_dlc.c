@@ -298,9 +298,7 @@ static int coordinate_finalize(struct dlc *d)
 	es_say("hostname=%s elected as DLC finalize coordinator.", es_hostname());
 	es_crash_point("dlc-finalize-elected");
 	job_output_path(&d->cli, &out);
-	es_log_quiet_begin();
 	struct es_jobview *view = job_view_get(&d->view, job_dir); /* NULL: verify reads the job */
-	es_log_quiet_end();
 	int code = es_exit_code(es_verify_run_follow(job_dir, out.data, d->cli.require_all ? (int)d->cli.nodes : 1,
 						     d->follow, 1, view, &vr));
 	d->follow = NULL;

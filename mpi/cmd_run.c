@@ -555,9 +555,7 @@ static int verify_job(struct run *r, const struct ending *e)
 	struct es_buf out = ES_BUF_INIT;
 	job_output_path(r->cli, &out);
 	struct es_verify_result vr;
-	es_log_quiet_begin();
 	struct es_jobview *view = job_view_get(&r->view, r->cli->pc.o.job_dir); /* NULL: verify reads the job */
-	es_log_quiet_end();
 	int final = es_exit_code(es_verify_run_follow(r->cli->pc.o.job_dir, out.data,
 						      r->cli->require_all ? (int)r->nodes : 1, r->follow, 1, view, &vr));
 	r->follow = NULL;

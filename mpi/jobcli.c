@@ -130,7 +130,9 @@ void job_output_path(const struct job_cli *c, struct es_buf *out)
 struct es_jobview *job_view_get(struct job_view *jv, const char *job_dir)
 {
 	if (!jv->have) {
+		es_log_quiet_begin(); /* its caller reads the job itself then, which reports */
 		int rc = es_jobview_init(job_dir, 0, &jv->v);
+		es_log_quiet_end();
 		jv->have = 1;
 		if (rc) {
 			job_view_free(jv);
@@ -155,9 +157,7 @@ void job_write_report(const char *job_dir, struct job_view *jv)
 	struct es_report_info info;
 	struct es_report_opts o = { 0 };
 	es_buf_printf(&path, "%s/%s", job_dir, ES_REPORT_NAME);
-	es_log_quiet_begin();
-	o.view = jv ? job_view_get(jv, job_dir) : NULL;
-	es_log_quiet_end();
+	o.view = job_view_get(jv, job_dir);
 	if (!es_report_write(job_dir, path.data, &o, &info))
 		printf("Report: %s (%zu attempts on %zu host(s))\n", path.data, info.attempts, info.hosts);
 	else
@@ -171,10 +171,7 @@ void job_write_report(const char *job_dir, struct job_view *jv)
  * failed or were retried), and for an incomplete job what to do next, into advice. */
 void job_print_summary(const char *job_dir, struct es_buf *advice, struct job_view *jv)
 {
-	struct job_view own = { .have = 0 };
 	struct es_buf out = ES_BUF_INIT;
-	if (!jv)
-		jv = &own;
 	es_log_quiet_begin();
 	struct es_jobview *v = job_view_get(jv, job_dir);
 	int rc = v ? es_jobview_refresh(v, 0) : -1;
@@ -190,7 +187,6 @@ void job_print_summary(const char *job_dir, struct es_buf *advice, struct job_vi
 		job_view_free(jv); /* a view seen mid-change: the report reads the job anew */
 	}
 	es_buf_free(&out);
-	job_view_free(&own);
 }
 
 int job_strict_cap(int64_t shards, int64_t nodes, int64_t *cap, int say)

@@ -44,14 +44,14 @@ struct job_view {
 	struct es_jobview v;
 	int have;
 };
-/* The view's manifest, read if the view has none yet: &jv->v, or NULL (with the error). */
+/* The view, its manifest read if it has none yet: &jv->v, or NULL when that cannot be read (not
+ * reported: the caller reads the job itself then). */
 struct es_jobview *job_view_get(struct job_view *jv, const char *job_dir);
 void job_view_free(struct job_view *jv);
-/* The job's HTML report beside its manifest (a failure costs a warning); from jv (may be NULL:
- * the job is read anew). */
+/* The job's HTML report beside its manifest (a failure costs a warning), from jv. */
 void job_write_report(const char *job_dir, struct job_view *jv);
-/* The summary of the job; for an incomplete job what to do next, into advice (may be NULL);
- * from jv as job_write_report. */
+/* The summary of the job, from jv; for an incomplete job what to do next, into advice (may be
+ * NULL). */
 void job_print_summary(const char *job_dir, struct es_buf *advice, struct job_view *jv);
 /* Strict mode's claim cap ceil(shards / nodes) into *cap: 0, or 2 when that cannot give every
  * node a shard (with the error when say). */
