@@ -1314,19 +1314,23 @@ int es_fs_resolve(const char *path, struct es_buf *out)
 	return resolve_from(NULL, path, out);
 }
 
-int es_fs_resolve_under(const char *base, const char *rel, struct es_buf *out)
+int es_fs_resolve_under(const char *base, const char *rel, struct es_buf *out, struct stat *st)
 {
-	if (rel[0] == '/')
-		return resolve_from(NULL, rel, out);
+	int fd, rc;
 	/* A path that exists with no link and no "." or ".." on the way is its own resolution:
 	 * one openat2 from the walk cache tells (status resolves every done shard's result). */
-	int fd;
 	es_buf_reset(out);
-	if (!es_buf_printf(out, "%s/%s", base, rel) && open_beneath_fast(out->data, O_PATH | O_NOFOLLOW, &fd) == 0) {
+	if (rel[0] != '/' && !es_buf_printf(out, "%s/%s", base, rel) &&
+	    open_beneath_fast(out->data, O_PATH | O_NOFOLLOW, &fd) == 0) {
+		rc = st && fstat(fd, st) != 0 ? -1 : 0;
 		close(fd);
-		return 0;
+		if (!rc)
+			return 0;
 	}
-	return resolve_from(base, rel, out);
+	rc = rel[0] == '/' ? resolve_from(NULL, rel, out) : resolve_from(base, rel, out);
+	if (!rc && st && lstat(out->data, st) != 0)
+		memset(st, 0, sizeof(*st));
+	return rc;
 }
 
 /* es_fs_resolve of path, or (base not NULL: an absolute path without links, path relative)

@@ -400,7 +400,7 @@ static int merge_shard(struct merger *g, size_t i, struct es_buf *dpath, struct 
 	if (rc)
 		return rc;
 	struct es_done_fields f;
-	if (!(rc = es_record_check_done(m, id, rec, rpath, &f)))
+	if (!(rc = es_record_check_done(m, id, rec, rpath, &f, NULL)))
 		rc = append_result(g, id, rpath->data, f.rows, f.sha256);
 	cJSON_Delete(rec);
 	return rc;

@@ -74,7 +74,7 @@ int es_record_load(const struct es_manifest *m, const char *kind, const char *id
 }
 
 int es_record_check_done(const struct es_manifest *m, const char *id, const cJSON *rec, struct es_buf *output,
-			 struct es_done_fields *f)
+			 struct es_done_fields *f, struct stat *result_st)
 {
 	const char *rel = es_json_get_str(rec, "output_path");
 	f->sha256 = es_json_get_str(rec, "sha256");
@@ -85,7 +85,7 @@ int es_record_check_done(const struct es_manifest *m, const char *id, const cJSO
 		return es_error(ES_EINVAL, "Done record for %s lacks output_path, rows or sha256: %s/" ES_JOB_DONE "/%s.json",
 				id, m->job_dir, id);
 	/* m->job_dir is resolved (es_manifest_load): only the record's own components are looked at. */
-	int rc = es_fs_resolve_under(m->job_dir, rel, output);
+	int rc = es_fs_resolve_under(m->job_dir, rel, output, result_st);
 	if (rc)
 		return rc;
 	size_t lj = strlen(m->job_dir);

@@ -29,14 +29,16 @@ int es_record_load(const struct es_manifest *m, const char *kind, const char *id
 
 /* What merge needs of a done record, checked: output_path (resolved, symbolic links included,
  * it must stay inside the job folder: *output gets it), rows and sha256. 0, or ES_EINVAL after
- * es_error() naming the record and the problem. The output file itself is not read. */
+ * es_error() naming the record and the problem. The output file itself is not read; with
+ * result_st not NULL it is stat'ed (fs.h es_fs_resolve_under: st_mode 0 when not found). */
 struct es_done_fields {
 	int64_t rows;
 	int64_t size_bytes;      /* -1 when the record lacks it */
 	const char *sha256;      /* points into the record */
 	const char *hostname;    /* points into the record, or NULL */
 };
+struct stat;
 int es_record_check_done(const struct es_manifest *m, const char *id, const cJSON *rec, struct es_buf *output,
-			 struct es_done_fields *f);
+			 struct es_done_fields *f, struct stat *result_st);
 
 #endif

@@ -291,17 +291,17 @@ static void check_done_record(const struct es_manifest *m, const char *id, const
 {
 	struct es_buf out = ES_BUF_INIT, why = ES_BUF_INIT;
 	struct es_done_fields f;
-	es_log_quiet_begin();
-	int rc = es_record_check_done(m, id, doc, &out, &f);
-	es_log_quiet_end();
 	struct stat st;
+	es_log_quiet_begin();
+	int rc = es_record_check_done(m, id, doc, &out, &f, &st);
+	es_log_quiet_end();
 	if (!rc) {
 		r->result_path = dup_str(out.data);
 		r->result_sha256 = dup_str(f.sha256);
 	}
 	if (rc) {
 		es_buf_adds(&why, es_last_error());
-	} else if (lstat(out.data, &st) != 0) {
+	} else if (!st.st_mode) {
 		es_buf_printf(&why, "Result of %s not found: %s", id, out.data);
 		r->record_unseen = 1;
 	} else if (!S_ISREG(st.st_mode)) {

@@ -195,8 +195,11 @@ int es_fs_readlink(int dirfd, const char *path, struct es_buf *out);
 int es_fs_resolve(const char *path, struct es_buf *out);
 /* es_fs_resolve of base/rel where base is already resolved (absolute, no link in it): only
  * rel's components are looked at (a record's output path below the job folder: four lookups,
- * not one per folder from the root). rel absolute: es_fs_resolve(rel). */
-int es_fs_resolve_under(const char *base, const char *rel, struct es_buf *out);
+ * not one per folder from the root). rel absolute: es_fs_resolve(rel). With st not NULL,
+ * *st is the lstat() of the resolution, st_mode 0 when that cannot be had (no such file): the
+ * resolution's own descriptor gives it when it opened one (status checks every done shard's
+ * result so, one path walk less). */
+int es_fs_resolve_under(const char *base, const char *rel, struct es_buf *out, struct stat *st);
 /* A file a command writes where the user says (merge, verify and run --output, report
  * --output) must not replace what the job needs: output and job_dir are resolved (es_fs_resolve:
  * ".." and symbolic links, a missing tail allowed), and an output that is the job folder or lies

@@ -55,7 +55,7 @@ static void check(const char *kind)
 	if (!strcmp(kind, "done")) {
 		struct es_buf out = ES_BUF_INIT;
 		struct es_done_fields f;
-		rc = es_record_check_done(&m, ID, rec, &out, &f);
+		rc = es_record_check_done(&m, ID, rec, &out, &f, NULL);
 		FUZZ_CHECK(rc == 0 || rc == ES_EINVAL || rc == ES_EIO || rc == ES_ENOMEM);
 		if (rc == 0) {
 			size_t lj = strlen(m.job_dir);

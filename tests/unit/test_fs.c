@@ -397,20 +397,29 @@ static void test_read_in_one_call(const char *t)
 	es_log_quiet_end();
 	CHECK(strstr(es_last_error(), "is a symbolic link") != NULL);
 	/* Resolved: a link inside the job folder is followed as before; a plain path is itself. */
-	CHECK_INT_EQ(es_fs_resolve_under(root, "attempts/v/0001-y/attempt.json", &b), 0);
+	/* With a stat: the file's, from the resolution's descriptor or after the walk; a missing
+	 * one has st_mode 0. */
+	CHECK_INT_EQ(es_fs_resolve_under(root, "attempts/v/0001-y/attempt.json", &b, &st), 0);
 	snprintf(p, sizeof(p), "%s/attempts/t/0001-y/attempt.json", root);
 	CHECK_STR_EQ(b.data, p);
+	CHECK_INT_EQ(stat(p, &want), 0);
+	CHECK(S_ISREG(st.st_mode) && st.st_ino == want.st_ino && st.st_size == want.st_size);
 	test_watched = "";
 	test_watched_opens = 0;
-	CHECK_INT_EQ(es_fs_resolve_under(root, "attempts/s/0001-x/attempt.json", &b), 0);
+	CHECK_INT_EQ(es_fs_resolve_under(root, "attempts/s/0001-x/attempt.json", &b, &st), 0);
 	opens = test_watched_opens;
 	test_watched = NULL;
 	snprintf(p, sizeof(p), "%s/attempts/s/0001-x/attempt.json", root);
 	CHECK_STR_EQ(b.data, p);
 	CHECK_INT_EQ(opens, 1);
-	CHECK_INT_EQ(es_fs_resolve_under(root, "attempts/s/../t/0001-y/attempt.json", &b), 0);
+	CHECK_INT_EQ(stat(p, &want), 0);
+	CHECK(S_ISREG(st.st_mode) && st.st_ino == want.st_ino && st.st_size == want.st_size);
+	CHECK_INT_EQ(es_fs_resolve_under(root, "attempts/s/../t/0001-y/attempt.json", &b, NULL), 0);
 	snprintf(p, sizeof(p), "%s/attempts/t/0001-y/attempt.json", root);
 	CHECK_STR_EQ(b.data, p);
+	st.st_mode = S_IFREG;
+	CHECK_INT_EQ(es_fs_resolve_under(root, "attempts/s/0001-x/none.jsonl", &b, &st), 0);
+	CHECK_INT_EQ(st.st_mode, 0);
 	es_fs_walk_cache_end();
 	CHECK_INT_EQ(open_fds(), before);
 	es_fs_set_boundary(NULL);
