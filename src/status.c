@@ -470,20 +470,47 @@ static unsigned listed(const char *id, const struct es_strv *done, const struct 
 	return seen;
 }
 
-int es_status_list(const struct es_manifest *m, unsigned char *seen)
+struct list_ctx {
+	const struct es_manifest *m;
+	struct es_strv v[3]; /* the listings of state/done, state/failed, state/locks */
+	unsigned char *seen;
+};
+
+/* One of the three folders (es_par_run over them: each listing and its sort on a thread). */
+static int list_part(void *ctx, size_t part, size_t begin, size_t end)
 {
-	struct es_strv v[3] = { ES_STRV_INIT, ES_STRV_INIT, ES_STRV_INIT };
 	static const char *const dirs[3] = { ES_JOB_DONE, ES_JOB_FAILED, ES_JOB_LOCKS };
+	struct list_ctx *c = ctx;
 	struct es_buf p = ES_BUF_INIT;
 	int rc = 0;
-	for (int k = 0; !rc && k < 3; k++)
-		if (!(rc = es_jobpath_join(&p, m->job_dir, dirs[k])))
-			rc = es_fs_list_dir(p.data, &v[k]);
-	for (size_t i = 0; !rc && i < m->n_shards; i++)
-		seen[i] = (unsigned char)listed(m->shards[i].id, &v[0], &v[1], &v[2], &p);
-	for (int k = 0; k < 3; k++)
-		es_strv_free(&v[k]);
+	(void)part;
+	for (size_t k = begin; !rc && k < end; k++)
+		if (!(rc = es_jobpath_join(&p, c->m->job_dir, dirs[k])))
+			rc = es_fs_list_dir(p.data, &c->v[k]);
 	es_buf_free(&p);
+	return rc;
+}
+
+/* The flags of shards [begin, end) from the listings. */
+static int seen_part(void *ctx, size_t part, size_t begin, size_t end)
+{
+	struct list_ctx *c = ctx;
+	struct es_buf name = ES_BUF_INIT;
+	(void)part;
+	for (size_t i = begin; i < end; i++)
+		c->seen[i] = (unsigned char)listed(c->m->shards[i].id, &c->v[0], &c->v[1], &c->v[2], &name);
+	es_buf_free(&name);
+	return 0;
+}
+
+int es_status_list(const struct es_manifest *m, unsigned char *seen)
+{
+	struct list_ctx c = { m, { ES_STRV_INIT, ES_STRV_INIT, ES_STRV_INIT }, seen };
+	int rc = es_par_run(3, 3, list_part, &c);
+	if (!rc)
+		rc = es_par_run(m->n_shards, es_par_parts(m->n_shards, ES_STATUS_PART, ES_STATUS_THREADS), seen_part, &c);
+	for (int k = 0; k < 3; k++)
+		es_strv_free(&c.v[k]);
 	return rc;
 }
 

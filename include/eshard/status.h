@@ -170,9 +170,11 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 /*
  * What the listings of state/done, state/failed and state/locks show of each shard, one byte
  * per shard in seen (m->n_shards of them): ES_SEEN_DONE, ES_SEEN_FAILED, ES_SEEN_LOCK. Three
- * folder reads however many shards there are. A listing can be stale on a client that caches
- * metadata, as a lookup can: a view (status, progress) may use it, nothing that decides work
- * (worker, merge, verify) does.
+ * folder reads however many shards there are, on three threads at once (par.h: each listing
+ * and its sort take a tenth of a second at 100,000 shards), the names then matched on the
+ * status's threads. A listing can be stale on a client that caches metadata, as a lookup can:
+ * a view (status, progress) may use it, nothing that decides work (worker, merge, verify)
+ * does.
  */
 enum { ES_SEEN_DONE = 1, ES_SEEN_FAILED = 2, ES_SEEN_LOCK = 4, ES_SEEN_ALL = 7 };
 int es_status_list(const struct es_manifest *m, unsigned char *seen);
