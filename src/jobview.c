@@ -407,13 +407,13 @@ static int attempts_part(void *ctx, size_t part, size_t begin, size_t end)
 	return rc;
 }
 
-/* The attempt folders: the listing of attempts/, then each shard's folder but for a shard whose
- * attempts were read while it was final and that is final still (kept as they were). The
- * shards are read on the status's threads (status.h threads), each part's attempts put after
- * the last part's. */
-static int refresh_attempts(struct es_jobview *r)
+/* The attempt folders: from shards, the listing of attempts/ (freed here), each shard's folder
+ * but for a shard whose attempts were read while it was final and that is final still (kept as
+ * they were). The shards are read on the status's threads (status.h threads), each part's
+ * attempts put after the last part's. A shard whose folder was made after the listing is read
+ * at the next refresh: not attempts_clean till then (fill_claims), which merge sweeps. */
+static int refresh_attempts(struct es_jobview *r, struct es_strv shards)
 {
-	struct es_strv shards = ES_STRV_INIT;
 	struct es_buf base = ES_BUF_INIT;
 	struct es_jv_attempt *old = r->a;
 	size_t n_old = r->n_a, k = 0, parts = 0;
@@ -422,8 +422,6 @@ static int refresh_attempts(struct es_jobview *r)
 	r->a = NULL;
 	r->n_a = r->cap_a = 0;
 	int rc = es_jobpath_join(&base, r->m.job_dir, ES_JOB_ATTEMPTS);
-	if (!rc)
-		rc = es_fs_list_dir(base.data, &shards);
 	if (!rc && shards.n) {
 		parts = es_status_threads(&r->st);
 		parts = parts < shards.n ? parts : shards.n;
@@ -977,19 +975,43 @@ static int set_median(struct es_jobview *r)
 	return 0;
 }
 
+struct listings_ctx {
+	struct es_jobview *r;
+	struct es_strv shards; /* the listing of attempts/ */
+};
+
+/* The state listings (part 0) and the listing of attempts/ (part 1), at once (par.h). */
+static int listings_part(void *ctx, size_t part, size_t begin, size_t end)
+{
+	struct listings_ctx *c = ctx;
+	struct es_buf base = ES_BUF_INIT;
+	int rc = 0;
+	(void)begin;
+	(void)end;
+	if (part == 0)
+		return es_status_list(&c->r->m, c->r->cache->seen);
+	if (!(rc = es_jobpath_join(&base, c->r->m.job_dir, ES_JOB_ATTEMPTS)))
+		rc = es_fs_list_dir(base.data, &c->shards);
+	es_buf_free(&base);
+	return rc;
+}
+
 int es_jobview_refresh(struct es_jobview *r, double now)
 {
 	r->now = now > 0 ? now : es_time_epoch();
 	r->bad_times = r->unreadable_attempts = 0;
 	set_time_range(r);
 	/* The listings first: a shard in none of them is pending without a look at its own names. */
-	int rc = es_status_list(&r->m, r->cache->seen);
+	struct listings_ctx lc = { r, ES_STRV_INIT };
+	int rc = es_par_run(2, 2, listings_part, &lc);
 	r->have_status = 1;
 	es_fs_walk_cache_begin(); /* one walk per folder for the whole refresh (fs.h) */
 	if (!rc)
 		rc = es_status_refresh(&r->m, r->lock_timeout, r->cache->seen, &r->st);
 	if (!rc)
-		rc = refresh_attempts(r);
+		rc = refresh_attempts(r, lc.shards);
+	else
+		es_strv_free(&lc.shards);
 	if (!rc)
 		rc = fill_claims(r);
 	if (!rc)
