@@ -664,6 +664,12 @@ int es_claim_trusts_running(const struct es_claimer *c, size_t i)
 	return o->lease > 0 && now - o->running_seen_mono < c->trust_running_secs && now - o->since_mono < o->lease;
 }
 
+int es_claim_known(const struct es_claimer *c, size_t i)
+{
+	const struct es_lease_obs *o = &c->obs[i];
+	return o->valid || o->terminal || o->listed_done;
+}
+
 int es_claim_try(struct es_claimer *c, size_t i)
 {
 	c->took_over = 0;

@@ -78,6 +78,8 @@ struct worker {
 	double next_scan;
 	int hint_news;               /* the hint changed since the last pass that read the locks */
 	int recheck;                 /* the next pass reads every lock (a busy pass found nothing) */
+	int own_pass;                /* this pass tries only its own shards and known ones (claim_step) */
+	double all_pass_mono;        /* when the last pass that tried every shard began */
 	struct es_claim_hint_seen hint;
 	struct es_status_counts counts;
 	size_t owed_hint;            /* 1 + a shard this worker finished since it last replaced the hint */
@@ -1494,6 +1496,8 @@ static int claim_next(struct worker *w, size_t *i)
 			return rc;
 	}
 	for (size_t k = 0; !w->capped && k < w->m.n_shards && !stopped(w->o); k++) {
+		if (w->own_pass && k % w->o->claim_step != w->o->claim_first && !es_claim_known(&w->c, k))
+			continue; /* a peer's, most likely: read at the next pass that reads every lock */
 		int rc = es_claim_try(&w->c, k);
 		if (rc < 0)
 			return rc;
@@ -1658,6 +1662,16 @@ static int scan_due(struct worker *w)
 		 * lock its peers hold. A watcher's pass, or one after a change of the hint, reads
 		 * every lock not known terminal. */
 		w->c.trust_running_secs = !w->watching && !w->hint_news && !w->recheck ? w->policy.lease_secs / 4 : 0;
+		/* A busy pass tries only this worker's own shards and those it knows (claim_step),
+		 * as long as a pass that tried every shard began less than a quarter lease ago (the
+		 * worker's start counts as one: a lock of a resumed job is its stride owner's to
+		 * see, or the first full pass's). */
+		if (!w->all_pass_mono)
+			w->all_pass_mono = now;
+		w->own_pass = w->c.trust_running_secs > 0 && w->o->claim_step > 1 &&
+			      now - w->all_pass_mono < w->policy.lease_secs / 4;
+		if (!w->own_pass)
+			w->all_pass_mono = now;
 		w->hint_news = 0;
 		w->recheck = 0;
 		return 1;

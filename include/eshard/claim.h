@@ -74,6 +74,8 @@ enum es_claim_result { ES_CLAIM_NONE = 0, ES_CLAIM_OK = 1, ES_CLAIM_FAILED_LIMIT
  * than trust_running_secs ago and it cannot be stale before its next read. A lock without a
  * lease (the reference's, judged by its age alone) is always read. */
 int es_claim_trusts_running(const struct es_claimer *c, size_t i);
+/* Whether this claimer has read shard i's lock (running or terminal) or listed its record. */
+int es_claim_known(const struct es_claimer *c, size_t i);
 /* Learn from one listing of state/done which shards have a done record: es_claim_try no longer
  * reads their locks, es_claim_seen and es_claim_seen_done count them done. A listed record is
  * there (records are never removed from state/done); a record missing from a cached listing
