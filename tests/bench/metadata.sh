@@ -308,6 +308,7 @@ EOF
 
   read -r tot secs fops <<<"$(ops "$s/r0" "$s/r1" "$s/t0" "$s/t1" "$total")"
   say "$tag: job: $tot ops per shard ($total shards, $secs s of run without the held tail of $(awk -v b="$t_rel" -v c="$t_tail" 'BEGIN { printf "%.1f", b - c }') s): $fops"
+  local job_tot=$tot
   # Where the job's figure goes: the job up to the tail (every shard run but the long one), and
   # its end (from the long shard's release: that shard's finish, the ranks' leaving, rank 0's
   # verify, merge and report).
@@ -333,7 +334,7 @@ EOF
   # done, at the tail's first rate (J, and rank 0's D - Z).
   local left
   left=$(calc "max(0, 40 - ($t_tail - $(cat "$slow/start")))")
-  say "$tag: job as in the issue (a long shard of 40 s: a tail of $left s at $(calc "$j + $d - $z") ops/s): $(calc "($tot * $total + ($j + $d - $z) * $left) / $total") ops per shard"
+  say "$tag: job as in the issue (a long shard of 40 s: a tail of $left s at $(calc "$j + $d - $z") ops/s): $(calc "($job_tot * $total + ($j + $d - $z) * $left) / $total") ops per shard"
   say "$tag: status on the finished job: $(status_times "$job" "st-$tag")"
   [ -z "$compare_bin" ] || say "$tag: status on the finished job, $compare_bin: $(status_times "$job" "stc-$tag" "$compare_bin")"
 }
