@@ -1662,13 +1662,15 @@ static int scan_due(struct worker *w)
 		 * lock its peers hold. A watcher's pass, or one after a change of the hint, reads
 		 * every lock not known terminal. */
 		w->c.trust_running_secs = !w->watching && !w->hint_news && !w->recheck ? w->policy.lease_secs / 4 : 0;
-		/* A busy pass tries only this worker's own shards and those it knows (claim_step),
-		 * as long as a pass that tried every shard began less than a quarter lease ago (the
-		 * worker's start counts as one: a lock of a resumed job is its stride owner's to
-		 * see, or the first full pass's). */
-		if (!w->all_pass_mono)
+		/* A busy pass, and the first, tries only this worker's own shards and those it knows
+		 * (claim_step), as long as a pass that tried every shard began less than a quarter
+		 * lease ago. The worker's start counts as one: the ranks do not all race for the
+		 * first shards, and a lock of a resumed job is its owner's to see, or the first
+		 * pass's that tries every shard (when the own shards give nothing). */
+		int first = !w->all_pass_mono;
+		if (first)
 			w->all_pass_mono = now;
-		w->own_pass = w->c.trust_running_secs > 0 && w->o->claim_step > 1 &&
+		w->own_pass = (first || w->c.trust_running_secs > 0) && w->o->claim_step > 1 &&
 			      now - w->all_pass_mono < w->policy.lease_secs / 4;
 		if (!w->own_pass)
 			w->all_pass_mono = now;
@@ -1878,9 +1880,10 @@ int es_worker_run(const struct es_worker_opts *o, struct es_worker_result *res)
 		}
 		if (stopped(o))
 			break;
-		if (full && w.c.trust_running_secs > 0) {
-			/* A busy pass found nothing: before going idle or backing a shard up, a pass
-			 * that reads what this one trusted (a shard seen running may be done). */
+		if (full && (w.c.trust_running_secs > 0 || w.own_pass)) {
+			/* A busy pass (or one of the own shards) found nothing: before going idle or
+			 * backing a shard up, a pass that reads what this one trusted (a shard seen
+			 * running may be done) or left alone. */
 			w.recheck = 1;
 			continue;
 		}

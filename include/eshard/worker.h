@@ -75,15 +75,16 @@ struct es_worker_opts {
 	 * state/done (es_claim_learn_done) to another process's repair: every rank of run but
 	 * rank 0, so that the end costs one read of each such lock, not one per rank. */
 	int leave_end_repair;
-	/* Where a busy pass looks (run: this rank's number and the number of ranks; 0 and 0 or 1:
-	 * everywhere). With claim_step > 1, a pass after a claim tries the shards claim_first,
-	 * claim_first + claim_step, ... and those whose locks this worker has read before, not the
-	 * locks its peers made since its last look: each claim would otherwise read the newest
-	 * lock of every peer, which a file server answers with a lookup of a name its client has
-	 * never seen (a job's requests per shard then grow with the ranks). A pass that reads
-	 * every lock still comes at least every quarter lease, and whenever a busy pass finds
-	 * nothing, so no lock goes unseen for longer than that: a stale lease is still taken
-	 * over one lease after it was last seen changing (docs/design.md, "The worker loop"). */
+	/* Where a pass looks first (run: this rank's number and the number of ranks; 0 and 0 or 1:
+	 * everywhere). With claim_step > 1, the first pass and a pass after a claim try the shards
+	 * claim_first, claim_first + claim_step, ... and those whose locks this worker has read
+	 * before, not the locks its peers made since its last look: each claim would otherwise
+	 * read the newest lock of every peer, which a file server answers with a lookup of a name
+	 * its client has never seen (a job's requests per shard then grow with the ranks). A pass
+	 * that tries every shard still comes at least every quarter lease, and whenever such a
+	 * pass finds nothing, so no lock goes unseen for longer than that: a stale lease is still
+	 * taken over one lease after it was last seen changing (docs/design.md, "The worker
+	 * loop"). */
 	size_t claim_first, claim_step;
 	/* A processor that dies of a stop signal (SIGTERM, SIGINT, SIGHUP, SIGKILL) that no
 	 * eshard-mpi process sent may be the first victim of a scheduler stopping the whole job:
