@@ -234,6 +234,11 @@ struct es_jv_cache {
 	unsigned char *seen;           /* es_status_list, per shard */
 	unsigned char *attempts_final; /* per shard: its attempts were read while it was final */
 	unsigned char *one_leaf;       /* per shard: its folder held one entry when last listed */
+	/* The listings of state/done, state/failed, state/locks and attempts/ made while
+	 * es_jobview_init read the manifest, for a first refresh that follows at once (pre_mono). */
+	struct es_strv pre[4];
+	int have_pre;
+	double pre_mono;
 	struct es_strv ev_files;       /* the event logs taken, sorted */
 	int64_t *ev_off;               /* of each, the bytes taken: up to its last newline */
 	size_t ev_bad_times;           /* times of the events taken that were ignored */
@@ -909,6 +914,8 @@ void es_jobview_free(struct es_jobview *r)
 		free(r->cache->seen);
 		free(r->cache->attempts_final);
 		free(r->cache->one_leaf);
+		for (int k = 0; k < 4; k++)
+			es_strv_free(&r->cache->pre[k]);
 		es_strv_free(&r->cache->ev_files);
 		free(r->cache->ev_off);
 		free(r->cache);
@@ -925,21 +932,64 @@ void es_jobview_free(struct es_jobview *r)
 	memset(r, 0, sizeof(*r));
 }
 
+struct init_ctx {
+	const char *job_dir;
+	struct es_jobview *r;
+	struct es_buf jd;      /* job_dir resolved by part 1 */
+	struct es_strv pre[4]; /* part 1's listings (es_jv_cache pre) */
+	int pre_rc;
+};
+
+/* The manifest (part 0) and, at once, the listings the first refresh needs (part 1: quiet; a
+ * refresh that cannot use them lists again). */
+static int init_part(void *ctx, size_t part, size_t begin, size_t end)
+{
+	struct init_ctx *c = ctx;
+	struct es_buf dir = ES_BUF_INIT;
+	(void)begin;
+	(void)end;
+	if (part == 0)
+		return es_manifest_load(c->job_dir, &c->r->m);
+	es_log_quiet_begin();
+	int rc = es_fs_resolve(c->job_dir, &c->jd);
+	if (!rc && !(rc = es_status_listings(c->jd.data, c->pre)) &&
+	    !(rc = es_jobpath_join(&dir, c->jd.data, ES_JOB_ATTEMPTS)))
+		rc = es_fs_list_dir(dir.data, &c->pre[3]);
+	es_log_quiet_end();
+	c->pre_rc = rc;
+	es_buf_free(&dir);
+	return 0;
+}
+
 int es_jobview_init(const char *job_dir, double lock_timeout, struct es_jobview *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->median = -1;
 	r->lock_timeout = lock_timeout;
-	int rc = es_manifest_load(job_dir, &r->m);
-	if (rc)
-		return rc;
-	r->have_manifest = 1;
-	r->st.claims_by_caller = 1; /* refresh_attempts reads every attempt.json: fill_claims */
-	size_t n = r->m.n_shards ? r->m.n_shards : 1;
-	if (!(r->cache = calloc(1, sizeof(*r->cache))) || !(r->cache->seen = calloc(n, 1)) ||
-	    !(r->cache->attempts_final = calloc(n, 1)) || !(r->cache->one_leaf = calloc(n, 1)))
-		return oom("the view");
-	return 0;
+	struct init_ctx c = { job_dir, r, ES_BUF_INIT, { ES_STRV_INIT, ES_STRV_INIT, ES_STRV_INIT, ES_STRV_INIT }, 0 };
+	int rc = es_par_run(2, 2, init_part, &c);
+	if (!rc) {
+		r->have_manifest = 1;
+		r->st.claims_by_caller = 1; /* refresh_attempts reads every attempt.json: fill_claims */
+		size_t n = r->m.n_shards ? r->m.n_shards : 1;
+		if (!(r->cache = calloc(1, sizeof(*r->cache))) || !(r->cache->seen = calloc(n, 1)) ||
+		    !(r->cache->attempts_final = calloc(n, 1)) || !(r->cache->one_leaf = calloc(n, 1)))
+			rc = oom("the view");
+	}
+	/* Kept only for the folder the manifest was read from. */
+	int keep = !rc && !c.pre_rc && c.jd.data && !strcmp(c.jd.data, r->m.job_dir);
+	for (int k = 0; k < 4; k++) {
+		if (keep)
+			r->cache->pre[k] = c.pre[k];
+		else
+			es_strv_free(&c.pre[k]);
+	}
+	if (keep) {
+		r->cache->have_pre = 1;
+		r->cache->pre_mono = es_time_mono();
+	}
+	es_buf_free(&c.jd);
+	return rc;
 }
 
 /* The claim time of each done shard, from the attempt that published it (status.h
@@ -975,6 +1025,9 @@ static int set_median(struct es_jobview *r)
 	return 0;
 }
 
+/* How long the listings made with the manifest serve the first refresh (es_jv_cache pre). */
+#define ES_JV_PRE_SECS 1.0
+
 struct listings_ctx {
 	struct es_jobview *r;
 	struct es_strv shards; /* the listing of attempts/ */
@@ -1001,9 +1054,21 @@ int es_jobview_refresh(struct es_jobview *r, double now)
 	r->now = now > 0 ? now : es_time_epoch();
 	r->bad_times = r->unreadable_attempts = 0;
 	set_time_range(r);
-	/* The listings first: a shard in none of them is pending without a look at its own names. */
+	/* The listings first: a shard in none of them is pending without a look at its own names.
+	 * Those made while the manifest was read serve a first refresh that follows at once. */
 	struct listings_ctx lc = { r, ES_STRV_INIT };
-	int rc = es_par_run(2, 2, listings_part, &lc);
+	struct es_jv_cache *c = r->cache;
+	int rc;
+	if (c->have_pre && es_time_mono() - c->pre_mono < ES_JV_PRE_SECS) {
+		rc = es_status_seen(&r->m, c->pre, c->seen);
+		lc.shards = c->pre[3];
+		c->pre[3] = (struct es_strv)ES_STRV_INIT;
+	} else {
+		rc = es_par_run(2, 2, listings_part, &lc);
+	}
+	for (int k = 0; k < 4; k++)
+		es_strv_free(&c->pre[k]);
+	c->have_pre = 0;
 	r->have_status = 1;
 	es_fs_walk_cache_begin(); /* one walk per folder for the whole refresh (fs.h) */
 	if (!rc)

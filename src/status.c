@@ -474,6 +474,7 @@ struct list_ctx {
 	const struct es_manifest *m;
 	struct es_strv v[3]; /* the listings of state/done, state/failed, state/locks */
 	unsigned char *seen;
+	const char *job_dir;
 };
 
 /* One of the three folders (es_par_run over them: each listing and its sort on a thread). */
@@ -485,7 +486,7 @@ static int list_part(void *ctx, size_t part, size_t begin, size_t end)
 	int rc = 0;
 	(void)part;
 	for (size_t k = begin; !rc && k < end; k++)
-		if (!(rc = es_jobpath_join(&p, c->m->job_dir, dirs[k])))
+		if (!(rc = es_jobpath_join(&p, c->job_dir, dirs[k])))
 			rc = es_fs_list_dir(p.data, &c->v[k]);
 	es_buf_free(&p);
 	return rc;
@@ -503,14 +504,33 @@ static int seen_part(void *ctx, size_t part, size_t begin, size_t end)
 	return 0;
 }
 
+int es_status_listings(const char *job_dir, struct es_strv v[3])
+{
+	struct list_ctx c = { NULL, { ES_STRV_INIT, ES_STRV_INIT, ES_STRV_INIT }, NULL, job_dir };
+	int rc = es_par_run(3, 3, list_part, &c);
+	for (int k = 0; k < 3; k++) {
+		if (rc)
+			es_strv_free(&c.v[k]);
+		v[k] = c.v[k];
+	}
+	return rc;
+}
+
+int es_status_seen(const struct es_manifest *m, const struct es_strv v[3], unsigned char *seen)
+{
+	struct list_ctx c = { m, { v[0], v[1], v[2] }, seen, m->job_dir };
+	return es_par_run(m->n_shards, es_par_parts(m->n_shards, ES_STATUS_PART, ES_STATUS_THREADS), seen_part, &c);
+}
+
 int es_status_list(const struct es_manifest *m, unsigned char *seen)
 {
-	struct list_ctx c = { m, { ES_STRV_INIT, ES_STRV_INIT, ES_STRV_INIT }, seen };
-	int rc = es_par_run(3, 3, list_part, &c);
-	if (!rc)
-		rc = es_par_run(m->n_shards, es_par_parts(m->n_shards, ES_STATUS_PART, ES_STATUS_THREADS), seen_part, &c);
+	struct es_strv v[3];
+	int rc = es_status_listings(m->job_dir, v);
+	if (rc)
+		return rc;
+	rc = es_status_seen(m, v, seen);
 	for (int k = 0; k < 3; k++)
-		es_strv_free(&c.v[k]);
+		es_strv_free(&v[k]);
 	return rc;
 }
 

@@ -178,6 +178,10 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
  */
 enum { ES_SEEN_DONE = 1, ES_SEEN_FAILED = 2, ES_SEEN_LOCK = 4, ES_SEEN_ALL = 7 };
 int es_status_list(const struct es_manifest *m, unsigned char *seen);
+/* es_status_list in two steps: the three listings of job_dir (resolved) into v (freed by the
+ * caller; nothing to free after an error), then the flags of m's shards from them. */
+int es_status_listings(const char *job_dir, struct es_strv v[3]);
+int es_status_seen(const struct es_manifest *m, const struct es_strv v[3], unsigned char *seen);
 
 /*
  * es_status_collect that reads only what can have changed. out holds the last result (or is
