@@ -235,7 +235,8 @@ struct es_jv_cache {
 	unsigned char *attempts_final; /* per shard: its attempts were read while it was final */
 	unsigned char *one_leaf;       /* per shard: its folder held one entry when last listed */
 	/* The listings of state/done, state/failed, state/locks and attempts/ made while
-	 * es_jobview_init read the manifest, for a first refresh that follows at once (pre_mono). */
+	 * es_jobview_init read the manifest, for a first refresh that follows at once (within
+	 * ES_JV_PRE_SECS of pre_mono, when they began: a slow manifest read leaves them unused). */
 	struct es_strv pre[4];
 	int have_pre;
 	double pre_mono;
@@ -938,6 +939,7 @@ struct init_ctx {
 	struct es_buf jd;      /* job_dir resolved by part 1 */
 	struct es_strv pre[4]; /* part 1's listings (es_jv_cache pre) */
 	int pre_rc;
+	double pre_mono;       /* when they began */
 };
 
 /* The manifest (part 0) and, at once, the listings the first refresh needs (part 1: quiet; a
@@ -951,6 +953,7 @@ static int init_part(void *ctx, size_t part, size_t begin, size_t end)
 	if (part == 0)
 		return es_manifest_load(c->job_dir, &c->r->m);
 	es_log_quiet_begin();
+	c->pre_mono = es_time_mono();
 	int rc = es_fs_resolve(c->job_dir, &c->jd);
 	if (!rc && !(rc = es_status_listings(c->jd.data, c->pre)) &&
 	    !(rc = es_jobpath_join(&dir, c->jd.data, ES_JOB_ATTEMPTS)))
@@ -966,7 +969,7 @@ int es_jobview_init(const char *job_dir, double lock_timeout, struct es_jobview 
 	memset(r, 0, sizeof(*r));
 	r->median = -1;
 	r->lock_timeout = lock_timeout;
-	struct init_ctx c = { job_dir, r, ES_BUF_INIT, { ES_STRV_INIT, ES_STRV_INIT, ES_STRV_INIT, ES_STRV_INIT }, 0 };
+	struct init_ctx c = { job_dir, r, ES_BUF_INIT, { ES_STRV_INIT, ES_STRV_INIT, ES_STRV_INIT, ES_STRV_INIT }, 0, 0 };
 	int rc = es_par_run(2, 2, init_part, &c);
 	if (!rc) {
 		r->have_manifest = 1;
@@ -986,7 +989,7 @@ int es_jobview_init(const char *job_dir, double lock_timeout, struct es_jobview 
 	}
 	if (keep) {
 		r->cache->have_pre = 1;
-		r->cache->pre_mono = es_time_mono();
+		r->cache->pre_mono = c.pre_mono;
 	}
 	es_buf_free(&c.jd);
 	return rc;

@@ -252,6 +252,34 @@ static void test_refresh(const char *T)
 	es_jobview_free(&v);
 }
 
+/* Issue 29: init lists the job while it reads the manifest, and a refresh right after uses
+ * those listings: a record made in between is not seen (nor opened) yet. A refresh more than a
+ * second after init lists again and sees it. */
+static void test_init_listings(const char *T)
+{
+	int rows[] = { 3, 4 };
+	struct jf j;
+	struct es_jobview v;
+	jf_make(&j, T, "pre", 2, rows, NULL);
+	for (int late = 0; late < 2; late++) {
+		if (!CHECK_INT_EQ(es_jobview_init(j.dir, 0, &v), 0))
+			return;
+		jf_done(&j, late, "node-a");
+		jf_fence(&j, late, "done");
+		if (late)
+			usleep(1100 * 1000);
+		test_watched = "-of-00002.json"; /* the done records, opened relative to a kept folder */
+		test_watched_opens = 0;
+		CHECK_INT_EQ(es_jobview_refresh(&v, 0), 0);
+		int opens = test_watched_opens;
+		test_watched = NULL;
+		/* Early: neither record is listed. Late: both are, and read. */
+		CHECK_INT_EQ((int)v.st.counts.done, late ? 2 : 0);
+		CHECK_INT_EQ(opens, late ? 2 : 0);
+		es_jobview_free(&v);
+	}
+}
+
 /* Issue 29: the progress thread hands its view over when stopped (es_progress_stop_view), so
  * that rank 0 ends the job with it instead of reading every shard again; a thread stopped
  * before its first refresh, or none, hands nothing. */
@@ -320,5 +348,6 @@ int main(void)
 	test_bad_clock(test_tmpdir());
 	test_refresh(test_tmpdir());
 	test_progress_hands_view(test_tmpdir());
+	test_init_listings(test_tmpdir());
 	return test_done();
 }
