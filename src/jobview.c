@@ -231,7 +231,7 @@ static int add_attempt(struct es_jobview *r, const char *shard, const char *leaf
 
 /* What es_jobview_refresh keeps between two calls. */
 struct es_jv_cache {
-	unsigned char *seen;           /* es_status_list, per shard */
+	unsigned char *seen;           /* es_status_seen, per shard */
 	unsigned char *attempts_final; /* per shard: its attempts were read while it was final */
 	unsigned char *one_leaf;       /* per shard: its folder held one entry when last listed */
 	/* The listings of state/done, state/failed, state/locks and attempts/ made while
@@ -933,6 +933,38 @@ void es_jobview_free(struct es_jobview *r)
 	memset(r, 0, sizeof(*r));
 }
 
+struct list_job_ctx {
+	const char *job_dir;
+	struct es_strv *v;
+};
+
+/* The state listings (part 0) and the listing of attempts/ (part 1), at once (par.h). */
+static int list_job_part(void *ctx, size_t part, size_t begin, size_t end)
+{
+	struct list_job_ctx *c = ctx;
+	struct es_buf dir = ES_BUF_INIT;
+	(void)begin;
+	(void)end;
+	if (part == 0)
+		return es_status_listings(c->job_dir, c->v);
+	int rc = es_jobpath_join(&dir, c->job_dir, ES_JOB_ATTEMPTS);
+	if (!rc)
+		rc = es_fs_list_dir(dir.data, &c->v[3]);
+	es_buf_free(&dir);
+	return rc;
+}
+
+/* The four listings a refresh starts from, into v: state/done, state/failed, state/locks
+ * (status.h es_status_listings) and attempts/. Nothing to free after an error. */
+static int list_job(const char *job_dir, struct es_strv v[4])
+{
+	struct list_job_ctx c = { job_dir, v };
+	int rc = es_par_run(2, 2, list_job_part, &c);
+	for (int k = 0; rc && k < 4; k++)
+		es_strv_free(&v[k]);
+	return rc;
+}
+
 struct init_ctx {
 	const char *job_dir;
 	struct es_jobview *r;
@@ -947,7 +979,6 @@ struct init_ctx {
 static int init_part(void *ctx, size_t part, size_t begin, size_t end)
 {
 	struct init_ctx *c = ctx;
-	struct es_buf dir = ES_BUF_INIT;
 	(void)begin;
 	(void)end;
 	if (part == 0)
@@ -955,12 +986,10 @@ static int init_part(void *ctx, size_t part, size_t begin, size_t end)
 	es_log_quiet_begin();
 	c->pre_mono = es_time_mono();
 	int rc = es_fs_resolve(c->job_dir, &c->jd);
-	if (!rc && !(rc = es_status_listings(c->jd.data, c->pre)) &&
-	    !(rc = es_jobpath_join(&dir, c->jd.data, ES_JOB_ATTEMPTS)))
-		rc = es_fs_list_dir(dir.data, &c->pre[3]);
+	if (!rc)
+		rc = list_job(c->jd.data, c->pre);
 	es_log_quiet_end();
 	c->pre_rc = rc;
-	es_buf_free(&dir);
 	return 0;
 }
 
@@ -1031,27 +1060,6 @@ static int set_median(struct es_jobview *r)
 /* How long the listings made with the manifest serve the first refresh (es_jv_cache pre). */
 #define ES_JV_PRE_SECS 1.0
 
-struct listings_ctx {
-	struct es_jobview *r;
-	struct es_strv shards; /* the listing of attempts/ */
-};
-
-/* The state listings (part 0) and the listing of attempts/ (part 1), at once (par.h). */
-static int listings_part(void *ctx, size_t part, size_t begin, size_t end)
-{
-	struct listings_ctx *c = ctx;
-	struct es_buf base = ES_BUF_INIT;
-	int rc = 0;
-	(void)begin;
-	(void)end;
-	if (part == 0)
-		return es_status_list(&c->r->m, c->r->cache->seen);
-	if (!(rc = es_jobpath_join(&base, c->r->m.job_dir, ES_JOB_ATTEMPTS)))
-		rc = es_fs_list_dir(base.data, &c->shards);
-	es_buf_free(&base);
-	return rc;
-}
-
 int es_jobview_refresh(struct es_jobview *r, double now)
 {
 	r->now = now > 0 ? now : es_time_epoch();
@@ -1059,27 +1067,28 @@ int es_jobview_refresh(struct es_jobview *r, double now)
 	set_time_range(r);
 	/* The listings first: a shard in none of them is pending without a look at its own names.
 	 * Those made while the manifest was read serve a first refresh that follows at once. */
-	struct listings_ctx lc = { r, ES_STRV_INIT };
 	struct es_jv_cache *c = r->cache;
-	int rc;
-	if (c->have_pre && es_time_mono() - c->pre_mono < ES_JV_PRE_SECS) {
-		rc = es_status_seen(&r->m, c->pre, c->seen);
-		lc.shards = c->pre[3];
-		c->pre[3] = (struct es_strv)ES_STRV_INIT;
-	} else {
-		rc = es_par_run(2, 2, listings_part, &lc);
+	int rc = 0;
+	if (!c->have_pre || es_time_mono() - c->pre_mono >= ES_JV_PRE_SECS) {
+		for (int k = 0; k < 4; k++)
+			es_strv_free(&c->pre[k]);
+		rc = list_job(r->m.job_dir, c->pre);
 	}
-	for (int k = 0; k < 4; k++)
-		es_strv_free(&c->pre[k]);
 	c->have_pre = 0;
+	if (!rc)
+		rc = es_status_seen(&r->m, c->pre, c->seen);
+	struct es_strv shards = c->pre[3];
+	c->pre[3] = (struct es_strv)ES_STRV_INIT;
+	for (int k = 0; k < 3; k++)
+		es_strv_free(&c->pre[k]);
 	r->have_status = 1;
 	es_fs_walk_cache_begin(); /* one walk per folder for the whole refresh (fs.h) */
 	if (!rc)
 		rc = es_status_refresh(&r->m, r->lock_timeout, r->cache->seen, &r->st);
 	if (!rc)
-		rc = refresh_attempts(r, lc.shards);
+		rc = refresh_attempts(r, shards);
 	else
-		es_strv_free(&lc.shards);
+		es_strv_free(&shards);
 	if (!rc)
 		rc = fill_claims(r);
 	if (!rc)

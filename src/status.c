@@ -331,7 +331,7 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 	if ((rc = shard_paths(m, sh->id, done, failed, lock)))
 		return rc;
 
-	/* A name no listing shows is not looked up (es_status_list): a lookup of an absent name is a
+	/* A name no listing shows is not looked up (es_status_seen): a lookup of an absent name is a
 	 * round trip to the server on a distributed file system, three per pending shard. */
 	rc = ES_ENOENT;
 	if (seen & ES_SEEN_DONE) {
@@ -520,18 +520,6 @@ int es_status_seen(const struct es_manifest *m, const struct es_strv v[3], unsig
 {
 	struct list_ctx c = { m, { v[0], v[1], v[2] }, seen, m->job_dir };
 	return es_par_run(m->n_shards, es_par_parts(m->n_shards, ES_STATUS_PART, ES_STATUS_THREADS), seen_part, &c);
-}
-
-int es_status_list(const struct es_manifest *m, unsigned char *seen)
-{
-	struct es_strv v[3];
-	int rc = es_status_listings(m->job_dir, v);
-	if (rc)
-		return rc;
-	rc = es_status_seen(m, v, seen);
-	for (int k = 0; k < 3; k++)
-		es_strv_free(&v[k]);
-	return rc;
 }
 
 static void shard_free(struct es_shard_status *r)

@@ -170,22 +170,20 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 /*
  * What the listings of state/done, state/failed and state/locks show of each shard, one byte
  * per shard in seen (m->n_shards of them): ES_SEEN_DONE, ES_SEEN_FAILED, ES_SEEN_LOCK. Three
- * folder reads however many shards there are, on three threads at once (par.h: each listing
- * and its sort take a tenth of a second at 100,000 shards), the names then matched on the
- * status's threads. A listing can be stale on a client that caches metadata, as a lookup can:
- * a view (status, progress) may use it, nothing that decides work (worker, merge, verify)
- * does.
+ * folder reads however many shards there are. es_status_listings makes them for job_dir
+ * (resolved) into v, on three threads at once (par.h: each listing and its sort take a tenth
+ * of a second at 100,000 shards; the caller frees v, nothing to free after an error);
+ * es_status_seen matches m's shards against them on the status's threads. A listing can be
+ * stale on a client that caches metadata, as a lookup can: a view (status, progress) may use
+ * it, nothing that decides work (worker, merge, verify) does.
  */
 enum { ES_SEEN_DONE = 1, ES_SEEN_FAILED = 2, ES_SEEN_LOCK = 4, ES_SEEN_ALL = 7 };
-int es_status_list(const struct es_manifest *m, unsigned char *seen);
-/* es_status_list in two steps: the three listings of job_dir (resolved) into v (freed by the
- * caller; nothing to free after an error), then the flags of m's shards from them. */
 int es_status_listings(const char *job_dir, struct es_strv v[3]);
 int es_status_seen(const struct es_manifest *m, const struct es_strv v[3], unsigned char *seen);
 
 /*
  * es_status_collect that reads only what can have changed. out holds the last result (or is
- * zeroed: then every shard is read). seen (es_status_list, or NULL: look every name up) says
+ * zeroed: then every shard is read). seen (es_status_seen, or NULL: look every name up) says
  * which per-shard names exist: a shard in no listing is pending without any per-shard call. A
  * shard that out holds as final (done with a record merge accepts, or failed) and that the
  * listings still show so is kept as it is; every other one is read again, on out->threads
