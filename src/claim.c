@@ -397,7 +397,7 @@ size_t es_claim_unknown(const struct es_claimer *c)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < c->m->n_shards; i++)
-		n += !c->obs[i].terminal && !c->obs[i].listed_done;
+		n += !c->obs[i].terminal && !c->obs[i].listed_done && !es_claim_trusts_running(c, i);
 	return n;
 }
 

@@ -84,7 +84,8 @@ int es_claim_known(const struct es_claimer *c, size_t i);
 int es_claim_learn_done(struct es_claimer *c);
 /* Shard i is known done from a listing only (its fence not seen). */
 int es_claim_listed_only(const struct es_claimer *c, size_t i);
-/* The shards this claimer knows neither terminal nor listed done (their locks are read). */
+/* The shards whose locks es_claim_try reads: known neither terminal nor listed done, nor
+ * trusted running (trust_running_secs). */
 size_t es_claim_unknown(const struct es_claimer *c);
 
 int es_claimer_init(struct es_claimer *c, const struct es_manifest *m, const struct es_policy *p);

@@ -5,6 +5,8 @@
 # never seen, so a job's requests per shard grew with the ranks). Four ranks, 48 shards: each
 # rank's claims are mostly its own shards, rank 1 (traced) reads few of its peers' locks, and
 # the job is still done exactly once; a rank that finds its own shards gone takes the others'.
+# With a lease of 4 s, the passes that try every shard once per quarter lease list state/done
+# instead of reading the locks of every shard the peers finished since the last one.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/ranks.sh"
 ranks_setup
@@ -87,6 +89,53 @@ echo "  rank 1: $claims claims of its own shards, $reads reads of its peers' loc
 [ "$claims" -ge 6 ] || fail "rank 1 claimed only $claims of its own shards"
 [ "$reads" -le 3 ] || fail "rank 1 read $reads of its peers' locks while it claimed its own shards (expected at most 3)"
 pass "rank 1 claimed $claims of its own shards and read $reads of its peers' locks meanwhile"
+
+# The pass that tries every shard once per quarter lease (a lease of 4 s here: every second)
+# learns the shards its peers finished from one listing of state/done instead of reading their
+# locks: over 160 shards, rank 1 reads its peers' running locks in each such pass (three, or a
+# few more), not every lock of the shards they finished since its last one (before: about 90;
+# at a file server each a lookup of a name its client never saw).
+python3 - "$T/in2.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w", encoding="utf-8") as f:
+    for i in range(160):
+        f.write(json.dumps({"id": i, "text": "row %d" % i}) + "\n")
+PY
+printf '#!/bin/sh\nsleep 0.2\ncp "$1" "$2"\n' >"$T/proc2.sh"
+chmod +x "$T/proc2.sh"
+sed -i "s|$T/rank1.trace|$T/rank1-lease.trace|" "$T/trace.sh"
+ranks_reset
+run_expect 0 timeout 300 "$MPIRUN" --oversubscribe -np 4 "$T/rank.sh" "$T/trace.sh" "$BIN" run \
+  --config "$T/recipe.yaml" --dataset-path "$T/in2.jsonl" --num-shards 160 --process-cmd "$T/proc2.sh {input} {output}" \
+  --job-dir "$T/job2" --output "$T/out2.jsonl" --no-backup --lease-secs 4 --heartbeat-secs 1
+ranks_expect 4 0
+exactly_once "$T/job2" --fence || fail "the job of 160 shards was not done exactly once"
+[ -s "$T/rank1-lease.trace" ] || fail "rank 1 left no trace"
+read -r claims reads listings <<<"$(python3 - "$T/rank1-lease.trace" <<'PY'
+import re, sys
+lock = re.compile(r'"(?:[^"]*/state/locks/)?part-(\d+)-of-00160\.lock", ([A-Z_|]+)')
+done = re.compile(r'"(?:[^"]*/)?state/done", [A-Z_|]*O_DIRECTORY')
+events = []
+for l in open(sys.argv[1]).read().splitlines():
+    m = lock.search(l)
+    if m:
+        events.append(("lock", int(m.group(1)), "O_CREAT" in m.group(2), m.group(2).startswith("O_RDONLY")))
+    elif done.search(l):
+        events.append(("list", -1, False, False))
+# Up to the create of rank 1's last own lock: the own phase, before the tail.
+last = max((n for n, (k, i, create, _) in enumerate(events) if k == "lock" and create and i % 4 == 1), default=-1)
+own = events[:last + 1]
+print(sum(1 for k, i, create, _ in own if k == "lock" and create and i % 4 == 1),
+      sum(1 for k, i, _, ro in own if k == "lock" and ro and i % 4 != 1),
+      sum(1 for e in own if e[0] == "list"))
+PY
+)"
+echo "  rank 1, lease 4 s: $claims claims of its own shards, $reads reads of its peers' locks, $listings listings of state/done meanwhile"
+[ "$claims" -ge 20 ] || fail "rank 1 claimed only $claims of its own 40 shards"
+[ "$listings" -ge 2 ] || fail "rank 1 listed state/done $listings times in its passes of every quarter lease (expected at least 2)"
+[ "$reads" -le $((6 * (listings + 1))) ] ||
+  fail "rank 1 read $reads of its peers' locks in $listings passes that listed state/done (expected at most 6 a pass)"
+pass "passes of every quarter lease list state/done: $reads peers' locks read in $listings passes"
 
 # The slow shard's rank had its own shards taken by the others once theirs were gone.
 python3 - "$T/job/state/events" <<'PY' || fail "no rank took another's shard at the end"

@@ -1218,11 +1218,13 @@ static void test_trust_running(void)
 	CHECK_INT_EQ(es_claim_trusts_running(&b, 0), 0); /* never seen: read */
 	CHECK_INT_EQ(es_claim_try(&b, 0), ES_CLAIM_NONE);
 	CHECK_INT_EQ(es_claim_trusts_running(&b, 0), 1);
+	CHECK_INT_EQ(es_claim_unknown(&b), 1); /* shard 1: a pass reads its lock, not shard 0's */
 	/* Released: the trusting claimer does not look; without the trust it claims. */
 	CHECK_INT_EQ(es_claim_release(&a, 0, a.token), 0);
 	CHECK_INT_EQ(es_claim_try(&b, 0), ES_CLAIM_NONE);
 	b.trust_running_secs = 0;
 	CHECK_INT_EQ(es_claim_trusts_running(&b, 0), 0);
+	CHECK_INT_EQ(es_claim_unknown(&b), 2);
 	CHECK_INT_EQ(es_claim_try(&b, 0), ES_CLAIM_OK);
 	/* b goes silent (no heartbeat): c trusts what it saw for at most a lease of its own
 	 * observation, then reads and takes the lock over, as an observer without trust does. */
