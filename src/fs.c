@@ -1447,21 +1447,44 @@ int es_fs_check_output(const char *output, const char *job_dir, const char *own,
 	return rc;
 }
 
+/* getdents64 on the descriptor itself, not opendir: opendir costs a fstat and a 32 KiB buffer
+ * from the heap, and status lists one folder per shard (100,000 at once). */
 int es_fs_list_dir(const char *path, struct es_strv *out)
 {
-	DIR *d = opendir(path);
-	if (!d)
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
 		return errno == ENOENT || errno == ENOTDIR ? 0 : es_error_errno(ES_EIO, "cannot read folder '%s'", path);
-	struct dirent *e;
+	/* Aligned for the records' 64-bit fields. */
+	union {
+		char b[32768];
+		struct dirent64 d;
+	} buf;
 	int rc = 0;
-	while (!rc && (e = readdir(d)) != NULL)
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			rc = es_strv_push(out, strdup(e->d_name));
-	closedir(d);
-	if (rc)
-		return es_error(ES_ENOMEM, "out of memory listing folder '%s'", path);
-	es_strv_sort_unique(out);
-	return 0;
+	for (;;) {
+		ssize_t n = getdents64(fd, buf.b, sizeof(buf.b));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = es_error_errno(ES_EIO, "cannot read folder '%s'", path);
+			break;
+		}
+		if (n == 0)
+			break;
+		for (ssize_t off = 0; !rc && off < n;) {
+			const struct dirent64 *e = (const struct dirent64 *)(buf.b + off);
+			off += e->d_reclen;
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				rc = es_strv_push(out, strdup(e->d_name));
+		}
+		if (rc) {
+			rc = es_error(ES_ENOMEM, "out of memory listing folder '%s'", path);
+			break;
+		}
+	}
+	close(fd);
+	if (!rc)
+		es_strv_sort_unique(out);
+	return rc;
 }
 
 int es_fs_copy_file(const char *src, const char *dst)
