@@ -333,6 +333,7 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 
 	/* A name no listing shows is not looked up (es_status_seen): a lookup of an absent name is a
 	 * round trip to the server on a distributed file system, three per pending shard. */
+again:
 	rc = ES_ENOENT;
 	if (seen & ES_SEEN_DONE) {
 		es_log_quiet_begin();
@@ -399,6 +400,14 @@ static int collect_one(const struct es_manifest *m, const struct es_shard *sh, d
 		return 0;
 	}
 	r->state = lock_state(m, &li, timeout, &r->lock_age_secs);
+	if (li.terminal && (seen & (ES_SEEN_DONE | ES_SEEN_FAILED)) != (ES_SEEN_DONE | ES_SEEN_FAILED)) {
+		/* A fence whose record the listings did not show: the shard was published between
+		 * the listing and this read (the record comes before the fence), or a caching
+		 * client's listing lags. Its record is looked for, once, rather than reported
+		 * missing: a --watch of a job ending then ended on a bad record that was there. */
+		seen |= ES_SEEN_DONE | ES_SEEN_FAILED;
+		goto again;
+	}
 	if (!li.readable || li.terminal) {
 		/* A fence whose record this client cannot see (and that has no copy of it): the
 		 * state is known, the record's details are not, and merge could not use it. */

@@ -354,6 +354,23 @@ static void test_fences(void)
 	CHECK_INT_EQ(s.shards[3].state, ES_SHARD_FAILED);
 	CHECK(s.shards[3].metadata_error);
 	es_status_free(&s);
+	/* Listings made before shards 0 and 2 were published (they show the locks only), read
+	 * after their fences: the records are looked for, not reported missing (a --watch of a
+	 * job ending ended on such a "bad done record"). */
+	unsigned char seen[4] = { ES_SEEN_LOCK, ES_SEEN_LOCK, ES_SEEN_LOCK, ES_SEEN_LOCK };
+	struct es_status s2;
+	memset(&s2, 0, sizeof(s2));
+	CHECK_INT_EQ(es_status_refresh(&m, 0, seen, &s2), 0);
+	CHECK_INT_EQ(s2.shards[0].state, ES_SHARD_DONE);
+	CHECK(!s2.shards[0].metadata_error && !s2.shards[0].record_error);
+	CHECK_STR_EQ(s2.shards[0].owner, "node-a");
+	CHECK_INT_EQ(s2.shards[2].state, ES_SHARD_FAILED);
+	CHECK(!s2.shards[2].metadata_error);
+	CHECK_STR_EQ(s2.shards[2].error, "boom");
+	CHECK(s2.shards[1].metadata_error && s2.shards[3].metadata_error); /* still out of sight */
+	CHECK_INT_EQ(s2.counts.done, 2);
+	CHECK(!s2.complete);
+	es_status_free(&s2);
 	es_manifest_free(&m);
 }
 
