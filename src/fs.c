@@ -1464,11 +1464,9 @@ int es_fs_list_dir(const char *path, struct es_strv *out)
 		ssize_t n = getdents64(fd, buf.b, sizeof(buf.b));
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0) {
-			rc = es_error_errno(ES_EIO, "cannot read folder '%s'", path);
-			break;
-		}
-		if (n == 0)
+		/* An error ends the listing with the names read so far, as the readdir() loop did
+		 * before: a listing only ever says where to look (fs.h), never that work exists. */
+		if (n <= 0)
 			break;
 		for (ssize_t off = 0; !rc && off < n;) {
 			const struct dirent64 *e = (const struct dirent64 *)(buf.b + off);
