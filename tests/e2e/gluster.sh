@@ -81,9 +81,15 @@ gluster_setup() {
   [ -c /dev/fuse ] || fail "/dev/fuse is missing: the GlusterFS client needs FUSE"
   GLUSTER_SERVER=$(hostname)
   getent hosts "$GLUSTER_SERVER" >/dev/null || fail "this machine's name $GLUSTER_SERVER does not resolve: glusterd needs it"
-  # One glusterd serves every test; it stays for the next ones (as a server would).
+  # One glusterd serves every test; it stays for the next ones (as a server would). Tests start
+  # side by side (ctest -j): a second glusterd started while the first is coming up exits 1, so
+  # the start is serialised by a lock (not inherited by the daemon, which would hold it), and a
+  # failed start is no failure when one is running.
   if ! pgrep -x glusterd >/dev/null; then
-    glusterd || fail "glusterd did not start"
+    (
+      flock 9
+      pgrep -x glusterd >/dev/null || glusterd 9>&- || pgrep -x glusterd >/dev/null
+    ) 9>/tmp/eshard-test-glusterd.lock || fail "glusterd did not start"
   fi
   wait_for 30 gluster_cli volume list >/dev/null
   mkdir -p "$T/gluster/brick" "$T/gluster/pids" "$T/mnt"
