@@ -1,4 +1,5 @@
 #include "eshard/fs.h"
+#include "eshard/clock.h"
 #include "eshard/crash.h"
 #include "eshard/log.h"
 #include "eshard/proc.h"
@@ -1447,13 +1448,11 @@ int es_fs_check_output(const char *output, const char *job_dir, const char *own,
 	return rc;
 }
 
-/* getdents64 on the descriptor itself, not opendir: opendir costs a fstat and a 32 KiB buffer
+/* The names of the open folder fd (path, for the error) into out, sorted; fd stays open.
+ * getdents64 on the descriptor itself, not opendir: opendir costs a fstat and a 32 KiB buffer
  * from the heap, and status lists one folder per shard (100,000 at once). */
-int es_fs_list_dir(const char *path, struct es_strv *out)
+static int list_fd(int fd, const char *path, struct es_strv *out)
 {
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT || errno == ENOTDIR ? 0 : es_error_errno(ES_EIO, "cannot read folder '%s'", path);
 	/* Aligned for the records' 64-bit fields. */
 	union {
 		char b[32768];
@@ -1479,9 +1478,81 @@ int es_fs_list_dir(const char *path, struct es_strv *out)
 			break;
 		}
 	}
-	close(fd);
 	if (!rc)
 		es_strv_sort_unique(out);
+	return rc;
+}
+
+int es_fs_list_dir(const char *path, struct es_strv *out)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : es_error_errno(ES_EIO, "cannot read folder '%s'", path);
+	int rc = list_fd(fd, path, out);
+	close(fd);
+	return rc;
+}
+
+static void stamp_take(struct es_fs_dirstamp *s, const struct stat *st)
+{
+	s->dev = st->st_dev;
+	s->ino = st->st_ino;
+	s->size = st->st_size;
+	s->nlink = st->st_nlink;
+	s->mtime = st->st_mtim;
+	s->ctime = st->st_ctim;
+}
+
+static int stamp_same(const struct es_fs_dirstamp *s, const struct stat *st)
+{
+	return s->dev == st->st_dev && s->ino == st->st_ino && s->size == st->st_size && s->nlink == st->st_nlink &&
+	       s->mtime.tv_sec == st->st_mtim.tv_sec && s->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+	       s->ctime.tv_sec == st->st_ctim.tv_sec && s->ctime.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+static int stamp_same_stat(const struct stat *a, const struct stat *b)
+{
+	struct es_fs_dirstamp s;
+	stamp_take(&s, a);
+	return stamp_same(&s, b);
+}
+
+/* A folder's times change with every entry made, renamed or removed in it, but only as finely
+ * as the file system's clock ticks (a few ms on a local disk, a second on some servers): an
+ * entry made in the tick of the listing leaves the same times. So a stamp is trusted once a
+ * listing that began settle_secs after it was first seen found it unchanged: that listing saw
+ * every entry of that tick. */
+int es_fs_list_dir_if_changed(const char *path, struct es_fs_dirstamp *stamp, double settle_secs,
+			      struct es_strv *out, int *listed)
+{
+	*listed = 1;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		stamp->valid = 0;
+		return errno == ENOENT || errno == ENOTDIR ? 0 : es_error_errno(ES_EIO, "cannot read folder '%s'", path);
+	}
+	struct stat before, after;
+	int have = fstat(fd, &before) == 0;
+	double mono = es_time_mono();
+	if (have && stamp->valid && stamp_same(stamp, &before) && stamp->confirmed) {
+		close(fd);
+		*listed = 0;
+		return 0;
+	}
+	int rc = list_fd(fd, path, out);
+	int same_after = !rc && have && fstat(fd, &after) == 0 && stamp_same_stat(&before, &after);
+	close(fd);
+	if (!same_after) {
+		stamp->valid = 0; /* changed while listed (or no stat): list again next time */
+	} else if (stamp->valid && stamp_same(stamp, &before)) {
+		if (mono - stamp->first_mono >= settle_secs)
+			stamp->confirmed = 1;
+	} else {
+		stamp_take(stamp, &before);
+		stamp->valid = 1;
+		stamp->confirmed = 0;
+		stamp->first_mono = mono;
+	}
 	return rc;
 }
 

@@ -240,6 +240,10 @@ struct es_jv_cache {
 	struct es_strv pre[4];
 	int have_pre;
 	double pre_mono;
+	/* The last listing of each of the four folders that its stamp holds, for the refreshes that
+	 * find the folder unchanged (es_fs_list_dir_if_changed): a job's tail lists nothing. */
+	struct es_fs_dirstamp stamp[4];
+	struct es_strv kept[4];
 	struct es_strv ev_files;       /* the event logs taken, sorted */
 	int64_t *ev_off;               /* of each, the bytes taken: up to its last newline */
 	size_t ev_bad_times;           /* times of the events taken that were ignored */
@@ -915,8 +919,10 @@ void es_jobview_free(struct es_jobview *r)
 		free(r->cache->seen);
 		free(r->cache->attempts_final);
 		free(r->cache->one_leaf);
-		for (int k = 0; k < 4; k++)
+		for (int k = 0; k < 4; k++) {
 			es_strv_free(&r->cache->pre[k]);
+			es_strv_free(&r->cache->kept[k]);
+		}
 		es_strv_free(&r->cache->ev_files);
 		free(r->cache->ev_off);
 		free(r->cache);
@@ -960,6 +966,61 @@ static int list_job(const char *job_dir, struct es_strv v[4])
 {
 	struct list_job_ctx c = { job_dir, v };
 	int rc = es_par_run(2, 2, list_job_part, &c);
+	for (int k = 0; rc && k < 4; k++)
+		es_strv_free(&v[k]);
+	return rc;
+}
+
+/* A copy of a into out (reset first). */
+static int strv_copy(const struct es_strv *a, struct es_strv *out)
+{
+	es_strv_free(out);
+	for (size_t i = 0; i < a->n; i++)
+		if (es_strv_push(out, strdup(a->v[i])))
+			return oom("a listing");
+	return 0;
+}
+
+/* Seconds after a folder's stamp is first seen that the listing which confirms it begins
+ * (es_fs_list_dir_if_changed): far longer than any file system's tick of folder times. */
+#define ES_JV_SETTLE_SECS 2.0
+
+struct kept_ctx {
+	const char *job_dir;
+	struct es_jv_cache *c;
+	struct es_strv *v;
+};
+
+/* Folder k of list_job's four, listed unless its stamp says it is as last listed. */
+static int kept_part(void *ctx, size_t part, size_t begin, size_t end)
+{
+	static const char *const dirs[4] = { ES_JOB_DONE, ES_JOB_FAILED, ES_JOB_LOCKS, ES_JOB_ATTEMPTS };
+	struct kept_ctx *x = ctx;
+	struct es_buf p = ES_BUF_INIT;
+	int rc = 0;
+	(void)part;
+	for (size_t k = begin; !rc && k < end; k++) {
+		int listed = 1;
+		if (!(rc = es_jobpath_join(&p, x->job_dir, dirs[k])))
+			rc = es_fs_list_dir_if_changed(p.data, &x->c->stamp[k], ES_JV_SETTLE_SECS, &x->v[k], &listed);
+		if (!rc && !listed)
+			rc = strv_copy(&x->c->kept[k], &x->v[k]);
+		else if (!rc && x->c->stamp[k].valid)
+			rc = strv_copy(&x->v[k], &x->c->kept[k]);
+		else
+			es_strv_free(&x->c->kept[k]);
+		if (rc)
+			x->c->stamp[k].valid = 0;
+	}
+	es_buf_free(&p);
+	return rc;
+}
+
+/* list_job for a refresh: a folder unchanged since its last listing is not listed again. */
+static int list_job_kept(const char *job_dir, struct es_jv_cache *c, struct es_strv v[4])
+{
+	struct kept_ctx x = { job_dir, c, v };
+	int rc = es_par_run(4, 4, kept_part, &x);
 	for (int k = 0; rc && k < 4; k++)
 		es_strv_free(&v[k]);
 	return rc;
@@ -1072,7 +1133,7 @@ int es_jobview_refresh(struct es_jobview *r, double now)
 	if (!c->have_pre || es_time_mono() - c->pre_mono >= ES_JV_PRE_SECS) {
 		for (int k = 0; k < 4; k++)
 			es_strv_free(&c->pre[k]);
-		rc = list_job(r->m.job_dir, c->pre);
+		rc = list_job_kept(r->m.job_dir, c, c->pre);
 	}
 	c->have_pre = 0;
 	if (!rc)

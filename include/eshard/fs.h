@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "eshard/buf.h"
 
@@ -233,6 +234,28 @@ int es_fs_exists(const char *path);
  * view of many shards reads instead of one lookup per shard. A listing can be as stale as a
  * lookup on a client that caches metadata, so nothing but a view may decide from it. */
 int es_fs_list_dir(const char *path, struct es_strv *out);
+/* What es_fs_list_dir_if_changed keeps of a folder between two calls (zeroed: nothing yet). */
+struct es_fs_dirstamp {
+	int valid;      /* the folder's identity, size, link count and times, as last listed */
+	int confirmed;  /* a listing settle_secs after they were first seen found them the same */
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	nlink_t nlink;
+	struct timespec mtime, ctime;
+	double first_mono; /* when they were first seen (es_time_mono) */
+};
+/* es_fs_list_dir for a reader that lists the same folder again and again (a kept view): *listed
+ * 0 when the folder's stat (taken on the folder opened, which an NFS client revalidates) is
+ * the one of a confirmed stamp: no entry was made, renamed or removed since the last listing,
+ * and out is left as it is (the caller keeps that listing); else *listed 1 and the names
+ * appended to out, as es_fs_list_dir. A listing that its folder's stat is the same before and
+ * after records the stamp; it is confirmed by a listing that begins settle_secs or more after
+ * the stamp was first seen and finds it unchanged (a folder's times tick coarsely: an entry
+ * made in the tick of a listing keeps them; fs.c). As fresh as the client's attributes of the
+ * folder: a view may use it, nothing that decides. */
+int es_fs_list_dir_if_changed(const char *path, struct es_fs_dirstamp *stamp, double settle_secs,
+			      struct es_strv *out, int *listed);
 /* Copy a file byte for byte with its mode and times (like cp -p); dst is fsynced. */
 int es_fs_copy_file(const char *src, const char *dst);
 /* Write all bytes to fd (retrying short writes and EINTR). */

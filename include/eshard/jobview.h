@@ -139,8 +139,9 @@ void es_jobview_free(struct es_jobview *v);
  * line, status --watch): es_jobview_init reads the manifest (and, on a second thread at once,
  * makes the listings below: a first refresh that comes within a second of their start uses
  * them), each es_jobview_refresh what changed, and es_jobview_load is the two at once. A
- * refresh costs the listings of state/done,
- * state/failed, state/locks, attempts/ and state/events, plus what they show changed: the
+ * refresh costs the listings of state/done, state/failed, state/locks and attempts/ that
+ * changed since the last one (a stat of each folder otherwise: fs.h
+ * es_fs_list_dir_if_changed), the listing of state/events, plus what they show changed: the
  * records and locks of the shards not final yet (es_status_refresh: a done or failed shard is
  * read once), the attempt folders of those shards (a final shard's, none of which says it
  * runs, once), and each event log's new bytes (a stat, then a read from where the last one

@@ -2,14 +2,15 @@
 """Make a prepared job finished as workers leave it, without running a shard (the benchmarks'
 large finished jobs: running 100,000 shards through workers takes an hour).
 
-    finish_job.py JOB [--results]
+    finish_job.py JOB [--results] [--limit K]
 
 For every shard of JOB's manifest that has no done record yet: a done record (state/done/<id>.json) and its done fence
 (state/locks/<id>.lock, holding a copy of the record), as docs/job-folder.md describes them.
 With --results, also the attempt folder attempts/<id>/0001-<token>/ with its attempt.json and
 its result (the shard's input, copied), and the record's sha256 and size_bytes: a job that
 status and merge accept. Without it, the records name results that are not there (what
-tests/bench/scale.sh's idle tail has always used).
+tests/bench/scale.sh's idle tail has always used). With --limit K, only the first K such shards
+in the manifest's order (a job finished but for its last shards, which a later call finishes).
 """
 import datetime
 import hashlib
@@ -21,15 +22,27 @@ import time
 
 
 def main():
-    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] != "--results"):
-        sys.exit("usage: finish_job.py JOB [--results]")
-    job, results = sys.argv[1], len(sys.argv) == 3
+    usage = "usage: finish_job.py JOB [--results] [--limit K]"
+    args, results, limit = sys.argv[2:], False, -1
+    while args:
+        if args[0] == "--results":
+            results, args = True, args[1:]
+        elif args[0] == "--limit" and len(args) > 1 and args[1].isdigit():
+            limit, args = int(args[1]), args[2:]
+        else:
+            sys.exit(usage)
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+        sys.exit(usage)
+    job = sys.argv[1]
     iso = datetime.datetime.now(datetime.timezone.utc).isoformat()
     host = "bench" if results else "bench-done"
     for s in json.load(open(os.path.join(job, "manifest.json")))["shards"]:
         sid, tok = s["id"], secrets.token_hex(16)
         if os.path.exists(os.path.join(job, "state", "done", sid + ".json")):
             continue  # a worker finished it: it stays as the worker left it
+        if limit == 0:
+            break
+        limit -= 1
         rel = "attempts/%s/0001-%s" % (sid, tok)
         rec = {"attempt_number": 1, "completed_at": iso, "hostname": host, "output_path": rel + "/processed.jsonl",
                "rows": s["rows"], "shard_id": sid, "status": "done", "token": tok}

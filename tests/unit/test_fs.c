@@ -426,10 +426,108 @@ static void test_read_in_one_call(const char *t)
 	es_buf_free(&b);
 }
 
+/* Names of a listing, joined with spaces, into out. */
+static void joined(const struct es_strv *v, char *out, size_t n)
+{
+	out[0] = 0;
+	for (size_t i = 0; i < v->n; i++)
+		snprintf(out + strlen(out), n - strlen(out), "%s%s", i ? " " : "", v->v[i]);
+}
+
+/* es_fs_list_dir_if_changed: a folder is listed until a listing settle_secs after its stamp was
+ * first seen confirms it, then not again until an entry is made, renamed or removed there. A
+ * pause of 20 ms before each change puts it in a later tick of the folder's times. */
+static void test_list_if_changed(const char *t)
+{
+	char d[4096], f[8300], g[8300], names[256];
+	struct es_fs_dirstamp st = { 0 };
+	struct es_strv v = ES_STRV_INIT;
+	int listed = -1;
+	struct timespec pause = { 0, 20 * 1000 * 1000 };
+	snprintf(d, sizeof(d), "%s/lic", t);
+	/* A missing folder: listed, empty, no stamp. */
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+	CHECK_INT_EQ(listed, 1);
+	CHECK_INT_EQ(v.n, 0);
+	CHECK_INT_EQ(st.valid, 0);
+	CHECK_INT_EQ(es_fs_mkdirs(d, 0755), 0);
+	snprintf(f, sizeof(f), "%s/a", d);
+	CHECK_INT_EQ(es_fs_write_atomic(f, "a", 1), 0);
+	nanosleep(&pause, NULL);
+	/* First sight: listed, stamp taken, not confirmed. */
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+	CHECK_INT_EQ(listed, 1);
+	joined(&v, names, sizeof(names));
+	CHECK_STR_EQ(names, "a");
+	CHECK(st.valid && !st.confirmed);
+	/* A settle time not passed yet: listed again, still not confirmed. */
+	es_strv_free(&v);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 3600, &v, &listed), 0);
+	CHECK_INT_EQ(listed, 1);
+	CHECK_INT_EQ(v.n, 1);
+	CHECK(st.valid && !st.confirmed);
+	/* Passed (0 s): this listing confirms it; the next one is not made. */
+	es_strv_free(&v);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+	CHECK_INT_EQ(listed, 1);
+	CHECK(st.valid && st.confirmed);
+	es_strv_free(&v);
+	CHECK_INT_EQ(es_strv_push(&v, strdup("kept")), 0);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+	CHECK_INT_EQ(listed, 0);
+	joined(&v, names, sizeof(names));
+	CHECK_STR_EQ(names, "kept"); /* out untouched */
+	/* A content change of an entry in place is no change of the folder. */
+	CHECK_INT_EQ(truncate(f, 0), 0);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+	CHECK_INT_EQ(listed, 0);
+	/* An entry made, renamed, removed: each one listed (and confirmed again after). */
+	const char *want[3] = { "a b", "a c", "c" };
+	for (int step = 0; step < 3; step++) {
+		nanosleep(&pause, NULL);
+		snprintf(g, sizeof(g), "%s/%s", d, step == 0 ? "b" : "c");
+		if (step == 0)
+			CHECK_INT_EQ(es_fs_write_atomic(g, "b", 1), 0);
+		else if (step == 1) {
+			snprintf(f, sizeof(f), "%s/b", d);
+			CHECK_INT_EQ(rename(f, g), 0);
+		} else {
+			snprintf(f, sizeof(f), "%s/a", d);
+			CHECK_INT_EQ(unlink(f), 0);
+		}
+		es_strv_free(&v);
+		CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+		CHECK_INT_EQ(listed, 1);
+		joined(&v, names, sizeof(names));
+		CHECK_STR_EQ(names, want[step]);
+		CHECK(st.valid && !st.confirmed);
+		es_strv_free(&v);
+		CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+		CHECK_INT_EQ(listed, 1);
+		CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+		CHECK_INT_EQ(listed, 0);
+	}
+	/* The folder replaced by another of the same name: listed. */
+	snprintf(f, sizeof(f), "%s/lic2", t);
+	CHECK_INT_EQ(es_fs_mkdirs(f, 0755), 0);
+	snprintf(g, sizeof(g), "%s/lic2/n", t);
+	CHECK_INT_EQ(es_fs_write_atomic(g, "n", 1), 0);
+	snprintf(g, sizeof(g), "%s/lic-old", t);
+	CHECK_INT_EQ(rename(d, g), 0);
+	CHECK_INT_EQ(rename(f, d), 0);
+	es_strv_free(&v);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+	CHECK_INT_EQ(listed, 1);
+	joined(&v, names, sizeof(names));
+	CHECK_STR_EQ(names, "n");
+	es_strv_free(&v);
+}
+
 int main(void)
 {
 	char *t = test_tmpdir();
 	char p[4096], q[4096];
+	test_list_if_changed(t);
 	test_walk_cache(t);
 	test_walk_cache_writes(t);
 	test_read_in_one_call(t);

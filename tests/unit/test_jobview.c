@@ -280,6 +280,45 @@ static void test_init_listings(const char *T)
 	}
 }
 
+/* Issue 29: a kept view lists a folder again only when it changed: once a listing two seconds
+ * after the folder's stamp was first seen confirmed it (fs.h es_fs_list_dir_if_changed), a
+ * refresh of a job where nothing changed lists none of the four folders; a record made after
+ * is listed and read at the next refresh, and the view equals a fresh load. */
+static void test_unchanged_not_listed(const char *T)
+{
+	int rows[] = { 3, 4, 5 };
+	struct jf j;
+	struct es_jobview v;
+	jf_make(&j, T, "quiet", 3, rows, NULL);
+	jf_done(&j, 0, "node-a");
+	jf_fence(&j, 0, "done");
+	if (!CHECK_INT_EQ(es_jobview_init(j.dir, 0, &v), 0))
+		return;
+	CHECK_INT_EQ(es_jobview_refresh(&v, 0), 0); /* init's listings */
+	CHECK_INT_EQ(es_jobview_refresh(&v, 0), 0); /* the stamps first seen */
+	usleep(2100 * 1000);
+	CHECK_INT_EQ(es_jobview_refresh(&v, 0), 0); /* confirmed */
+	static const char *const dirs[] = { "/state/done", "/state/failed", "/state/locks", "/attempts" };
+	for (int k = 0; k < 4; k++) {
+		test_watched = dirs[k];
+		test_watched_lists = 0;
+		CHECK_INT_EQ(es_jobview_refresh(&v, 0), 0);
+		if (!CHECK_INT_EQ(test_watched_lists, 0))
+			fprintf(stderr, "  %s listed again unchanged\n", dirs[k]);
+	}
+	CHECK_INT_EQ((int)v.st.counts.done, 1);
+	jf_done(&j, 1, "node-b");
+	jf_fence(&j, 1, "done");
+	test_watched = "/state/done";
+	test_watched_lists = 0;
+	CHECK_INT_EQ(es_jobview_refresh(&v, 0), 0);
+	CHECK(test_watched_lists > 0);
+	test_watched = NULL;
+	CHECK_INT_EQ((int)v.st.counts.done, 2);
+	check_same(&v, j.dir, 0, "a record made after the stamps were confirmed");
+	es_jobview_free(&v);
+}
+
 /* Issue 29: the progress thread hands its view over when stopped (es_progress_stop_view), so
  * that rank 0 ends the job with it instead of reading every shard again; a thread stopped
  * before its first refresh, or none, hands nothing. */
@@ -349,5 +388,6 @@ int main(void)
 	test_refresh(test_tmpdir());
 	test_progress_hands_view(test_tmpdir());
 	test_init_listings(test_tmpdir());
+	test_unchanged_not_listed(test_tmpdir());
 	return test_done();
 }

@@ -45,6 +45,8 @@ uint64_t test_rand(void);
  * the library linked into it, so a test can count what a call reads (issue 29). */
 extern const char *test_watched;
 extern int test_watched_opens;
+/* The getdents64 calls (fs.c's listings) on a folder whose path holds test_watched. */
+extern int test_watched_lists;
 
 /* A temporary's token (fs.h es_fs_temp_token) whose maker is gone: this host's, with the pid of
  * a child that has exited (es_fs_temp_owner says ES_TEMP_GONE). */
