@@ -51,7 +51,11 @@
 # is timed (the same way) before any work, after one `worker --max-shards K` (--partial,
 # default 200) finished K shards, and once the rest is made finished through one client
 # (tests/bench/finish_job.py --results: what status reads most, every shard's record, attempt
-# folder and result).
+# folder and result). On the way, with all but 40 shards finished, a kept view follows the job
+# as rank 0's progress line does (`status --watch --interval 10` through a client of its own):
+# its requests a second while nothing changes (2 x --window), then its requests to catch up
+# with the last 40 shards, finished while it was stopped (--window), against the issue's rank
+# 0 following (5 per finished shard + 10 a second).
 # --compare-bin PATH (or ESHARD_BENCH_COMPARE_BIN): every `status` figure is taken a second time
 # with that binary (another build, say the one before a change), on the same job right after,
 # each through a new client of its own: a pair from one run, on the same machine load.
@@ -187,6 +191,15 @@ parts = [(k, float(v) / secs) for k, v in (f.split("=") for f in sys.argv[3].spl
 print("%.1f %s (%.1f s)" % (tot / secs, " ".join("%s=%.1f" % p for p in parts), secs))' "$tot" "$secs" "$fops"
 }
 calc() { python3 -c "print('%.1f' % ($1))"; }
+# keep_out TAG: a failed run's last lines, and its whole output kept where $T's removal does not
+# take it (a run of 20,000 shards takes half an hour: what went wrong must not be lost).
+keep_out() {
+  local keep
+  keep=$(mktemp "${TMPDIR:-/tmp}/metadata-run-$1.XXXXXX.out")
+  cp "$T/run-$1.out" "$keep"
+  tail -20 "$T/run-$1.out"
+  echo "metadata bench: the run's whole output: $keep" >&2
+}
 # rows FILE N: N one-row records.
 rows() {
   [ -f "$1" ] || python3 -c '
@@ -252,7 +265,7 @@ EOF
   unset FAKEHOSTS_GLUSTER OMPI_MCA_orte_leave_session_attached
   # The tail: every shard done but the long one, which runs.
   while :; do
-    kill -0 "$mp" 2>/dev/null || { tail -20 "$T/run-$tag.out"; fail "$tag: mpirun ended before the tail"; }
+    kill -0 "$mp" 2>/dev/null || { keep_out "$tag"; fail "$tag: mpirun ended before the tail"; }
     if [ -f "$slow/host" ]; then
       done_n=$(find "$brick/state/done" -maxdepth 1 -name 'part-*.json' 2>/dev/null | wc -l)
       [ "$done_n" -lt "$n" ] || break
@@ -301,7 +314,7 @@ EOF
   local rc=0
   wait "$mp" || rc=$?
   snap "$s/r1"
-  [ "$rc" = 0 ] && grep -q '^PASS' "$T/run-$tag.out" || { tail -20 "$T/run-$tag.out"; fail "$tag: run exited $rc"; }
+  [ "$rc" = 0 ] && grep -q '^PASS' "$T/run-$tag.out" || { keep_out "$tag"; fail "$tag: run exited $rc"; }
   ranks_expect "$r" 0
   exactly_once "$brick" --fence >"$T/once.out" 2>&1 || { head -20 "$T/once.out"; fail "$tag: exactly-once does not hold"; }
   pass "$tag: run PASS on $r GlusterFS clients, exactly once"
@@ -358,8 +371,37 @@ status_job() {
   [ -z "$compare_bin" ] || say "status $n: after $partial shards done, $compare_bin: $(status_times "$job" "s1c-$n" "$compare_bin")"
   # The rest made finished (finish_job.py: a done record, fence, attempt folder and result each,
   # written through one client): what status reads most, every shard's record, attempt and result.
-  gluster_run "sfin-$n" python3 "$repo/tests/bench/finish_job.py" "$job" --results >"$T/fin.out" 2>&1 ||
+  # First all but the last $catch, then a kept view follows the job as rank 0's progress line
+  # does (`status --watch`, a refresh every 10 s, through a client of its own): 2 x --window
+  # seconds in which nothing changes, then the view stopped (SIGSTOP) while the last shards are
+  # finished and let go: its next --window seconds catch up with them (and end the watch: the
+  # job is complete). Against the issue's rank 0 following: 5 requests per shard + 10 a second.
+  local catch=40 wjob wpid
+  [ "$n" -gt $((partial + catch)) ] || fail "status $n: fewer shards than --partial + $catch"
+  gluster_run "sfin-$n" python3 "$repo/tests/bench/finish_job.py" "$job" --results --limit $((n - partial - catch)) \
+    >"$T/fin.out" 2>&1 || { tail -5 "$T/fin.out"; fail "finishing the job of $n shards failed"; }
+  gluster_run "sw-$n" "$bin" status --job-dir "$job" --watch --interval 10 >"$T/watch-$n.out" 2>&1 &
+  wjob=$!
+  wait_for 600 grep -q '^Progress' "$T/watch-$n.out"
+  sleep 12 # past the first refreshes: the folders' stamps confirmed (docs/design.md, Observability)
+  wpid=$(pgrep -f -- "status --job-dir $job --watch" | head -1)
+  [ -n "$wpid" ] || fail "status $n: no status --watch process"
+  window "$s/w" 2
+  kill -STOP "$wpid"
+  gluster_run "sfin2-$n" python3 "$repo/tests/bench/finish_job.py" "$job" --results >"$T/fin.out" 2>&1 ||
     { tail -5 "$T/fin.out"; fail "finishing the job of $n shards failed"; }
+  sleep 1
+  snap "$s/c0"
+  kill -CONT "$wpid"
+  sleep "$window"
+  snap "$s/c1"
+  timeout 60 tail --pid="$wpid" -f /dev/null || fail "status $n: status --watch did not end with the job complete"
+  wait "$wjob" || fail "status $n: status --watch of the complete job exited $?"
+  local w c
+  read -r w fops <<<"$(persec "$s/w")"
+  say "status $n: a kept view (status --watch, 10 s), nothing changing: $w ops/s: $fops"
+  read -r c secs fops <<<"$(ops "$s/c0" "$s/c1")"
+  say "status $n: the view catching up with $catch shards finished: $c requests in $secs s, $(calc "$c / $catch") per shard (rank 0 following's target: 5 per shard + 10/s, $(calc "5 * $catch + 10 * $secs") here): $fops"
   say "status $n: finished: $(status_times "$job" "s2-$n")"
   [ -z "$compare_bin" ] || say "status $n: finished, $compare_bin: $(status_times "$job" "s2c-$n" "$compare_bin")"
 }
