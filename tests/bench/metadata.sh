@@ -216,11 +216,11 @@ status_times() {
   out=$(gluster_run "$2" /bin/bash -c '
 for i in $(seq 1 "$2"); do
   s=$EPOCHREALTIME; rc=0
-  "$0" status --job-dir "$1" >/dev/null 2>&1 || rc=$?
+  "$0" status --job-dir "$1" >/dev/null 2>"$3" || rc=$?
   e=$EPOCHREALTIME
-  [ "$rc" -le 1 ] || { echo "status exited $rc" >&2; exit 1; }
+  [ "$rc" -le 1 ] || { echo "status exited $rc: $(tail -3 "$3")" >&2; exit 1; }
   echo "${s/,/.} ${e/,/.}"
-done' "${3:-$bin}" "$1" "$status_runs") || fail "status of $1 failed"
+done' "${3:-$bin}" "$1" "$status_runs" "$T/status-$2.err") || fail "status of $1 failed"
   awk '{ t[NR] = $2 - $1 } END { n = NR; for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (t[j] < t[i]) { x = t[i]; t[i] = t[j]; t[j] = x }
     printf "median %.3f s of %d (sorted:", t[int((n + 1) / 2)], n; for (i = 1; i <= n; i++) printf " %.3f", t[i]; printf ")" }' <<<"$out"
 }
