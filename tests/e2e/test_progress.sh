@@ -167,7 +167,12 @@ pass "status --watch: --count snapshots, then plain snapshots until the job comp
 O=$T/live.out
 grep -E '^Progress: [0-9]+/8 shards done, rows [0-9]+/240 \([0-9]+ kept\), [0-9.]+ rows/s, [0-9.]+ MB/s, ETA [0-9.hms]+, running [0-9]+, stale 0, failed 0, retries 0, slowest part-0000[0-7]-of-00008 on [^ ]+ [0-9.]+s$' "$O" >"$T/progress.txt" ||
   { cat "$O"; fail "no progress line with a rate, an ETA and the slowest running shard"; }
-[ "$(wc -l <"$T/progress.txt")" -ge 2 ] || { cat "$O"; fail "--progress-secs 1 printed fewer than 2 lines in a 4 s job"; }
+# A line shows the slowest shard only when the view has read a running attempt's attempt.json,
+# written a moment after its lock: under load a line can fall between the two, or between a
+# shard's end and the next claim (once in a sanitizer run beside two other tests, 1 of 4 lines
+# showed it). The period is checked on every progress line before the end.
+[ "$(grep -c '^Progress: [0-7]/8 shards done' "$O")" -ge 2 ] ||
+  { cat "$O"; fail "--progress-secs 1 printed fewer than 2 lines before the end of a 4 s job"; }
 ! grep -q $'\033\|\r' "$O" || fail "progress lines are redrawn although the ranks run under mpirun"
 ! grep -q '^Claimed ' "$O" || fail "Claimed lines without --verbose"
 [ "$(grep -c '^Finished part-0000[0-7]-of-00008: done (attempt 1, [0-9.]* s, [0-9]* rows)$' "$O")" = 8 ] ||
