@@ -1448,10 +1448,11 @@ int es_fs_check_output(const char *output, const char *job_dir, const char *own,
 	return rc;
 }
 
-/* The names of the open folder fd (path, for the error) into out, sorted; fd stays open.
+/* The names of the open folder fd (path, for the error) into out, sorted; fd stays open;
+ * *whole 0 when an error of the file system ended the listing early (else 1).
  * getdents64 on the descriptor itself, not opendir: opendir costs a fstat and a 32 KiB buffer
  * from the heap, and status lists one folder per shard (100,000 at once). */
-static int list_fd(int fd, const char *path, struct es_strv *out)
+static int list_fd(int fd, const char *path, struct es_strv *out, int *whole)
 {
 	/* Aligned for the records' 64-bit fields. */
 	union {
@@ -1465,8 +1466,10 @@ static int list_fd(int fd, const char *path, struct es_strv *out)
 			continue;
 		/* An error ends the listing with the names read so far, as the readdir() loop did
 		 * before: a listing only ever says where to look (fs.h), never that work exists. */
-		if (n <= 0)
+		if (n <= 0) {
+			*whole = n == 0;
 			break;
+		}
 		for (ssize_t off = 0; !rc && off < n;) {
 			const struct dirent64 *e = (const struct dirent64 *)(buf.b + off);
 			off += e->d_reclen;
@@ -1488,7 +1491,8 @@ int es_fs_list_dir(const char *path, struct es_strv *out)
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT || errno == ENOTDIR ? 0 : es_error_errno(ES_EIO, "cannot read folder '%s'", path);
-	int rc = list_fd(fd, path, out);
+	int whole = 1;
+	int rc = list_fd(fd, path, out, &whole);
 	close(fd);
 	return rc;
 }
@@ -1539,11 +1543,14 @@ int es_fs_list_dir_if_changed(const char *path, struct es_fs_dirstamp *stamp, do
 		*listed = 0;
 		return 0;
 	}
-	int rc = list_fd(fd, path, out);
-	int same_after = !rc && have && fstat(fd, &after) == 0 && stamp_same_stat(&before, &after);
+	int whole = 1;
+	int rc = list_fd(fd, path, out, &whole);
+	int same_after = !rc && whole && have && fstat(fd, &after) == 0 && stamp_same_stat(&before, &after);
 	close(fd);
 	if (!same_after) {
-		stamp->valid = 0; /* changed while listed (or no stat): list again next time */
+		/* Changed while listed, no stat, or a listing cut short by an error (kept, it would
+		 * stand for the folder until the folder changed): list again next time. */
+		stamp->valid = 0;
 	} else if (stamp->valid && stamp_same(stamp, &before)) {
 		if (mono - stamp->first_mono >= settle_secs)
 			stamp->confirmed = 1;

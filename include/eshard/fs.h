@@ -249,8 +249,8 @@ struct es_fs_dirstamp {
  * 0 when the folder's stat (taken on the folder opened, which an NFS client revalidates) is
  * the one of a confirmed stamp: no entry was made, renamed or removed since the last listing,
  * and out is left as it is (the caller keeps that listing); else *listed 1 and the names
- * appended to out, as es_fs_list_dir. A listing that its folder's stat is the same before and
- * after records the stamp; it is confirmed by a listing that begins settle_secs or more after
+ * appended to out, as es_fs_list_dir. A whole listing (not cut short by an error) that its
+ * folder's stat is the same before and after records the stamp; it is confirmed by a listing that begins settle_secs or more after
  * the stamp was first seen and finds it unchanged (a folder's times tick coarsely: an entry
  * made in the tick of a listing keeps them; fs.c). As fresh as the client's attributes of the
  * folder: a view may use it, nothing that decides. */
