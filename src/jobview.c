@@ -939,38 +939,6 @@ void es_jobview_free(struct es_jobview *r)
 	memset(r, 0, sizeof(*r));
 }
 
-struct list_job_ctx {
-	const char *job_dir;
-	struct es_strv *v;
-};
-
-/* The state listings (part 0) and the listing of attempts/ (part 1), at once (par.h). */
-static int list_job_part(void *ctx, size_t part, size_t begin, size_t end)
-{
-	struct list_job_ctx *c = ctx;
-	struct es_buf dir = ES_BUF_INIT;
-	(void)begin;
-	(void)end;
-	if (part == 0)
-		return es_status_listings(c->job_dir, c->v);
-	int rc = es_jobpath_join(&dir, c->job_dir, ES_JOB_ATTEMPTS);
-	if (!rc)
-		rc = es_fs_list_dir(dir.data, &c->v[3]);
-	es_buf_free(&dir);
-	return rc;
-}
-
-/* The four listings a refresh starts from, into v: state/done, state/failed, state/locks
- * (status.h es_status_listings) and attempts/. Nothing to free after an error. */
-static int list_job(const char *job_dir, struct es_strv v[4])
-{
-	struct list_job_ctx c = { job_dir, v };
-	int rc = es_par_run(2, 2, list_job_part, &c);
-	for (int k = 0; rc && k < 4; k++)
-		es_strv_free(&v[k]);
-	return rc;
-}
-
 /* A copy of a into out (reset first). */
 static int strv_copy(const struct es_strv *a, struct es_strv *out)
 {
@@ -985,24 +953,30 @@ static int strv_copy(const struct es_strv *a, struct es_strv *out)
  * (es_fs_list_dir_if_changed): far longer than any file system's tick of folder times. */
 #define ES_JV_SETTLE_SECS 2.0
 
-struct kept_ctx {
+struct list_job_ctx {
 	const char *job_dir;
-	struct es_jv_cache *c;
+	struct es_jv_cache *c; /* NULL: list every folder, keep nothing */
 	struct es_strv *v;
 };
 
-/* Folder k of list_job's four, listed unless its stamp says it is as last listed. */
-static int kept_part(void *ctx, size_t part, size_t begin, size_t end)
+/* Folder k of list_job's four, each on a thread of its own (par.h); with a cache, listed unless
+ * its stamp says it is as last listed (es_fs_list_dir_if_changed). */
+static int list_job_part(void *ctx, size_t part, size_t begin, size_t end)
 {
 	static const char *const dirs[4] = { ES_JOB_DONE, ES_JOB_FAILED, ES_JOB_LOCKS, ES_JOB_ATTEMPTS };
-	struct kept_ctx *x = ctx;
+	struct list_job_ctx *x = ctx;
 	struct es_buf p = ES_BUF_INIT;
 	int rc = 0;
 	(void)part;
 	for (size_t k = begin; !rc && k < end; k++) {
+		if ((rc = es_jobpath_join(&p, x->job_dir, dirs[k])))
+			break;
+		if (!x->c) {
+			rc = es_fs_list_dir(p.data, &x->v[k]);
+			continue;
+		}
 		int listed = 1;
-		if (!(rc = es_jobpath_join(&p, x->job_dir, dirs[k])))
-			rc = es_fs_list_dir_if_changed(p.data, &x->c->stamp[k], ES_JV_SETTLE_SECS, &x->v[k], &listed);
+		rc = es_fs_list_dir_if_changed(p.data, &x->c->stamp[k], ES_JV_SETTLE_SECS, &x->v[k], &listed);
 		if (!rc && !listed)
 			rc = strv_copy(&x->c->kept[k], &x->v[k]);
 		else if (!rc && x->c->stamp[k].valid)
@@ -1016,11 +990,13 @@ static int kept_part(void *ctx, size_t part, size_t begin, size_t end)
 	return rc;
 }
 
-/* list_job for a refresh: a folder unchanged since its last listing is not listed again. */
-static int list_job_kept(const char *job_dir, struct es_jv_cache *c, struct es_strv v[4])
+/* The four listings a refresh starts from, into v: state/done, state/failed, state/locks and
+ * attempts/; with a cache c, a folder unchanged since its last listing is not listed again.
+ * Nothing to free after an error. */
+static int list_job(const char *job_dir, struct es_jv_cache *c, struct es_strv v[4])
 {
-	struct kept_ctx x = { job_dir, c, v };
-	int rc = es_par_run(4, 4, kept_part, &x);
+	struct list_job_ctx x = { job_dir, c, v };
+	int rc = es_par_run(4, 4, list_job_part, &x);
 	for (int k = 0; rc && k < 4; k++)
 		es_strv_free(&v[k]);
 	return rc;
@@ -1048,7 +1024,7 @@ static int init_part(void *ctx, size_t part, size_t begin, size_t end)
 	c->pre_mono = es_time_mono();
 	int rc = es_fs_resolve(c->job_dir, &c->jd);
 	if (!rc)
-		rc = list_job(c->jd.data, c->pre);
+		rc = list_job(c->jd.data, NULL, c->pre);
 	es_log_quiet_end();
 	c->pre_rc = rc;
 	return 0;
@@ -1133,7 +1109,7 @@ int es_jobview_refresh(struct es_jobview *r, double now)
 	if (!c->have_pre || es_time_mono() - c->pre_mono >= ES_JV_PRE_SECS) {
 		for (int k = 0; k < 4; k++)
 			es_strv_free(&c->pre[k]);
-		rc = list_job_kept(r->m.job_dir, c, c->pre);
+		rc = list_job(r->m.job_dir, c, c->pre);
 	}
 	c->have_pre = 0;
 	if (!rc)

@@ -483,23 +483,7 @@ struct list_ctx {
 	const struct es_manifest *m;
 	struct es_strv v[3]; /* the listings of state/done, state/failed, state/locks */
 	unsigned char *seen;
-	const char *job_dir;
 };
-
-/* One of the three folders (es_par_run over them: each listing and its sort on a thread). */
-static int list_part(void *ctx, size_t part, size_t begin, size_t end)
-{
-	static const char *const dirs[3] = { ES_JOB_DONE, ES_JOB_FAILED, ES_JOB_LOCKS };
-	struct list_ctx *c = ctx;
-	struct es_buf p = ES_BUF_INIT;
-	int rc = 0;
-	(void)part;
-	for (size_t k = begin; !rc && k < end; k++)
-		if (!(rc = es_jobpath_join(&p, c->job_dir, dirs[k])))
-			rc = es_fs_list_dir(p.data, &c->v[k]);
-	es_buf_free(&p);
-	return rc;
-}
 
 /* The flags of shards [begin, end) from the listings. */
 static int seen_part(void *ctx, size_t part, size_t begin, size_t end)
@@ -513,21 +497,9 @@ static int seen_part(void *ctx, size_t part, size_t begin, size_t end)
 	return 0;
 }
 
-int es_status_listings(const char *job_dir, struct es_strv v[3])
-{
-	struct list_ctx c = { NULL, { ES_STRV_INIT, ES_STRV_INIT, ES_STRV_INIT }, NULL, job_dir };
-	int rc = es_par_run(3, 3, list_part, &c);
-	for (int k = 0; k < 3; k++) {
-		if (rc)
-			es_strv_free(&c.v[k]);
-		v[k] = c.v[k];
-	}
-	return rc;
-}
-
 int es_status_seen(const struct es_manifest *m, const struct es_strv v[3], unsigned char *seen)
 {
-	struct list_ctx c = { m, { v[0], v[1], v[2] }, seen, m->job_dir };
+	struct list_ctx c = { m, { v[0], v[1], v[2] }, seen };
 	return es_par_run(m->n_shards, es_par_parts(m->n_shards, ES_STATUS_PART, ES_STATUS_THREADS), seen_part, &c);
 }
 

@@ -170,15 +170,13 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
 /*
  * What the listings of state/done, state/failed and state/locks show of each shard, one byte
  * per shard in seen (m->n_shards of them): ES_SEEN_DONE, ES_SEEN_FAILED, ES_SEEN_LOCK. Three
- * folder reads however many shards there are. es_status_listings makes them for job_dir
- * (resolved) into v, on three threads at once (par.h: each listing and its sort take a tenth
- * of a second at 100,000 shards; the caller frees v, nothing to free after an error);
+ * folder reads however many shards there are (made by the view, jobview.c list_job, each on a
+ * thread of its own: each listing and its sort take a tenth of a second at 100,000 shards);
  * es_status_seen matches m's shards against them on the status's threads. A listing can be
  * stale on a client that caches metadata, as a lookup can: a view (status, progress) may use
  * it, nothing that decides work (worker, merge, verify) does.
  */
 enum { ES_SEEN_DONE = 1, ES_SEEN_FAILED = 2, ES_SEEN_LOCK = 4, ES_SEEN_ALL = 7 };
-int es_status_listings(const char *job_dir, struct es_strv v[3]);
 int es_status_seen(const struct es_manifest *m, const struct es_strv v[3], unsigned char *seen);
 
 /*
