@@ -1526,10 +1526,10 @@ static int stamp_same_stat(const struct stat *a, const struct stat *b)
  * entry made in the tick of the listing leaves the same times. So a stamp is trusted once a
  * listing that began settle_secs after it was first seen found it unchanged: that listing saw
  * every entry of that tick. */
-int es_fs_list_dir_if_changed(const char *path, struct es_fs_dirstamp *stamp, double settle_secs,
+int es_fs_list_dir_if_changed(const char *path, struct es_fs_dirstamp *stamp, double settle_secs, int may_defer,
 			      struct es_strv *out, int *listed)
 {
-	*listed = 1;
+	*listed = ES_FS_LISTED;
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		stamp->valid = 0;
@@ -1540,7 +1540,12 @@ int es_fs_list_dir_if_changed(const char *path, struct es_fs_dirstamp *stamp, do
 	double mono = es_time_mono();
 	if (have && stamp->valid && stamp_same(stamp, &before) && stamp->confirmed) {
 		close(fd);
-		*listed = 0;
+		*listed = ES_FS_UNCHANGED;
+		return 0;
+	}
+	if (may_defer) {
+		close(fd);
+		*listed = ES_FS_UNLISTED;
 		return 0;
 	}
 	int whole = 1;

@@ -246,15 +246,19 @@ struct es_fs_dirstamp {
 	double first_mono; /* when they were first seen (es_time_mono) */
 };
 /* es_fs_list_dir for a reader that lists the same folder again and again (a kept view): *listed
- * 0 when the folder's stat (taken on the folder opened, which an NFS client revalidates) is
- * the one of a confirmed stamp: no entry was made, renamed or removed since the last listing,
- * and out is left as it is (the caller keeps that listing); else *listed 1 and the names
- * appended to out, as es_fs_list_dir. A whole listing (not cut short by an error) that its
- * folder's stat is the same before and after records the stamp; it is confirmed by a listing that begins settle_secs or more after
- * the stamp was first seen and finds it unchanged (a folder's times tick coarsely: an entry
- * made in the tick of a listing keeps them; fs.c). As fresh as the client's attributes of the
- * folder: a view may use it, nothing that decides. */
-int es_fs_list_dir_if_changed(const char *path, struct es_fs_dirstamp *stamp, double settle_secs,
+ * ES_FS_UNCHANGED when the folder's stat (taken on the folder opened, which an NFS client
+ * revalidates) is the one of a confirmed stamp: no entry was made, renamed or removed since the
+ * last listing, and out is left as it is (the caller keeps that listing); else ES_FS_LISTED and
+ * the names appended to out, as es_fs_list_dir; or, when the caller may_defer (it learns of the
+ * new entries another way, and lists now and then: jobview.c), ES_FS_UNLISTED: the folder
+ * changed (or its stamp is not confirmed yet), nothing was listed, the stamp is as it was. A
+ * whole listing (not cut short by an error) that its folder's stat is the same before and after
+ * records the stamp; it is confirmed by a listing that begins settle_secs or more after the
+ * stamp was first seen and finds it unchanged (a folder's times tick coarsely: an entry made in
+ * the tick of a listing keeps them; fs.c). As fresh as the client's attributes of the folder: a
+ * view may use it, nothing that decides. */
+enum { ES_FS_UNCHANGED = 0, ES_FS_LISTED = 1, ES_FS_UNLISTED = 2 };
+int es_fs_list_dir_if_changed(const char *path, struct es_fs_dirstamp *stamp, double settle_secs, int may_defer,
 			      struct es_strv *out, int *listed);
 /* Copy a file byte for byte with its mode and times (like cp -p); dst is fsynced. */
 int es_fs_copy_file(const char *src, const char *dst);

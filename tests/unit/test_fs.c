@@ -446,7 +446,7 @@ static void test_list_if_changed(const char *t)
 	struct timespec pause = { 0, 20 * 1000 * 1000 };
 	snprintf(d, sizeof(d), "%s/lic", t);
 	/* A missing folder: listed, empty, no stamp. */
-	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 0, &v, &listed), 0);
 	CHECK_INT_EQ(listed, 1);
 	CHECK_INT_EQ(v.n, 0);
 	CHECK_INT_EQ(st.valid, 0);
@@ -455,31 +455,31 @@ static void test_list_if_changed(const char *t)
 	CHECK_INT_EQ(es_fs_write_atomic(f, "a", 1), 0);
 	nanosleep(&pause, NULL);
 	/* First sight: listed, stamp taken, not confirmed. */
-	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 0, &v, &listed), 0);
 	CHECK_INT_EQ(listed, 1);
 	joined(&v, names, sizeof(names));
 	CHECK_STR_EQ(names, "a");
 	CHECK(st.valid && !st.confirmed);
 	/* A settle time not passed yet: listed again, still not confirmed. */
 	es_strv_free(&v);
-	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 3600, &v, &listed), 0);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 3600, 0, &v, &listed), 0);
 	CHECK_INT_EQ(listed, 1);
 	CHECK_INT_EQ(v.n, 1);
 	CHECK(st.valid && !st.confirmed);
 	/* Passed (0 s): this listing confirms it; the next one is not made. */
 	es_strv_free(&v);
-	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 0, &v, &listed), 0);
 	CHECK_INT_EQ(listed, 1);
 	CHECK(st.valid && st.confirmed);
 	es_strv_free(&v);
 	CHECK_INT_EQ(es_strv_push(&v, strdup("kept")), 0);
-	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 0, &v, &listed), 0);
 	CHECK_INT_EQ(listed, 0);
 	joined(&v, names, sizeof(names));
 	CHECK_STR_EQ(names, "kept"); /* out untouched */
 	/* A content change of an entry in place is no change of the folder. */
 	CHECK_INT_EQ(truncate(f, 0), 0);
-	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 0, &v, &listed), 0);
 	CHECK_INT_EQ(listed, 0);
 	/* An entry made, renamed, removed: each one listed (and confirmed again after). */
 	const char *want[3] = { "a b", "a c", "c" };
@@ -496,17 +496,38 @@ static void test_list_if_changed(const char *t)
 			CHECK_INT_EQ(unlink(f), 0);
 		}
 		es_strv_free(&v);
-		CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+		CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 0, &v, &listed), 0);
 		CHECK_INT_EQ(listed, 1);
 		joined(&v, names, sizeof(names));
 		CHECK_STR_EQ(names, want[step]);
 		CHECK(st.valid && !st.confirmed);
 		es_strv_free(&v);
-		CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+		CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 0, &v, &listed), 0);
 		CHECK_INT_EQ(listed, 1);
-		CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+		CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 0, &v, &listed), 0);
 		CHECK_INT_EQ(listed, 0);
 	}
+	/* May defer: a confirmed folder unchanged is unchanged; a change is not listed and leaves
+	 * the stamp, so that the next call without deferring lists it. */
+	es_strv_free(&v);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 1, &v, &listed), 0);
+	CHECK_INT_EQ(listed, ES_FS_UNCHANGED);
+	nanosleep(&pause, NULL);
+	snprintf(g, sizeof(g), "%s/d", d);
+	CHECK_INT_EQ(es_fs_write_atomic(g, "d", 1), 0);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 1, &v, &listed), 0);
+	CHECK_INT_EQ(listed, ES_FS_UNLISTED);
+	CHECK_INT_EQ(v.n, 0);
+	CHECK(st.valid && st.confirmed);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 0, &v, &listed), 0);
+	CHECK_INT_EQ(listed, ES_FS_LISTED);
+	joined(&v, names, sizeof(names));
+	CHECK_STR_EQ(names, "c d");
+	CHECK(st.valid && !st.confirmed);
+	/* Not confirmed yet: deferred too. */
+	es_strv_free(&v);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 1, &v, &listed), 0);
+	CHECK_INT_EQ(listed, ES_FS_UNLISTED);
 	/* The folder replaced by another of the same name: listed. */
 	snprintf(f, sizeof(f), "%s/lic2", t);
 	CHECK_INT_EQ(es_fs_mkdirs(f, 0755), 0);
@@ -516,7 +537,7 @@ static void test_list_if_changed(const char *t)
 	CHECK_INT_EQ(rename(d, g), 0);
 	CHECK_INT_EQ(rename(f, d), 0);
 	es_strv_free(&v);
-	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, &v, &listed), 0);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 0, &v, &listed), 0);
 	CHECK_INT_EQ(listed, 1);
 	joined(&v, names, sizeof(names));
 	CHECK_STR_EQ(names, "n");
