@@ -139,6 +139,7 @@ struct es_jobview *job_view_get(struct job_view *jv, const char *job_dir)
 			return NULL;
 		}
 	}
+	jv->v.list_whole = 1; /* the job's end: every change, none deferred (jobview.h) */
 	return &jv->v;
 }
 

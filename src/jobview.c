@@ -240,10 +240,15 @@ struct es_jv_cache {
 	struct es_strv pre[4];
 	int have_pre;
 	double pre_mono;
-	/* The last listing of each of the four folders that its stamp holds, for the refreshes that
-	 * find the folder unchanged (es_fs_list_dir_if_changed): a job's tail lists nothing. */
+	/* The last listing of each of the four folders (have_kept; listed_mono: when it began), with
+	 * the names that the events taken since imply (named_in_events), for the refreshes that find
+	 * the folder unchanged (es_fs_list_dir_if_changed: a job's tail lists nothing) or that defer
+	 * its listing (list_job). */
 	struct es_fs_dirstamp stamp[4];
 	struct es_strv kept[4];
+	int have_kept[4];
+	double listed_mono[4];
+	struct es_strv named[4];       /* implied by the events taken in this refresh */
 	struct es_strv ev_files;       /* the event logs taken, sorted */
 	int64_t *ev_off;               /* of each, the bytes taken: up to its last newline */
 	size_t ev_bad_times;           /* times of the events taken that were ignored */
@@ -481,10 +486,36 @@ static int refresh_attempts(struct es_jobview *r, struct es_strv shards)
 	return rc;
 }
 
+/* The folders of list_job, in its order. */
+enum { JV_DONE, JV_FAILED, JV_LOCKS, JV_ATTEMPTS };
+
+/* The entries that an event of a shard says are there (or changed) in list_job's folders, into
+ * the cache's named: its attempt folder and its lock for every event (a claim made them; an end
+ * changed the lock), its done record for done and superseded, its failed record for failed. A
+ * name that turns out absent costs a lookup; only a shard of the manifest names anything. */
+static int name_event(struct es_jobview *r, const char *event, const char *shard)
+{
+	if (shard_index(&r->m, shard) < 0)
+		return 0;
+	struct es_strv *n = r->cache->named;
+	int rc = es_strv_pushf(&n[JV_ATTEMPTS], "%s", shard);
+	if (!rc)
+		rc = es_strv_pushf(&n[JV_LOCKS], "%s.lock", shard);
+	if (!rc && (!strcmp(event, "done") || !strcmp(event, "superseded")))
+		rc = es_strv_pushf(&n[JV_DONE], "%s.json", shard);
+	else if (!rc && !strcmp(event, "failed"))
+		rc = es_strv_pushf(&n[JV_FAILED], "%s.json", shard);
+	return rc;
+}
+
 static int add_event(struct es_jobview *r, const cJSON *o)
 {
 	const char *tok = es_json_get_str(o, "token"), *name = es_json_get_str(o, "event");
+	const char *shard = es_json_get_str(o, "shard");
 	double t;
+	/* Where the event says to look, whatever its time says. */
+	if (name && shard && name_event(r, name, shard))
+		return ES_ENOMEM; /* reported by es_strv_pushf */
 	if (!tok || !name || es_json_get_num(o, "time", &t))
 		return 0; /* not an attempt's event */
 	if (take_time(r, t) < 0)
@@ -922,6 +953,7 @@ void es_jobview_free(struct es_jobview *r)
 		for (int k = 0; k < 4; k++) {
 			es_strv_free(&r->cache->pre[k]);
 			es_strv_free(&r->cache->kept[k]);
+			es_strv_free(&r->cache->named[k]);
 		}
 		es_strv_free(&r->cache->ev_files);
 		free(r->cache->ev_off);
@@ -953,14 +985,43 @@ static int strv_copy(const struct es_strv *a, struct es_strv *out)
  * (es_fs_list_dir_if_changed): far longer than any file system's tick of folder times. */
 #define ES_JV_SETTLE_SECS 2.0
 
+/* How long the listing of a folder that changed may be deferred while events name what changed
+ * there (list_job): a minute, or as long as it takes to list the folder at ES_JV_RELIST_NAMES
+ * names a second, so that the listings that catch what no event named (a worker of the
+ * reference, or one that died between its record and its event) cost the file server little
+ * at any size. */
+#define ES_JV_RELIST_SECS 60.0
+#define ES_JV_RELIST_NAMES 500.0
+
+static double relist_secs(size_t names)
+{
+	double s = (double)names / ES_JV_RELIST_NAMES;
+	return s > ES_JV_RELIST_SECS ? s : ES_JV_RELIST_SECS;
+}
+
+/* The names of add put into v, which is then sorted and unique. */
+static int strv_union(struct es_strv *v, const struct es_strv *add)
+{
+	for (size_t i = 0; i < add->n; i++)
+		if (es_strv_push(v, strdup(add->v[i])))
+			return ES_ENOMEM; /* reported by es_strv_push */
+	if (add->n)
+		es_strv_sort_unique(v);
+	return 0;
+}
+
 struct list_job_ctx {
 	const char *job_dir;
 	struct es_jv_cache *c; /* NULL: list every folder, keep nothing */
+	int may_defer;         /* the events name what changes: a changed folder may wait */
 	struct es_strv *v;
 };
 
-/* Folder k of list_job's four, each on a thread of its own (par.h); with a cache, listed unless
- * its stamp says it is as last listed (es_fs_list_dir_if_changed). */
+/* Folder k of list_job's four, each on a thread of its own (par.h). With a cache: listed
+ * unless its stamp says it is as last listed (es_fs_list_dir_if_changed), or unless it
+ * changed but the events name what changed (may_defer) and its last listing is younger than
+ * relist_secs; either way with the names the events of this refresh imply, which the kept
+ * listing holds from then on. */
 static int list_job_part(void *ctx, size_t part, size_t begin, size_t end)
 {
 	static const char *const dirs[4] = { ES_JOB_DONE, ES_JOB_FAILED, ES_JOB_LOCKS, ES_JOB_ATTEMPTS };
@@ -975,27 +1036,38 @@ static int list_job_part(void *ctx, size_t part, size_t begin, size_t end)
 			rc = es_fs_list_dir(p.data, &x->v[k]);
 			continue;
 		}
-		int listed = 1;
-		rc = es_fs_list_dir_if_changed(p.data, &x->c->stamp[k], ES_JV_SETTLE_SECS, &x->v[k], &listed);
-		if (!rc && !listed)
-			rc = strv_copy(&x->c->kept[k], &x->v[k]);
-		else if (!rc && x->c->stamp[k].valid)
-			rc = strv_copy(&x->v[k], &x->c->kept[k]);
-		else
-			es_strv_free(&x->c->kept[k]);
-		if (rc)
-			x->c->stamp[k].valid = 0;
+		struct es_jv_cache *c = x->c;
+		double mono = es_time_mono();
+		int defer = x->may_defer && c->have_kept[k] && mono - c->listed_mono[k] < relist_secs(c->kept[k].n);
+		int listed = ES_FS_LISTED;
+		rc = es_fs_list_dir_if_changed(p.data, &c->stamp[k], ES_JV_SETTLE_SECS, defer, &x->v[k], &listed);
+		if (!rc && listed == ES_FS_LISTED) {
+			rc = strv_union(&x->v[k], &c->named[k]);
+			if (!rc)
+				rc = strv_copy(&x->v[k], &c->kept[k]);
+			c->have_kept[k] = !rc;
+			c->listed_mono[k] = mono;
+		} else if (!rc) {
+			rc = strv_union(&c->kept[k], &c->named[k]);
+			if (!rc)
+				rc = strv_copy(&c->kept[k], &x->v[k]);
+		}
+		if (rc) {
+			c->stamp[k].valid = 0;
+			c->have_kept[k] = 0;
+			es_strv_free(&c->kept[k]);
+		}
 	}
 	es_buf_free(&p);
 	return rc;
 }
 
 /* The four listings a refresh starts from, into v: state/done, state/failed, state/locks and
- * attempts/; with a cache c, a folder unchanged since its last listing is not listed again.
- * Nothing to free after an error. */
-static int list_job(const char *job_dir, struct es_jv_cache *c, struct es_strv v[4])
+ * attempts/; with a cache c, a folder unchanged since its last listing is not listed again, nor
+ * one whose changes the events name (may_defer; list_job_part). Nothing to free after an error. */
+static int list_job(const char *job_dir, struct es_jv_cache *c, int may_defer, struct es_strv v[4])
 {
-	struct list_job_ctx x = { job_dir, c, v };
+	struct list_job_ctx x = { job_dir, c, may_defer, v };
 	int rc = es_par_run(4, 4, list_job_part, &x);
 	for (int k = 0; rc && k < 4; k++)
 		es_strv_free(&v[k]);
@@ -1024,7 +1096,7 @@ static int init_part(void *ctx, size_t part, size_t begin, size_t end)
 	c->pre_mono = es_time_mono();
 	int rc = es_fs_resolve(c->job_dir, &c->jd);
 	if (!rc)
-		rc = list_job(c->jd.data, NULL, c->pre);
+		rc = list_job(c->jd.data, NULL, 0, c->pre);
 	es_log_quiet_end();
 	c->pre_rc = rc;
 	return 0;
@@ -1105,12 +1177,20 @@ int es_jobview_refresh(struct es_jobview *r, double now)
 	/* The listings first: a shard in none of them is pending without a look at its own names.
 	 * Those made while the manifest was read serve a first refresh that follows at once. */
 	struct es_jv_cache *c = r->cache;
-	int rc = 0;
-	if (!c->have_pre || es_time_mono() - c->pre_mono >= ES_JV_PRE_SECS) {
+	/* The events before them: what they name changed is read whether its folder is listed or
+	 * not, and a folder whose changes they name may wait for its listing (list_job). */
+	int rc = refresh_events(r);
+	int may_defer = !r->list_whole && r->n_event_files > 0;
+	if (!rc && (!c->have_pre || es_time_mono() - c->pre_mono >= ES_JV_PRE_SECS)) {
 		for (int k = 0; k < 4; k++)
 			es_strv_free(&c->pre[k]);
-		rc = list_job(r->m.job_dir, c, c->pre);
+		rc = list_job(r->m.job_dir, c, may_defer, c->pre);
+	} else {
+		for (int k = 0; !rc && k < 4; k++)
+			rc = strv_union(&c->pre[k], &c->named[k]);
 	}
+	for (int k = 0; k < 4; k++)
+		es_strv_free(&c->named[k]);
 	c->have_pre = 0;
 	if (!rc)
 		rc = es_status_seen(&r->m, c->pre, c->seen);
@@ -1128,8 +1208,6 @@ int es_jobview_refresh(struct es_jobview *r, double now)
 		es_strv_free(&shards);
 	if (!rc)
 		rc = fill_claims(r);
-	if (!rc)
-		rc = refresh_events(r);
 	es_fs_walk_cache_end();
 	if (!rc) {
 		resolve(r);

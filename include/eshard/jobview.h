@@ -121,6 +121,8 @@ struct es_jobview {
 	size_t by_status[ES_JV_N];
 	size_t n_backups, n_backups_won;
 	double lock_timeout;       /* as given to es_jobview_init */
+	int list_whole;            /* set by a reader that needs every change now (the job's end):
+	                            * a refresh lists each folder that changed (es_jobview_refresh) */
 	struct es_jv_cache *cache; /* what es_jobview_refresh keeps between calls */
 };
 
@@ -138,20 +140,28 @@ void es_jobview_free(struct es_jobview *v);
  * The same view kept up to date, for a reader that looks again and again (rank 0's progress
  * line, status --watch): es_jobview_init reads the manifest (and, on a second thread at once,
  * makes the listings below: a first refresh that comes within a second of their start uses
- * them), each es_jobview_refresh what changed, and es_jobview_load is the two at once. A
- * refresh costs the listings of state/done, state/failed, state/locks and attempts/ that
- * changed since the last one (a stat of each folder otherwise: fs.h
- * es_fs_list_dir_if_changed), the listing of state/events, plus what they show changed: the
- * records and locks of the shards not final yet (es_status_refresh: a done or failed shard is
- * read once), the attempt folders of those shards (a final shard's, none of which says it
- * runs, once), and each event log's new bytes (a stat, then a read from where the last one
- * ended; a line is taken once its newline is there). The view equals a fresh load but where
- * what a reader cannot see without reading changed: a shard that failed again within one
- * refresh, retried in between, keeps its earlier failure's details; a time that a moving now
- * would bring into the range of "Clocks" stays ignored; a backup attempt whose folder appears
- * after its shard was seen final is not shown. Each attempt.json is read once (the status
- * takes its claim times from the view: status.h claims_by_caller), and the shards' records,
- * locks and attempt folders are read on v->st.threads threads (status.h, par.h).
+ * them), each es_jobview_refresh what changed, and es_jobview_load is the two at once.
+ *
+ * A refresh costs: the listing of state/events and each event log's new bytes (a stat, then a
+ * read from where the last one ended; a line is taken once its newline is there); the listings
+ * of state/done, state/failed, state/locks and attempts/ that changed since the last one (a
+ * stat of each folder otherwise: fs.h es_fs_list_dir_if_changed); and what they show changed:
+ * the records and locks of the shards not final yet (es_status_refresh: a done or failed shard
+ * is read once) and the attempt folders of those shards (a final shard's, none of which says
+ * it runs, once). While the job has event logs and list_whole is not set, a folder that
+ * changed is listed once a minute (longer for a large one: jobview.c relist_secs), and in
+ * between stands as last listed plus what the new events name there (every event its shard's
+ * lock and attempt folder, a done its record, a failed its failed record): what a worker that
+ * writes no events changed (the reference's, or one that died between its record and its
+ * event) shows that much later, and a name an event implies that is absent costs a lookup.
+ *
+ * The view equals a fresh load but where what a reader cannot see without reading changed: a
+ * shard that failed again within one refresh, retried in between, keeps its earlier failure's
+ * details; a time that a moving now would bring into the range of "Clocks" stays ignored; a
+ * backup attempt whose folder appears after its shard was seen final is not shown. Each
+ * attempt.json is read once (the status takes its claim times from the view: status.h
+ * claims_by_caller), and the shards' records, locks and attempt folders are read on
+ * v->st.threads threads (status.h, par.h).
  */
 int es_jobview_init(const char *job_dir, double lock_timeout, struct es_jobview *v);
 int es_jobview_refresh(struct es_jobview *v, double now);

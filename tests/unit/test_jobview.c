@@ -205,6 +205,7 @@ static void test_refresh(const char *T)
 	if (!CHECK_INT_EQ(es_jobview_init(j.dir, 0, &v), 0))
 		return;
 	v.st.threads = 3; /* the kept view reads on threads (par.h), a fresh load on one */
+	v.list_whole = 1; /* a retry and the last end write no event: listed at once (see below) */
 	check_same(&v, j.dir, now, "nothing");
 	claim(&j, "node-a.7.aaaaaaaa", 0, 1, "node-a", now - 50);
 	claim(&j, "node-b.8.bbbbbbbb", 1, 1, "node-b", now - 49);
@@ -319,6 +320,56 @@ static void test_unchanged_not_listed(const char *T)
 	es_jobview_free(&v);
 }
 
+/* getdents64 calls on the four folders a view lists (jobview.c list_job) during one refresh of
+ * v: not the events folder, nor a shard's attempt folder (read for what changed). */
+static int refresh_listings(struct es_jobview *v)
+{
+	test_watched = "/state/done$|/state/failed$|/state/locks$|/attempts$";
+	test_watched_lists = 0;
+	CHECK_INT_EQ(es_jobview_refresh(v, 0), 0);
+	test_watched = NULL;
+	return test_watched_lists;
+}
+
+/* Issue 29: while the job has event logs, a kept view does not list a folder whose changes the
+ * events name: it reads the claimed and finished shards the new events name, by name, and
+ * shows them as a fresh load does. What no event names (a record published by a worker that
+ * writes none) shows once the folder is listed again: at once for a reader that sets
+ * list_whole (the job's end), and then the view equals a fresh load again. */
+static void test_events_name_changes(const char *T)
+{
+	int rows[] = { 3, 4, 5 };
+	struct jf j;
+	struct es_jobview v;
+	double now = es_time_epoch();
+	jf_make(&j, T, "life2", 3, rows, NULL);
+	append_events(&j, "node-a.7.aaaaaaaa", "");
+	if (!CHECK_INT_EQ(es_jobview_init(j.dir, 0, &v), 0))
+		return;
+	usleep(1100 * 1000); /* init's listings too old for the first refresh: it lists */
+	CHECK(refresh_listings(&v) > 0);
+	claim(&j, "node-a.7.aaaaaaaa", 0, 1, "node-a", now - 20);
+	CHECK_INT_EQ(refresh_listings(&v), 0);
+	CHECK_INT_EQ((int)v.st.counts.running, 1);
+	attempt_status(&j, 0, "done");
+	jf_done_ex(&j, 0, "node-a", 0, 0, 0, now - 20, now - 5);
+	jf_fence(&j, 0, "done");
+	event_at(&j, "node-a.7.aaaaaaaa", 0, "done", now - 5, ", \"rows\": 3");
+	CHECK_INT_EQ(refresh_listings(&v), 0);
+	CHECK_INT_EQ((int)v.st.counts.done, 1);
+	check_same(&v, j.dir, now, "a claim and a done named by events");
+	/* Shard 1 done by a worker that writes no events: not seen until listed. */
+	jf_done(&j, 1, "node-b");
+	jf_fence(&j, 1, "done");
+	CHECK_INT_EQ(refresh_listings(&v), 0);
+	CHECK_INT_EQ((int)v.st.counts.done, 1);
+	v.list_whole = 1;
+	CHECK(refresh_listings(&v) > 0);
+	CHECK_INT_EQ((int)v.st.counts.done, 2);
+	check_same(&v, j.dir, now, "a record no event named, listed");
+	es_jobview_free(&v);
+}
+
 /* Issue 29: the progress thread hands its view over when stopped (es_progress_stop_view), so
  * that rank 0 ends the job with it instead of reading every shard again; a thread stopped
  * before its first refresh, or none, hands nothing. */
@@ -389,5 +440,6 @@ int main(void)
 	test_progress_hands_view(test_tmpdir());
 	test_init_listings(test_tmpdir());
 	test_unchanged_not_listed(test_tmpdir());
+	test_events_name_changes(test_tmpdir());
 	return test_done();
 }

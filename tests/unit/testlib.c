@@ -152,10 +152,33 @@ uint64_t test_rand(void)
 const char *test_watched;
 int test_watched_opens;
 
+/* 1 when path matches w (testlib.h test_watched). */
+static int watched(const char *path, const char *w)
+{
+	size_t n = strlen(path);
+	if (!*w)
+		return 1; /* "": every path */
+	while (w && *w) {
+		const char *bar = strchr(w, '|');
+		size_t len = bar ? (size_t)(bar - w) : strlen(w);
+		char alt[512];
+		snprintf(alt, sizeof(alt), "%.*s", (int)len, w);
+		size_t a = strlen(alt);
+		if (a && alt[a - 1] == '$') {
+			if (n >= a - 1 && !memcmp(path + n - (a - 1), alt, a - 1))
+				return 1;
+		} else if (strstr(path, alt)) {
+			return 1;
+		}
+		w = bar ? bar + 1 : NULL;
+	}
+	return 0;
+}
+
 static void watch(const char *path)
 {
 	const char *w = __atomic_load_n(&test_watched, __ATOMIC_SEQ_CST);
-	if (w && path && strstr(path, w))
+	if (w && path && watched(path, w))
 		__atomic_fetch_add(&test_watched_opens, 1, __ATOMIC_SEQ_CST);
 }
 
@@ -221,7 +244,7 @@ ssize_t getdents64(int fd, void *buf, size_t n)
 		ssize_t len = readlink(link, path, sizeof(path) - 1);
 		if (len > 0) {
 			path[len] = 0;
-			if (strstr(path, w))
+			if (watched(path, w))
 				__atomic_fetch_add(&test_watched_lists, 1, __ATOMIC_SEQ_CST);
 		}
 	}

@@ -40,8 +40,8 @@ char *test_tmpdir(void);
 uint64_t test_rand(void);
 
 /* The open, openat and openat2 calls of the test program that name a path holding
- * test_watched (when not NULL), counted into test_watched_opens (atomically: the library reads
- * on threads). The test program's open, openat and syscall stand before the C library's for
+ * test_watched (when not NULL; alternatives split by '|', one that ends in '$' matches the
+ * path's end), counted into test_watched_opens (atomically: the library reads on threads). The test program's open, openat and syscall stand before the C library's for
  * the library linked into it, so a test can count what a call reads (issue 29). */
 extern const char *test_watched;
 extern int test_watched_opens;
