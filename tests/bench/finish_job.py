@@ -2,7 +2,7 @@
 """Make a prepared job finished as workers leave it, without running a shard (the benchmarks'
 large finished jobs: running 100,000 shards through workers takes an hour).
 
-    finish_job.py JOB [--results] [--limit K]
+    finish_job.py JOB [--results] [--limit K] [--events]
 
 For every shard of JOB's manifest that has no done record yet: a done record (state/done/<id>.json) and its done fence
 (state/locks/<id>.lock, holding a copy of the record), as docs/job-folder.md describes them.
@@ -11,6 +11,9 @@ its result (the shard's input, copied), and the record's sha256 and size_bytes: 
 status and merge accept. Without it, the records name results that are not there (what
 tests/bench/scale.sh's idle tail has always used). With --limit K, only the first K such shards
 in the manifest's order (a job finished but for its last shards, which a later call finishes).
+With --events, each shard's "claim" and "done" events too, after its files, in one event log of
+this call (state/events/<host>.<pid>.<token8>.jsonl, docs/job-folder.md#events), as a worker
+writes them: what a kept view learns from which shards changed.
 """
 import datetime
 import hashlib
@@ -22,11 +25,13 @@ import time
 
 
 def main():
-    usage = "usage: finish_job.py JOB [--results] [--limit K]"
-    args, results, limit = sys.argv[2:], False, -1
+    usage = "usage: finish_job.py JOB [--results] [--limit K] [--events]"
+    args, results, limit, events = sys.argv[2:], False, -1, False
     while args:
         if args[0] == "--results":
             results, args = True, args[1:]
+        elif args[0] == "--events":
+            events, args = True, args[1:]
         elif args[0] == "--limit" and len(args) > 1 and args[1].isdigit():
             limit, args = int(args[1]), args[2:]
         else:
@@ -36,6 +41,12 @@ def main():
     job = sys.argv[1]
     iso = datetime.datetime.now(datetime.timezone.utc).isoformat()
     host = "bench" if results else "bench-done"
+    log = None
+    if events:
+        os.makedirs(os.path.join(job, "state", "events"), exist_ok=True)
+        name = "%s.%d.%s.jsonl" % (host, os.getpid(), secrets.token_hex(4))
+        log = os.open(os.path.join(job, "state", "events", name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND,
+                      0o644)
     for s in json.load(open(os.path.join(job, "manifest.json")))["shards"]:
         sid, tok = s["id"], secrets.token_hex(16)
         if os.path.exists(os.path.join(job, "state", "done", sid + ".json")):
@@ -64,6 +75,15 @@ def main():
                  "status": "done", "terminal_at": iso, "terminal_path": "state/done/%s.json" % sid, "token": tok}
         with open(os.path.join(job, "state", "locks", sid + ".lock"), "w") as f:
             f.write(json.dumps(fence, sort_keys=True, separators=(",", ":")))
+        if log is not None:
+            for ev in ("claim", "done"):
+                line = {"attempt": 1, "event": ev, "host": host, "pid": os.getpid(), "shard": sid,
+                        "time": time.time(), "at": iso, "token": tok}
+                if ev == "done":
+                    line["rows"] = s["rows"]
+                os.write(log, (json.dumps(line, sort_keys=True) + "\n").encode())
+    if log is not None:
+        os.close(log)
 
 
 if __name__ == "__main__":
