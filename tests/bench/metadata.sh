@@ -50,8 +50,8 @@
 # shards (cp) is prepared through one client (its operations and time printed), then `status`
 # is timed (the same way) before any work, after one `worker --max-shards K` (--partial,
 # default 200) finished K shards, and once the rest is made finished through one client
-# (tests/bench/finish_job.py --results: what status reads most, every shard's record, attempt
-# folder and result). On the way, with all but 40 shards finished, a kept view follows the job
+# (tests/bench/finish_job.py --results --events: what status reads most, every shard's record,
+# attempt folder and result, and the claim and done events a worker writes). On the way, with all but 40 shards finished, a kept view follows the job
 # as rank 0's progress line does (`status --watch --interval 10` through a client of its own):
 # its requests a second while nothing changes (2 x --window), then its requests to catch up
 # with the last 40 shards, finished while it was stopped (--window), against the issue's rank
@@ -378,7 +378,7 @@ status_job() {
   # job is complete). Against the issue's rank 0 following: 5 requests per shard + 10 a second.
   local catch=40 wjob wpid
   [ "$n" -gt $((partial + catch)) ] || fail "status $n: fewer shards than --partial + $catch"
-  gluster_run "sfin-$n" python3 "$repo/tests/bench/finish_job.py" "$job" --results --limit $((n - partial - catch)) \
+  gluster_run "sfin-$n" python3 "$repo/tests/bench/finish_job.py" "$job" --results --events --limit $((n - partial - catch)) \
     >"$T/fin.out" 2>&1 || { tail -5 "$T/fin.out"; fail "finishing the job of $n shards failed"; }
   gluster_run "sw-$n" "$bin" status --job-dir "$job" --watch --interval 10 >"$T/watch-$n.out" 2>&1 &
   wjob=$!
@@ -388,7 +388,7 @@ status_job() {
   [ -n "$wpid" ] || fail "status $n: no status --watch process"
   window "$s/w" 2
   kill -STOP "$wpid"
-  gluster_run "sfin2-$n" python3 "$repo/tests/bench/finish_job.py" "$job" --results >"$T/fin.out" 2>&1 ||
+  gluster_run "sfin2-$n" python3 "$repo/tests/bench/finish_job.py" "$job" --results --events >"$T/fin.out" 2>&1 ||
     { tail -5 "$T/fin.out"; fail "finishing the job of $n shards failed"; }
   sleep 1
   snap "$s/c0"
