@@ -61,6 +61,13 @@ static int snapshot(const char *job_dir, double lock_timeout, enum status_format
 	*have = 1;
 	if (!rc)
 		rc = es_jobview_refresh(v, 0);
+	/* A kept view may defer a listing while events name the changes (jobview.h): --watch ends
+	 * on a terminal job only once a refresh that lists every folder that changed agrees. */
+	if (!rc && watching && v->st.terminal && !v->list_whole) {
+		v->list_whole = 1;
+		rc = es_jobview_refresh(v, 0);
+		v->list_whole = 0;
+	}
 	if (!rc)
 		rc = es_jobview_rate_status(v);
 	if (!rc) {

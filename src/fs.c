@@ -1552,6 +1552,8 @@ int es_fs_list_dir_if_changed(const char *path, struct es_fs_dirstamp *stamp, do
 	int rc = list_fd(fd, path, out, &whole);
 	int same_after = !rc && whole && have && fstat(fd, &after) == 0 && stamp_same_stat(&before, &after);
 	close(fd);
+	if (!rc && !whole)
+		*listed = ES_FS_LISTED_PART;
 	if (!same_after) {
 		/* Changed while listed, no stat, or a listing cut short by an error (kept, it would
 		 * stand for the folder until the folder changed): list again next time. */

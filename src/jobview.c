@@ -240,15 +240,19 @@ struct es_jv_cache {
 	struct es_strv pre[4];
 	int have_pre;
 	double pre_mono;
-	/* The last listing of each of the four folders (have_kept; listed_mono: when it began), with
-	 * the names that the events taken since imply (named_in_events), for the refreshes that find
-	 * the folder unchanged (es_fs_list_dir_if_changed: a job's tail lists nothing) or that defer
-	 * its listing (list_job). */
+	/* The last whole listing of each of the four folders (have_kept; listed_mono: when it
+	 * began), with the names that the events taken since imply (named), for the refreshes that
+	 * find the folder unchanged (es_fs_list_dir_if_changed: a job's tail lists nothing) or that
+	 * defer its listing (list_job_part). */
 	struct es_fs_dirstamp stamp[4];
 	struct es_strv kept[4];
 	int have_kept[4];
 	double listed_mono[4];
-	struct es_strv named[4];       /* implied by the events taken in this refresh */
+	struct es_strv named[4];       /* implied by the events taken in this refresh (name_event) */
+	unsigned char *named_shard;    /* per shard: an event taken in this refresh named it */
+	size_t n_named;                /* events taken in this refresh that named a shard */
+	int have_named;                /* some refresh took such events, the last at named_mono */
+	double named_mono;
 	struct es_strv ev_files;       /* the event logs taken, sorted */
 	int64_t *ev_off;               /* of each, the bytes taken: up to its last newline */
 	size_t ev_bad_times;           /* times of the events taken that were ignored */
@@ -408,8 +412,8 @@ static int attempts_part(void *ctx, size_t part, size_t begin, size_t end)
 	es_fs_walk_cache_begin();
 	for (size_t i = begin; !rc && i < end; i++) {
 		const struct att_shard *t = &c->sh[i];
-		int keep = t->idx >= 0 && sub.cache->attempts_final[t->idx] && status_final(&sub.st.shards[t->idx]) &&
-			   t->end > t->k;
+		int keep = t->idx >= 0 && sub.cache->attempts_final[t->idx] && !sub.cache->named_shard[t->idx] &&
+			   status_final(&sub.st.shards[t->idx]) && t->end > t->k;
 		size_t from = sub.n_a;
 		/* No arithmetic on a NULL array (a first refresh has none read before). */
 		struct es_jv_attempt *prev = c->old ? c->old + t->k : NULL;
@@ -422,11 +426,12 @@ static int attempts_part(void *ctx, size_t part, size_t begin, size_t end)
 	return rc;
 }
 
-/* The attempt folders: from shards, the listing of attempts/ (freed here), each shard's folder
- * but for a shard whose attempts were read while it was final and that is final still (kept as
- * they were). The shards are read on the status's threads (status.h threads), each part's
- * attempts put after the last part's. A shard whose folder was made after the listing is read
- * at the next refresh: not attempts_clean till then (fill_claims), which merge sweeps. */
+/* The attempt folders: from shards, the listing of attempts/ (with what new events name there;
+ * freed here), each shard's folder but for a shard whose attempts were read while it was final,
+ * that is final still and that no new event named (kept as they were). The shards are read on
+ * the status's threads (status.h threads), each part's attempts put after the last part's. A
+ * shard whose folder was made after the listing is read at the next listing, or once an event
+ * names it: not attempts_clean till then (fill_claims), which merge sweeps. */
 static int refresh_attempts(struct es_jobview *r, struct es_strv shards)
 {
 	struct es_buf base = ES_BUF_INIT;
@@ -495,9 +500,15 @@ enum { JV_DONE, JV_FAILED, JV_LOCKS, JV_ATTEMPTS };
  * name that turns out absent costs a lookup; only a shard of the manifest names anything. */
 static int name_event(struct es_jobview *r, const char *event, const char *shard)
 {
-	if (shard_index(&r->m, shard) < 0)
+	struct es_jv_cache *c = r->cache;
+	long idx = shard_index(&r->m, shard);
+	if (idx < 0)
 		return 0;
-	struct es_strv *n = r->cache->named;
+	c->named_shard[idx] = 1;
+	c->n_named++;
+	if (!c->have_kept[JV_DONE] && !c->have_kept[JV_FAILED] && !c->have_kept[JV_LOCKS] && !c->have_kept[JV_ATTEMPTS])
+		return 0; /* every folder is listed (a first refresh: every log read from its start) */
+	struct es_strv *n = c->named;
 	int rc = es_strv_pushf(&n[JV_ATTEMPTS], "%s", shard);
 	if (!rc)
 		rc = es_strv_pushf(&n[JV_LOCKS], "%s.lock", shard);
@@ -950,6 +961,7 @@ void es_jobview_free(struct es_jobview *r)
 		free(r->cache->seen);
 		free(r->cache->attempts_final);
 		free(r->cache->one_leaf);
+		free(r->cache->named_shard);
 		for (int k = 0; k < 4; k++) {
 			es_strv_free(&r->cache->pre[k]);
 			es_strv_free(&r->cache->kept[k]);
@@ -1041,7 +1053,12 @@ static int list_job_part(void *ctx, size_t part, size_t begin, size_t end)
 		int defer = x->may_defer && c->have_kept[k] && mono - c->listed_mono[k] < relist_secs(c->kept[k].n);
 		int listed = ES_FS_LISTED;
 		rc = es_fs_list_dir_if_changed(p.data, &c->stamp[k], ES_JV_SETTLE_SECS, defer, &x->v[k], &listed);
-		if (!rc && listed == ES_FS_LISTED) {
+		if (!rc && listed == ES_FS_LISTED_PART) {
+			/* Cut short by an error: used once, never kept (the next refresh lists). */
+			rc = strv_union(&x->v[k], &c->named[k]);
+			c->have_kept[k] = 0;
+			es_strv_free(&c->kept[k]);
+		} else if (!rc && listed == ES_FS_LISTED) {
 			rc = strv_union(&x->v[k], &c->named[k]);
 			if (!rc)
 				rc = strv_copy(&x->v[k], &c->kept[k]);
@@ -1114,7 +1131,8 @@ int es_jobview_init(const char *job_dir, double lock_timeout, struct es_jobview 
 		r->st.claims_by_caller = 1; /* refresh_attempts reads every attempt.json: fill_claims */
 		size_t n = r->m.n_shards ? r->m.n_shards : 1;
 		if (!(r->cache = calloc(1, sizeof(*r->cache))) || !(r->cache->seen = calloc(n, 1)) ||
-		    !(r->cache->attempts_final = calloc(n, 1)) || !(r->cache->one_leaf = calloc(n, 1)))
+		    !(r->cache->attempts_final = calloc(n, 1)) || !(r->cache->one_leaf = calloc(n, 1)) ||
+		    !(r->cache->named_shard = calloc(n, 1)))
 			rc = oom("the view");
 	}
 	/* Kept only for the folder the manifest was read from. */
@@ -1174,13 +1192,22 @@ int es_jobview_refresh(struct es_jobview *r, double now)
 	r->now = now > 0 ? now : es_time_epoch();
 	r->bad_times = r->unreadable_attempts = 0;
 	set_time_range(r);
-	/* The listings first: a shard in none of them is pending without a look at its own names.
-	 * Those made while the manifest was read serve a first refresh that follows at once. */
 	struct es_jv_cache *c = r->cache;
-	/* The events before them: what they name changed is read whether its folder is listed or
-	 * not, and a folder whose changes they name may wait for its listing (list_job). */
+	/* The events first: the shards they name are read again whatever the listings say
+	 * (ES_SEEN_AGAIN), and while new ones come (the last less than ES_JV_RELIST_SECS ago), a
+	 * folder that changed may wait for its listing (list_job_part). Then the listings: a shard in none of them is pending without
+	 * a look at its own names. Those made while the manifest was read serve a first refresh
+	 * that follows at once. */
+	memset(c->named_shard, 0, r->m.n_shards);
+	c->n_named = 0;
 	int rc = refresh_events(r);
-	int may_defer = !r->list_whole && r->n_event_files > 0;
+	double mono = es_time_mono();
+	if (c->n_named) {
+		c->have_named = 1;
+		c->named_mono = mono;
+	}
+	/* Events come: the folders' changes are named (a refresh between two bursts of them too). */
+	int may_defer = !r->list_whole && c->have_named && mono - c->named_mono < ES_JV_RELIST_SECS;
 	if (!rc && (!c->have_pre || es_time_mono() - c->pre_mono >= ES_JV_PRE_SECS)) {
 		for (int k = 0; k < 4; k++)
 			es_strv_free(&c->pre[k]);
@@ -1194,6 +1221,8 @@ int es_jobview_refresh(struct es_jobview *r, double now)
 	c->have_pre = 0;
 	if (!rc)
 		rc = es_status_seen(&r->m, c->pre, c->seen);
+	for (size_t i = 0; !rc && i < r->m.n_shards; i++)
+		c->seen[i] |= c->named_shard[i] ? ES_SEEN_AGAIN : 0;
 	struct es_strv shards = c->pre[3];
 	c->pre[3] = (struct es_strv)ES_STRV_INIT;
 	for (int k = 0; k < 3; k++)

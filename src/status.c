@@ -525,7 +525,7 @@ static void shard_free(struct es_shard_status *r)
  * still listed so. Its details are kept from the last refresh. */
 static int shard_final(const struct es_shard_status *r, unsigned seen)
 {
-	if (r->metadata_error || r->record_error || !r->shard_id)
+	if (r->metadata_error || r->record_error || !r->shard_id || (seen & ES_SEEN_AGAIN))
 		return 0;
 	return (r->state == ES_SHARD_DONE && (seen & ES_SEEN_DONE)) ||
 	       (r->state == ES_SHARD_FAILED && (seen & ES_SEEN_FAILED) && !(seen & ES_SEEN_DONE));

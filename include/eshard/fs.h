@@ -256,8 +256,10 @@ struct es_fs_dirstamp {
  * records the stamp; it is confirmed by a listing that begins settle_secs or more after the
  * stamp was first seen and finds it unchanged (a folder's times tick coarsely: an entry made in
  * the tick of a listing keeps them; fs.c). As fresh as the client's attributes of the folder: a
- * view may use it, nothing that decides. */
-enum { ES_FS_UNCHANGED = 0, ES_FS_LISTED = 1, ES_FS_UNLISTED = 2 };
+ * view may use it, nothing that decides. ES_FS_LISTED_PART: listed, but the listing was cut
+ * short by an error (es_fs_list_dir ends quietly with the names read so far): no caller may
+ * keep it. */
+enum { ES_FS_UNCHANGED = 0, ES_FS_LISTED = 1, ES_FS_UNLISTED = 2, ES_FS_LISTED_PART = 3 };
 int es_fs_list_dir_if_changed(const char *path, struct es_fs_dirstamp *stamp, double settle_secs, int may_defer,
 			      struct es_strv *out, int *listed);
 /* Copy a file byte for byte with its mode and times (like cp -p); dst is fsynced. */

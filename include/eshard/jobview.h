@@ -148,12 +148,14 @@ void es_jobview_free(struct es_jobview *v);
  * stat of each folder otherwise: fs.h es_fs_list_dir_if_changed); and what they show changed:
  * the records and locks of the shards not final yet (es_status_refresh: a done or failed shard
  * is read once) and the attempt folders of those shards (a final shard's, none of which says
- * it runs, once). While the job has event logs and list_whole is not set, a folder that
- * changed is listed once a minute (longer for a large one: jobview.c relist_secs), and in
- * between stands as last listed plus what the new events name there (every event its shard's
- * lock and attempt folder, a done its record, a failed its failed record): what a worker that
- * writes no events changed (the reference's, or one that died between its record and its
- * event) shows that much later, and a name an event implies that is absent costs a lookup.
+ * it runs, once). A shard that a new event names is read again even when final. While events
+ * come (the last less than a minute ago) and list_whole is not set, a folder that changed is
+ * listed once a minute (longer for a large one: jobview.c relist_secs), and in between stands
+ * as last listed plus what the new events name there (every event its shard's lock and
+ * attempt folder, a done or superseded its done record, a failed its failed record): what
+ * changed without an event (a worker of the reference's, one that died between its record and
+ * its event, a retry that no claim followed yet) shows that much later, and a name an event
+ * implies that is absent costs a lookup. A listing cut short by an error is never kept.
  *
  * The view equals a fresh load but where what a reader cannot see without reading changed: a
  * shard that failed again within one refresh, retried in between, keeps its earlier failure's

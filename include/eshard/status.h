@@ -177,6 +177,10 @@ int es_status_collect(const struct es_manifest *m, double lock_timeout, struct e
  * it, nothing that decides work (worker, merge, verify) does.
  */
 enum { ES_SEEN_DONE = 1, ES_SEEN_FAILED = 2, ES_SEEN_LOCK = 4, ES_SEEN_ALL = 7 };
+/* Not a listing's: a view's mark on a shard that a new event named (jobview.c), which
+ * es_status_refresh reads again even when it holds it as final (a retry moves a failed record
+ * away without a word: its shard's next claim is what tells). */
+enum { ES_SEEN_AGAIN = 8 };
 int es_status_seen(const struct es_manifest *m, const struct es_strv v[3], unsigned char *seen);
 
 /*

@@ -528,6 +528,16 @@ static void test_list_if_changed(const char *t)
 	es_strv_free(&v);
 	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 1, &v, &listed), 0);
 	CHECK_INT_EQ(listed, ES_FS_UNLISTED);
+	/* A listing cut short by an error: said so, no stamp. */
+	test_getdents_fail = 1;
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 0, &v, &listed), 0);
+	test_getdents_fail = 0;
+	CHECK_INT_EQ(listed, ES_FS_LISTED_PART);
+	CHECK_INT_EQ(v.n, 0);
+	CHECK(!st.valid);
+	CHECK_INT_EQ(es_fs_list_dir_if_changed(d, &st, 0, 0, &v, &listed), 0);
+	CHECK_INT_EQ(listed, ES_FS_LISTED);
+	CHECK(st.valid);
 	/* The folder replaced by another of the same name: listed. */
 	snprintf(f, sizeof(f), "%s/lic2", t);
 	CHECK_INT_EQ(es_fs_mkdirs(f, 0755), 0);

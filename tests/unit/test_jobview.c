@@ -331,18 +331,38 @@ static int refresh_listings(struct es_jobview *v)
 	return test_watched_lists;
 }
 
-/* Issue 29: while the job has event logs, a kept view does not list a folder whose changes the
- * events name: it reads the claimed and finished shards the new events name, by name, and
- * shows them as a fresh load does. What no event names (a record published by a worker that
- * writes none) shows once the folder is listed again: at once for a reader that sets
- * list_whole (the job's end), and then the view equals a fresh load again. */
+/* Move shard i's failed record and attempts to state/history and remove its fence, as retry
+ * does (it writes no event). */
+static void retry_shard(struct jf *j, int i)
+{
+	char p[2048], q[2048];
+	jf_path(j, p, sizeof(p), "state/failed/%s.json", j->id[i]);
+	snprintf(q, sizeof(q), "%s/state/history/failed", j->dir);
+	jf_mkdirs(q);
+	snprintf(q, sizeof(q), "%s/state/history/failed/%s.1.x.json", j->dir, j->id[i]);
+	CHECK_INT_EQ(rename(p, q), 0);
+	jf_path(j, p, sizeof(p), "attempts/%s", j->id[i]);
+	snprintf(q, sizeof(q), "%s/state/history/attempts", j->dir);
+	jf_mkdirs(q);
+	snprintf(q, sizeof(q), "%s/state/history/attempts/%s.1.x", j->dir, j->id[i]);
+	CHECK_INT_EQ(rename(p, q), 0);
+	jf_path(j, p, sizeof(p), "state/locks/%s.lock", j->id[i]);
+	CHECK_INT_EQ(unlink(p), 0);
+}
+
+/* Issue 29: a kept view does not list a folder whose changes new events name: it reads the
+ * shards they name by name, and shows them as a fresh load does. What changed without an event
+ * while events come (a record published by a worker that writes none) shows once the folder
+ * is listed: at once for a reader that sets list_whole (the job's end), else at the next
+ * listing (a minute after the last). A shard a new event names is read again even when the
+ * view holds it as final: a retried shard claimed again is running, not failed. */
 static void test_events_name_changes(const char *T)
 {
-	int rows[] = { 3, 4, 5 };
+	int rows[] = { 3, 4, 5, 6 };
 	struct jf j;
 	struct es_jobview v;
 	double now = es_time_epoch();
-	jf_make(&j, T, "life2", 3, rows, NULL);
+	jf_make(&j, T, "life2", 4, rows, NULL);
 	append_events(&j, "node-a.7.aaaaaaaa", "");
 	if (!CHECK_INT_EQ(es_jobview_init(j.dir, 0, &v), 0))
 		return;
@@ -358,15 +378,41 @@ static void test_events_name_changes(const char *T)
 	CHECK_INT_EQ(refresh_listings(&v), 0);
 	CHECK_INT_EQ((int)v.st.counts.done, 1);
 	check_same(&v, j.dir, now, "a claim and a done named by events");
-	/* Shard 1 done by a worker that writes no events: not seen until listed. */
+	/* Shard 1 done by a worker that writes no events, shard 2 claimed with its event. */
 	jf_done(&j, 1, "node-b");
 	jf_fence(&j, 1, "done");
+	claim(&j, "node-a.7.aaaaaaaa", 2, 1, "node-a", now - 4);
 	CHECK_INT_EQ(refresh_listings(&v), 0);
 	CHECK_INT_EQ((int)v.st.counts.done, 1);
+	CHECK_INT_EQ((int)v.st.counts.running, 1);
 	v.list_whole = 1;
 	CHECK(refresh_listings(&v) > 0);
+	v.list_whole = 0;
 	CHECK_INT_EQ((int)v.st.counts.done, 2);
 	check_same(&v, j.dir, now, "a record no event named, listed");
+	/* Shard 2 fails; a retry requeues it and a worker claims it again. */
+	attempt_status(&j, 2, "failed");
+	jf_failed(&j, 2, "node-a", "exit code 2");
+	jf_fence(&j, 2, "failed");
+	event_at(&j, "node-a.7.aaaaaaaa", 2, "failed", now - 3, ", \"detail\": \"exit code 2\"");
+	CHECK_INT_EQ(refresh_listings(&v), 0);
+	CHECK_INT_EQ((int)v.st.counts.failed, 1);
+	retry_shard(&j, 2);
+	claim(&j, "node-a.7.aaaaaaaa", 2, 2, "node-a", now - 2);
+	CHECK_INT_EQ(refresh_listings(&v), 0);
+	CHECK_INT_EQ((int)v.st.counts.failed, 0);
+	CHECK_INT_EQ((int)v.st.counts.running, 1);
+	check_same(&v, j.dir, now, "a retried shard claimed again");
+	/* Shard 3 done without an event, in a refresh that takes none: events came within the
+	 * minute, so the listing still waits; list_whole lists. */
+	jf_done(&j, 3, "node-b");
+	jf_fence(&j, 3, "done");
+	CHECK_INT_EQ(refresh_listings(&v), 0);
+	CHECK_INT_EQ((int)v.st.counts.done, 2);
+	v.list_whole = 1;
+	CHECK(refresh_listings(&v) > 0);
+	CHECK_INT_EQ((int)v.st.counts.done, 3);
+	check_same(&v, j.dir, now, "a record listed at last");
 	es_jobview_free(&v);
 }
 

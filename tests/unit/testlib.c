@@ -2,6 +2,7 @@
 #include "eshard/fs.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdarg.h>
@@ -233,10 +234,16 @@ long syscall(long number, ...)
 }
 
 int test_watched_lists;
+int test_getdents_fail;
 
 /* Listings too: fs.c reads a folder with getdents64 on its descriptor. */
 ssize_t getdents64(int fd, void *buf, size_t n)
 {
+	if (__atomic_load_n(&test_getdents_fail, __ATOMIC_SEQ_CST) > 0) {
+		__atomic_fetch_sub(&test_getdents_fail, 1, __ATOMIC_SEQ_CST);
+		errno = EIO;
+		return -1;
+	}
 	const char *w = __atomic_load_n(&test_watched, __ATOMIC_SEQ_CST);
 	if (w) {
 		char link[64], path[4096];

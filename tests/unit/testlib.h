@@ -47,6 +47,8 @@ extern const char *test_watched;
 extern int test_watched_opens;
 /* The getdents64 calls (fs.c's listings) on a folder whose path holds test_watched. */
 extern int test_watched_lists;
+/* While > 0, each getdents64 call fails with EIO and takes one off. */
+extern int test_getdents_fail;
 
 /* A temporary's token (fs.h es_fs_temp_token) whose maker is gone: this host's, with the pid of
  * a child that has exited (es_fs_temp_owner says ES_TEMP_GONE). */
