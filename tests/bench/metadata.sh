@@ -194,10 +194,26 @@ calc() { python3 -c "print('%.1f' % ($1))"; }
 # keep_out TAG: a failed run's last lines, and its whole output kept where $T's removal does not
 # take it (a run of 20,000 shards takes half an hour: what went wrong must not be lost).
 keep_out() {
-  local keep
+  local keep p rel
   keep=$(mktemp "${TMPDIR:-/tmp}/metadata-run-$1.XXXXXX.out")
   cp "$T/run-$1.out" "$keep"
   tail -20 "$T/run-$1.out"
+  # A file the run could not open: what the brick holds there, and what a new client sees.
+  grep -o "cannot open result '[^']*'" "$T/run-$1.out" | sed "s/^cannot open result '//; s/'\$//" | sort -u | head -5 |
+    while read -r p; do
+      rel=${p#"$T/mnt/"}
+      {
+        echo "== $p"
+        echo "-- on the brick:"
+        ls -la --time-style=full-iso "$GLUSTER_BRICK/$(dirname "$rel")" 2>&1
+        getfattr -d -m . -e hex "$GLUSTER_BRICK/$rel" 2>&1 | head -20
+        echo "-- through a new client:"
+        gluster_run "look-$1" ls -la --time-style=full-iso "$(dirname "$p")" 2>&1
+        echo "-- every line of the run that names its shard:"
+        grep -n -- "$(basename "$(dirname "$(dirname "$rel")")")" "$T/run-$1.out" | head -20
+      } >>"$keep.missing" 2>&1
+    done
+  [ ! -s "$keep.missing" ] || { cat "$keep.missing"; echo "metadata bench: what the brick holds: $keep.missing" >&2; }
   echo "metadata bench: the run's whole output: $keep" >&2
 }
 # rows FILE N: N one-row records.
