@@ -51,11 +51,13 @@
 # is timed (the same way) before any work, after one `worker --max-shards K` (--partial,
 # default 200) finished K shards, and once the rest is made finished through one client
 # (tests/bench/finish_job.py --results --events: what status reads most, every shard's record,
-# attempt folder and result, and the claim and done events a worker writes). On the way, with all but 40 shards finished, a kept view follows the job
-# as rank 0's progress line does (`status --watch --interval 10` through a client of its own):
-# its requests a second while nothing changes (2 x --window), then its requests to catch up
-# with the last 40 shards, finished while it was stopped (--window), against the issue's rank
-# 0 following (5 per finished shard + 10 a second).
+# attempt folder and result, and the claim and done events a worker writes). On the way, with
+# all but 41 shards finished, a kept view follows the job as rank 0's progress line does
+# (`status --watch --interval 10` through a client of its own): its requests a second while
+# nothing changes (2 x --window), then its requests to catch up with 40 shards finished while
+# it was stopped (--window), against the issue's rank 0 following (5 per finished shard + 10 a
+# second); then the last shard is finished, and the watch must end (its end, a listing of what
+# changed, is not in the figure: rank 0's progress line has none).
 # --compare-bin PATH (or ESHARD_BENCH_COMPARE_BIN): every `status` figure is taken a second time
 # with that binary (another build, say the one before a change), on the same job right after,
 # each through a new client of its own: a pair from one run, on the same machine load.
@@ -393,8 +395,8 @@ status_job() {
   # finished and let go: its next --window seconds catch up with them (and end the watch: the
   # job is complete). Against the issue's rank 0 following: 5 requests per shard + 10 a second.
   local catch=40 wjob wpid
-  [ "$n" -gt $((partial + catch)) ] || fail "status $n: fewer shards than --partial + $catch"
-  gluster_run "sfin-$n" python3 "$repo/tests/bench/finish_job.py" "$job" --results --events --limit $((n - partial - catch)) \
+  [ "$n" -gt $((partial + catch + 1)) ] || fail "status $n: fewer shards than --partial + $catch + 1"
+  gluster_run "sfin-$n" python3 "$repo/tests/bench/finish_job.py" "$job" --results --events --limit $((n - partial - catch - 1)) \
     >"$T/fin.out" 2>&1 || { tail -5 "$T/fin.out"; fail "finishing the job of $n shards failed"; }
   gluster_run "sw-$n" "$bin" status --job-dir "$job" --watch --interval 10 >"$T/watch-$n.out" 2>&1 &
   wjob=$!
@@ -404,13 +406,16 @@ status_job() {
   [ -n "$wpid" ] || fail "status $n: no status --watch process"
   window "$s/w" 2
   kill -STOP "$wpid"
-  gluster_run "sfin2-$n" python3 "$repo/tests/bench/finish_job.py" "$job" --results --events >"$T/fin.out" 2>&1 ||
-    { tail -5 "$T/fin.out"; fail "finishing the job of $n shards failed"; }
+  gluster_run "sfin2-$n" python3 "$repo/tests/bench/finish_job.py" "$job" --results --events --limit "$catch" \
+    >"$T/fin.out" 2>&1 || { tail -5 "$T/fin.out"; fail "finishing the job of $n shards failed"; }
   sleep 1
   snap "$s/c0"
   kill -CONT "$wpid"
   sleep "$window"
   snap "$s/c1"
+  kill -0 "$wpid" 2>/dev/null || fail "status $n: status --watch ended with a shard left"
+  gluster_run "sfin3-$n" python3 "$repo/tests/bench/finish_job.py" "$job" --results --events >"$T/fin.out" 2>&1 ||
+    { tail -5 "$T/fin.out"; fail "finishing the job of $n shards failed"; }
   timeout 60 tail --pid="$wpid" -f /dev/null || fail "status $n: status --watch did not end with the job complete"
   wait "$wjob" || fail "status $n: status --watch of the complete job exited $?"
   local w c
