@@ -174,6 +174,47 @@ static int out_write(struct reader *rd, const char *p, size_t n, struct mbuf *b)
 	return rc;
 }
 
+/* How often a result that its done record names, and that the file system says is not there,
+ * is looked for again (open_result), a second apart. */
+#define ES_MERGE_RESULT_TRIES 5
+
+/*
+ * Open a result a done record names. The record is published after its result (docs/
+ * job-folder.md), so a result that answers ENOENT is one this node's client does not show: a
+ * FUSE client (GlusterFS, with tens of thousands of files in view) can keep a kernel entry for a
+ * name whose inode the client itself has forgotten, and answer every open through it with
+ * ENOENT until something renews the entry. A listing of the result's folder renews its entries
+ * (READDIRPLUS; an NFS client revalidates the folder on open), so the open is tried again after
+ * one, up to ES_MERGE_RESULT_TRIES times a second apart; a result that is truly gone stays an
+ * error.
+ */
+static int open_result(const char *path, int *fd)
+{
+	int rc = es_fs_open_read(path, O_RDONLY, fd);
+	for (int k = 1; rc == 1 && k < ES_MERGE_RESULT_TRIES && !es_stop_signal(); k++) {
+		struct es_buf dir = ES_BUF_INIT;
+		struct es_strv names = ES_STRV_INIT;
+		const char *slash = strrchr(path, '/');
+		if (k > 1)
+			es_sleep(1.0);
+		if (slash && !es_buf_add(&dir, path, (size_t)(slash - path))) {
+			es_log_quiet_begin();
+			es_fs_list_dir(dir.data, &names);
+			es_log_quiet_end();
+		}
+		es_strv_free(&names);
+		es_buf_free(&dir);
+		rc = es_fs_open_read(path, O_RDONLY, fd);
+		if (rc == 0)
+			es_log_note("result %s was not there to open on this node until its folder was listed again (%d "
+				    "tries): a client that caches metadata (docs/design.md, \"Terminal fences\")", path, k + 1);
+	}
+	if (rc == 1)
+		return es_error_errno(ES_EIO, "cannot open result '%s' (looked for %d times, its folder listed "
+				      "again before each)", path, ES_MERGE_RESULT_TRIES);
+	return rc;
+}
+
 /*
  * Copy one result file into the output through the hasher, validating every line here.
  * rows gets its line count; the file's sha256 is left in h->file_hex.
@@ -181,9 +222,7 @@ static int out_write(struct reader *rd, const char *p, size_t n, struct mbuf *b)
 static int merge_file(struct reader *rd, const char *path, int64_t *rows)
 {
 	struct hasher *h = rd->h;
-	int fd, rc = es_fs_open_read(path, O_RDONLY, &fd);
-	if (rc == 1)
-		return es_error_errno(ES_EIO, "cannot open result '%s'", path);
+	int fd, rc = open_result(path, &fd);
 	if (rc)
 		return rc;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);

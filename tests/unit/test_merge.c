@@ -565,6 +565,41 @@ static void test_output_in_job_folder(void)
 	free(after);
 }
 
+/* A result that exists but that this node's client answers ENOENT for (a forgotten inode
+ * behind a kept kernel entry on a FUSE client) is opened again after a listing of its folder:
+ * twice is recovered from; one that stays absent is an error that says how often it was
+ * looked for, and no output is left. */
+static void test_result_looks_absent(void)
+{
+	int rows[] = { 2, 3 };
+	struct jf j;
+	char out[2048];
+	jf_make(&j, T, "vanish", 2, rows, NULL);
+	double now = es_time_epoch();
+	jf_done_ex(&j, 0, "a", 0, 0, 0, now - 5, now);
+	jf_done_ex(&j, 1, "a", 0, 0, 0, now - 5, now);
+	snprintf(out, sizeof(out), "%s/vanish.jsonl", T);
+	struct es_merge_result r;
+	test_vanished = "/processed.jsonl";
+	test_vanished_opens = 2;
+	es_log_quiet_begin();
+	int rc = es_merge_run(j.dir, out, 0, 0, &r, 1);
+	es_log_quiet_end();
+	if (CHECK_INT_EQ(rc, 0)) {
+		CHECK_INT_EQ(r.rows, 5);
+		free(r.output);
+	}
+	CHECK(test_vanished_opens <= 0);
+	test_vanished_opens = 1000;
+	es_log_quiet_begin();
+	rc = es_merge_run(j.dir, out, 1, 0, &r, 1);
+	es_log_quiet_end();
+	test_vanished = NULL;
+	CHECK(rc != 0);
+	CHECK(strstr(es_last_error(), "cannot open result") && strstr(es_last_error(), "looked for 5 times"));
+	CHECK_INT_EQ(count_temps(T), 0);
+}
+
 int main(void)
 {
 	T = test_tmpdir();
@@ -575,5 +610,6 @@ int main(void)
 	test_big_results();
 	test_follow();
 	test_output_in_job_folder();
+	test_result_looks_absent();
 	return test_done();
 }

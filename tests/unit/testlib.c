@@ -176,11 +176,21 @@ static int watched(const char *path, const char *w)
 	return 0;
 }
 
-static void watch(const char *path)
+const char *test_vanished;
+int test_vanished_opens;
+
+/* Counts an open of path (test_watched); 1 when it is to fail with ENOENT (test_vanished). */
+static int watch(const char *path)
 {
 	const char *w = __atomic_load_n(&test_watched, __ATOMIC_SEQ_CST);
 	if (w && path && watched(path, w))
 		__atomic_fetch_add(&test_watched_opens, 1, __ATOMIC_SEQ_CST);
+	const char *v = __atomic_load_n(&test_vanished, __ATOMIC_SEQ_CST);
+	if (v && *v && path && watched(path, v) && __atomic_fetch_sub(&test_vanished_opens, 1, __ATOMIC_SEQ_CST) > 0) {
+		errno = ENOENT;
+		return 1;
+	}
+	return 0;
 }
 
 static mode_t mode_arg(int flags, va_list ap)
@@ -197,7 +207,8 @@ int open(const char *path, int flags, ...)
 	va_end(ap);
 	if (!real)
 		real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
-	watch(path);
+	if (watch(path))
+		return -1;
 	return real(path, flags, mode);
 }
 
@@ -210,7 +221,8 @@ int openat(int dfd, const char *path, int flags, ...)
 	va_end(ap);
 	if (!real)
 		real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, "openat");
-	watch(path);
+	if (watch(path))
+		return -1;
 	return real(dfd, path, flags, mode);
 }
 
@@ -227,8 +239,8 @@ long syscall(long number, ...)
 	if (!real)
 		real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
 #ifdef SYS_openat2
-	if (number == SYS_openat2)
-		watch((const char *)a[1]);
+	if (number == SYS_openat2 && watch((const char *)a[1]))
+		return -1;
 #endif
 	return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

@@ -49,6 +49,10 @@ extern int test_watched_opens;
 extern int test_watched_lists;
 /* While > 0, each getdents64 call fails with EIO and takes one off. */
 extern int test_getdents_fail;
+/* An open, openat or openat2 of a path that matches test_vanished (as test_watched) fails with
+ * ENOENT while test_vanished_opens > 0, taking one off: a file that exists but looks absent. */
+extern const char *test_vanished;
+extern int test_vanished_opens;
 
 /* A temporary's token (fs.h es_fs_temp_token) whose maker is gone: this host's, with the pid of
  * a child that has exited (es_fs_temp_owner says ES_TEMP_GONE). */
