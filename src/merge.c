@@ -179,14 +179,14 @@ static int out_write(struct reader *rd, const char *p, size_t n, struct mbuf *b)
 #define ES_MERGE_RESULT_TRIES 5
 
 /*
- * Open a result a done record names. The record is published after its result (docs/
- * job-folder.md), so a result that answers ENOENT is one this node's client does not show: a
- * FUSE client (GlusterFS, with tens of thousands of files in view) can keep a kernel entry for a
- * name whose inode the client itself has forgotten, and answer every open through it with
- * ENOENT until something renews the entry. A listing of the result's folder renews its entries
- * (READDIRPLUS; an NFS client revalidates the folder on open), so the open is tried again after
- * one, up to ES_MERGE_RESULT_TRIES times a second apart; a result that is truly gone stays an
- * error.
+ * Open a result a done record names. The record is published after its result
+ * (docs/job-folder.md), so a result that answers ENOENT is one this node's client does not
+ * show: a FUSE client (GlusterFS, with tens of thousands of files in view) can keep a kernel
+ * entry for a name whose inode the client itself has forgotten, and answer every open through
+ * it with ENOENT until something renews the entry. A listing of the result's folder renews its
+ * entries (READDIRPLUS; an NFS client revalidates the folder on open), so the open is tried
+ * again after one, up to ES_MERGE_RESULT_TRIES times a second apart; a result that is truly
+ * gone stays an error (docs/design.md, "Terminal fences: never trust an absent file").
  */
 static int open_result(const char *path, int *fd)
 {
