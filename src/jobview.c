@@ -1026,7 +1026,8 @@ static int strv_union(struct es_strv *v, const struct es_strv *add)
 struct list_job_ctx {
 	const char *job_dir;
 	struct es_jv_cache *c; /* NULL: list every folder, keep nothing */
-	int may_defer;         /* the events name what changes: a changed folder may wait */
+	int may_defer;         /* events came (the last at named_mono): a changed folder may wait */
+	double named_mono;
 	struct es_strv *v;
 };
 
@@ -1051,7 +1052,8 @@ static int list_job_part(void *ctx, size_t part, size_t begin, size_t end)
 		}
 		struct es_jv_cache *c = x->c;
 		double mono = es_time_mono();
-		int defer = x->may_defer && c->have_kept[k] && mono - c->listed_mono[k] < relist_secs(c->kept[k].n);
+		double wait = relist_secs(c->kept[k].n);
+		int defer = x->may_defer && c->have_kept[k] && mono - c->listed_mono[k] < wait && mono - x->named_mono < wait;
 		int listed = ES_FS_LISTED;
 		rc = es_fs_list_dir_if_changed(p.data, &c->stamp[k], ES_JV_SETTLE_SECS, defer, &x->v[k], &listed);
 		if (!rc && listed == ES_FS_LISTED_PART) {
@@ -1085,7 +1087,7 @@ static int list_job_part(void *ctx, size_t part, size_t begin, size_t end)
  * one whose changes the events name (may_defer; list_job_part). Nothing to free after an error. */
 static int list_job(const char *job_dir, struct es_jv_cache *c, int may_defer, struct es_strv v[4])
 {
-	struct list_job_ctx x = { job_dir, c, may_defer, v };
+	struct list_job_ctx x = { job_dir, c, may_defer, c ? c->named_mono : 0, v };
 	int rc = es_par_run(4, 4, list_job_part, &x);
 	for (int k = 0; rc && k < 4; k++)
 		es_strv_free(&v[k]);
@@ -1195,8 +1197,8 @@ int es_jobview_refresh(struct es_jobview *r, double now)
 	set_time_range(r);
 	struct es_jv_cache *c = r->cache;
 	/* The events first: the shards they name are read again whatever the listings say
-	 * (ES_SEEN_AGAIN), and while new ones come (the last less than ES_JV_RELIST_SECS ago), a
-	 * folder that changed may wait for its listing (list_job_part). Then the listings: a shard in none of them is pending without
+	 * (ES_SEEN_AGAIN), and while new ones come (the last less than a folder's relist_secs ago),
+	 * a folder that changed may wait for its listing (list_job_part). Then the listings: a shard in none of them is pending without
 	 * a look at its own names. Those made while the manifest was read serve a first refresh
 	 * that follows at once. */
 	memset(c->named_shard, 0, r->m.n_shards);
@@ -1207,8 +1209,9 @@ int es_jobview_refresh(struct es_jobview *r, double now)
 		c->have_named = 1;
 		c->named_mono = mono;
 	}
-	/* Events come: the folders' changes are named (a refresh between two bursts of them too). */
-	int may_defer = !r->list_whole && c->have_named && mono - c->named_mono < ES_JV_RELIST_SECS;
+	/* Events came: the folders' changes are named (a refresh between two bursts of them too, or
+	 * in a tail where one shard runs, up to a folder's relist_secs after the last event). */
+	int may_defer = !r->list_whole && c->have_named;
 	if (!rc && (!c->have_pre || es_time_mono() - c->pre_mono >= ES_JV_PRE_SECS)) {
 		for (int k = 0; k < 4; k++)
 			es_strv_free(&c->pre[k]);

@@ -149,10 +149,10 @@ void es_jobview_free(struct es_jobview *v);
  * the records and locks of the shards not final yet (es_status_refresh: a done or failed shard
  * is read once) and the attempt folders of those shards (a final shard's, none of which says
  * it runs, once). A shard that a new event names is read again even when final. While events
- * come (the last less than a minute ago) and list_whole is not set, a folder that changed is
- * listed once a minute (longer for a large one: jobview.c relist_secs), and in between stands
- * as last listed plus what the new events name there (every event its shard's lock and
- * attempt folder, a done or superseded its done record, a failed its failed record): what
+ * come and list_whole is not set, a folder that changed is listed once a minute (longer for a
+ * large one: jobview.c relist_secs; and once that long passed since the last event), and in
+ * between stands as last listed plus what the new events name there (every event its shard's
+ * lock and attempt folder, a done or superseded its done record, a failed its failed record): what
  * changed without an event (a worker of the reference's, one that died between its record and
  * its event, a retry that no claim followed yet) shows that much later, and a name an event
  * implies that is absent costs a lookup. A listing cut short by an error is never kept.
