@@ -1056,16 +1056,14 @@ static int list_job_part(void *ctx, size_t part, size_t begin, size_t end)
 		int defer = x->may_defer && c->have_kept[k] && mono - c->listed_mono[k] < wait && mono - x->named_mono < wait;
 		int listed = ES_FS_LISTED;
 		rc = es_fs_list_dir_if_changed(p.data, &c->stamp[k], ES_JV_SETTLE_SECS, defer, &x->v[k], &listed);
-		if (!rc && listed == ES_FS_LISTED_PART) {
-			/* Cut short by an error: used once, never kept (the next refresh lists). */
+		if (!rc && (listed == ES_FS_LISTED || listed == ES_FS_LISTED_PART)) {
 			rc = strv_union(&x->v[k], &c->named[k]);
-			c->have_kept[k] = 0;
-			es_strv_free(&c->kept[k]);
-		} else if (!rc && listed == ES_FS_LISTED) {
-			rc = strv_union(&x->v[k], &c->named[k]);
-			if (!rc)
+			/* A listing cut short by an error is used once, never kept (the next lists). */
+			if (!rc && listed == ES_FS_LISTED)
 				rc = strv_copy(&x->v[k], &c->kept[k]);
-			c->have_kept[k] = !rc;
+			else
+				es_strv_free(&c->kept[k]);
+			c->have_kept[k] = !rc && listed == ES_FS_LISTED;
 			c->listed_mono[k] = mono;
 		} else if (!rc) {
 			rc = strv_union(&c->kept[k], &c->named[k]);
@@ -1216,10 +1214,8 @@ int es_jobview_refresh(struct es_jobview *r, double now)
 		for (int k = 0; k < 4; k++)
 			es_strv_free(&c->pre[k]);
 		rc = list_job(r->m.job_dir, c, may_defer, c->pre);
-	} else {
-		for (int k = 0; !rc && k < 4; k++)
-			rc = strv_union(&c->pre[k], &c->named[k]);
 	}
+	/* init's listings serve only a first refresh, whose events name nothing (name_event). */
 	for (int k = 0; k < 4; k++)
 		es_strv_free(&c->named[k]);
 	c->have_pre = 0;
