@@ -5,7 +5,7 @@
 #
 #   tests/bench/metadata.sh [--bin PATH] [--configs "RxN ..."] [--status-shards "N ..."]
 #                           [--sleep SECS] [--window SECS] [--partial K] [--status-runs K]
-#                           [--compare-bin PATH]
+#                           [--compare-bin PATH] [--run-args "ARGS"]
 #
 # The volume is the one of tests/e2e/gluster.sh, sourced as it is: glusterd on this machine, a
 # one-brick volume with the metadata-cache and nl-cache option groups (md-cache and the
@@ -62,6 +62,9 @@
 # with that binary (another build, say the one before a change), on the same job right after,
 # each through a new client of its own: a pair from one run, on the same machine load.
 #
+# --run-args "ARGS" (or ESHARD_BENCH_RUN_ARGS): more options for every `run`, split at blanks (say
+# "--lease-secs 3600", to see what the passes of every quarter lease cost).
+#
 # Every run checks exactly-once on the brick (tests/e2e/exactly_once.py --fence). Each window's
 # rate is its count over the wall time between the two profile reads (about 0.2 s of error
 # each). The brick's counts include RELEASE and RELEASEDIR (the close of a file and of a folder
@@ -69,9 +72,9 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 bin="" configs=${ESHARD_BENCH_CONFIGS:-8x400} status_shards=${ESHARD_BENCH_STATUS_SHARDS:-} sleep_secs=0.2 window=20 partial=200 status_runs=3
-compare_bin=${ESHARD_BENCH_COMPARE_BIN:-}
+compare_bin=${ESHARD_BENCH_COMPARE_BIN:-} run_args=${ESHARD_BENCH_RUN_ARGS:-}
 usage() {
-  echo "usage: $0 [--bin PATH] [--configs \"RxN ...\"] [--status-shards \"N ...\"] [--sleep SECS] [--window SECS] [--partial K] [--status-runs K] [--compare-bin PATH]" >&2
+  echo "usage: $0 [--bin PATH] [--configs \"RxN ...\"] [--status-shards \"N ...\"] [--sleep SECS] [--window SECS] [--partial K] [--status-runs K] [--compare-bin PATH] [--run-args \"ARGS\"]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -85,6 +88,7 @@ while [ $# -gt 0 ]; do
     --partial) partial=$2 ;;
     --status-runs) status_runs=$2 ;;
     --compare-bin) compare_bin=$2 ;;
+    --run-args) run_args=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -131,7 +135,7 @@ fakehosts_check
 gluster_setup
 gluster_cli volume profile "$GLUSTER_VOL" start >/dev/null || fail "gluster volume profile $GLUSTER_VOL start failed"
 write_recipe "$T/recipe.yaml"
-say "binary $bin${compare_bin:+ (status also with $compare_bin)}, volume $GLUSTER_VOL (metadata-cache, nl-cache), glusterfs $(glusterfs --version | awk 'NR == 1 { print $2 }')"
+say "binary $bin${compare_bin:+ (status also with $compare_bin)}${run_args:+, run $run_args}, volume $GLUSTER_VOL (metadata-cache, nl-cache), glusterfs $(glusterfs --version | awk 'NR == 1 { print $2 }')"
 
 # snap FILE: the brick's cumulative calls per fop ("FOP CALLS" lines) and the time read.
 snap() {
@@ -278,7 +282,7 @@ EOF
   snap "$s/r0"
   # shellcheck disable=SC2086
   timeout 3600 $MPIRUN $FAKEHOSTS_MPIRUN_ARGS -np "$r" -npernode 1 "$T/rank.sh" "$bin" run "${common[@]}" \
-    --no-backup >"$T/run-$tag.out" 2>&1 &
+    --no-backup $run_args >"$T/run-$tag.out" 2>&1 &
   local mp=$! i done_n
   unset FAKEHOSTS_GLUSTER OMPI_MCA_orte_leave_session_attached
   # The tail: every shard done but the long one, which runs.
