@@ -544,6 +544,22 @@ static int open_beneath_fast(const char *path, int flags, int *fd)
 	return -1;
 }
 
+int es_fs_lstat_beneath(const char *path, struct stat *st)
+{
+	if (!below_boundary(path, NULL))
+		return -1;
+	int dfd;
+	const char *name;
+	es_log_quiet_begin();
+	int rc = beneath(path, &dfd, &name);
+	es_log_quiet_end();
+	if (rc)
+		return -1;
+	rc = strcmp(name, ".") && strcmp(name, "..") && fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -1;
+	close_dir(dfd);
+	return rc;
+}
+
 /* The name of tmp (a sibling of the target that beneath() gave dfd for) as seen from dfd. */
 static const char *from_dir(int dfd, const char *tmp)
 {

@@ -304,6 +304,40 @@ static int take_attempt(struct es_jobview *r, const char *shard, const char *lea
 	return 0;
 }
 
+/* A done shard read for the first time whose folder holds one folder (its link count is 3: its
+ * own entry, its ".", the one folder's ".."), that its record names: that attempt is read
+ * without a listing of the shard's folder (a stat from the walk cache's attempts/ in place of an
+ * open, two reads and a close; at a file server, a lookup in place of OPENDIR, READDIRP and
+ * RELEASEDIR). A file system whose folders do not count their sub-folders so (btrfs, an overlay
+ * of two, a count past its limit: 1) never shows 3 for more than one, and is listed. 0 when
+ * taken, 1 when the listing must do (nothing reported), an error code (out of memory). Only
+ * folders count: a listing finds no attempt in another kind of entry, and merge sweeps only
+ * folders (its attempts_clean). */
+static int read_published_only(struct es_jobview *r, const char *sdir, const char *shard, long idx, struct es_buf *text)
+{
+	const struct es_shard_status *s = &r->st.shards[idx];
+	size_t n = strlen(sdir);
+	if (s->state != ES_SHARD_DONE || !s->published_dir || strncmp(s->published_dir, sdir, n) ||
+	    s->published_dir[n] != '/')
+		return 1;
+	const char *leaf = s->published_dir + n + 1;
+	struct stat st, jst;
+	if (!*leaf || !strcmp(leaf, ".") || strchr(leaf, '/') || es_fs_lstat_beneath(sdir, &st) || !S_ISDIR(st.st_mode) ||
+	    st.st_nlink != 3)
+		return 1;
+	struct es_buf aj = ES_BUF_INIT;
+	es_buf_printf(&aj, "%s/" ES_ATTEMPT_JSON, s->published_dir);
+	es_log_quiet_begin();
+	int rc = es_fs_read_file_stat(aj.data, text, 0, &jst);
+	es_log_quiet_end();
+	es_buf_free(&aj);
+	if (rc)
+		return 1;
+	if ((rc = take_attempt(r, shard, leaf, s->published_dir, &jst, NULL, 0, text)) == 0)
+		r->cache->one_leaf[idx] = 1;
+	return rc;
+}
+
 /* Every attempts/<shard>/<leaf>/ of one shard that holds an attempt.json, in name order. An
  * attempt.json of the same identity (inode, size, mtime) as one of old is not read again: a
  * stat, which a client that caches metadata answers itself, instead of an open and a read.
@@ -317,6 +351,11 @@ static int read_shard_attempts(struct es_jobview *r, const char *base, const cha
 	struct stat st;
 	int rc = 0;
 	es_buf_printf(&sdir, "%s/%s", base, shard);
+	if (!n_old && idx >= 0 && (rc = read_published_only(r, sdir.data, shard, idx, &text)) != 1) {
+		es_buf_free(&sdir);
+		es_buf_free(&text);
+		return rc;
+	}
 	rc = es_fs_list_dir(sdir.data, &leaves); /* not a folder: none (no stat first) */
 	if (!rc && idx >= 0)
 		r->cache->one_leaf[idx] = leaves.n == 1;

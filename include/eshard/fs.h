@@ -89,6 +89,12 @@ int es_fs_below_boundary(const char *path);
  * folder made anew) is not seen until end. */
 void es_fs_walk_cache_begin(void);
 void es_fs_walk_cache_end(void);
+/* The identity of path, below the boundary, without following a link on the way or at the end
+ * (an fstatat from its folder, walked as a read walks, from the walk cache when on: one call
+ * once the folder is kept). 0 with *st; -1 when path is not below the boundary or anything
+ * fails: nothing is reported, and the caller takes another way. */
+struct stat;
+int es_fs_lstat_beneath(const char *path, struct stat *st);
 
 /* Write data to <dir>/.<name>.<32hex>.tmp, fsync, rename over path, fsync the folder. */
 int es_fs_write_atomic(const char *path, const void *data, size_t len);
@@ -172,7 +178,6 @@ int es_fs_read_file(const char *path, struct es_buf *out, size_t max);
  * again only what changed compares next time, without a stat of its own. Below the boundary,
  * with a folder of the walk cache above the file, the file is opened in one call (openat2,
  * refusing links as the walk does) instead of a folder at a time. */
-struct stat;
 int es_fs_read_file_stat(const char *path, struct es_buf *out, size_t max, struct stat *st);
 /* The last max_lines lines of a file, from at most its last max_bytes bytes, into out (replacing
  * its content; a line cut by the byte bound is dropped, the trailing newline too). Returns 1 when

@@ -215,6 +215,51 @@ static void test_walk_cache(const char *t)
 	es_buf_free(&b);
 }
 
+/* Issue 29: es_fs_lstat_beneath, a job view's stat of a shard's attempt folder (jobview.c
+ * read_published_only): a folder's identity and link count below the boundary, from the walk
+ * cache's folder in one call once kept; a link at the end is the link's own identity, a link on
+ * the way, a missing name, a path outside the boundary and ".." are -1. */
+static void test_lstat_beneath(const char *t)
+{
+	char root[4096], p[4096 + 64], q[4096 + 64];
+	snprintf(root, sizeof(root), "%s/lb", t);
+	snprintf(p, sizeof(p), "%s/attempts/s1/0001-x", root);
+	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/elsewhere/s1/0001-x", t);
+	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/elsewhere", t);
+	snprintf(q, sizeof(q), "%s/linked", root);
+	CHECK_INT_EQ(symlink(p, q), 0);
+	snprintf(q, sizeof(q), "%s/attempts/s2", root);
+	CHECK_INT_EQ(symlink("s1", q), 0);
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/attempts/s1", root);
+	CHECK_INT_EQ(es_fs_lstat_beneath(p, &st), -1); /* no boundary */
+	es_fs_set_boundary(root);
+	es_fs_walk_cache_begin();
+	CHECK_INT_EQ(es_fs_lstat_beneath(p, &st), 0);
+	CHECK(S_ISDIR(st.st_mode));
+	CHECK_INT_EQ((int)st.st_nlink, 3); /* ext4, tmpfs, xfs: 2 + its one sub-folder */
+	test_watched = "/lb";
+	test_watched_opens = 0;
+	CHECK_INT_EQ(es_fs_lstat_beneath(p, &st), 0); /* attempts/ is kept: no open */
+	CHECK_INT_EQ(test_watched_opens, 0);
+	test_watched = NULL;
+	snprintf(p, sizeof(p), "%s/attempts/s2", root);
+	CHECK_INT_EQ(es_fs_lstat_beneath(p, &st), 0);
+	CHECK(S_ISLNK(st.st_mode));
+	snprintf(p, sizeof(p), "%s/linked/s1", root);
+	CHECK_INT_EQ(es_fs_lstat_beneath(p, &st), -1);
+	snprintf(p, sizeof(p), "%s/attempts/s3", root);
+	CHECK_INT_EQ(es_fs_lstat_beneath(p, &st), -1);
+	snprintf(p, sizeof(p), "%s/attempts/..", root);
+	CHECK_INT_EQ(es_fs_lstat_beneath(p, &st), -1);
+	snprintf(p, sizeof(p), "%s/elsewhere/s1", t);
+	CHECK_INT_EQ(es_fs_lstat_beneath(p, &st), -1);
+	es_fs_walk_cache_end();
+	es_fs_set_boundary(NULL);
+}
+
 /* An output a command writes where the user says may not replace what the job needs: inside
  * the job folder, after ".." and links, only the command's own file at its root is allowed. */
 static void test_check_output(const char *t)
@@ -561,6 +606,7 @@ int main(void)
 	test_list_if_changed(t);
 	test_walk_cache(t);
 	test_walk_cache_writes(t);
+	test_lstat_beneath(t);
 	test_read_in_one_call(t);
 	snprintf(p, sizeof(p), "%s/real/sub", t);
 	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);

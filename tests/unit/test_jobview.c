@@ -445,6 +445,75 @@ static void test_progress_hands_view(const char *T)
 	es_jobview_free(&v);
 }
 
+/* How many attempts a view holds for shard i. */
+static int attempts_of(const struct es_jobview *v, int i)
+{
+	int n = 0;
+	for (size_t k = 0; k < v->n_a; k++)
+		n += v->a[k].shard_index == i;
+	return n;
+}
+
+/* Issue 29: a done shard whose folder holds one folder, the attempt its record names, is read
+ * without a listing of that folder (jobview.c read_published_only: its link count is 3), and
+ * shows as a listing shows it, attempts_clean included (merge's sweep passes it by). A folder
+ * with two attempts, or with one that is not the record's, is listed; a stray file beside the
+ * one attempt changes nothing (no attempt is in a file, and merge sweeps only folders). */
+static void test_published_by_name(const char *T)
+{
+	int rows[] = { 3, 4, 5, 6 };
+	struct jf j;
+	struct es_jobview v;
+	char p[2048];
+	jf_make(&j, T, "byname", 4, rows, NULL);
+	jf_done(&j, 0, "node-a");
+	jf_attempt(&j, 1, 1, "node-a", "failed", es_time_epoch() - 20);
+	jf_done(&j, 1, "node-b");
+	jf_done(&j, 2, "node-a");
+	jf_path(&j, p, sizeof(p), "attempts/%s/stray.tmp", j.id[2]);
+	jf_writes(p, "x");
+	jf_done(&j, 3, "node-a");
+	jf_path(&j, p, sizeof(p), "attempts/%s/0002-other", j.id[3]); /* not the record's */
+	jf_mkdirs(p);
+	jf_path(&j, p, sizeof(p), "%s/attempt.json", j.attempt[3]);
+	CHECK_INT_EQ(unlink(p), 0);
+	struct {
+		const char *watch;
+		int lists;
+	} want[4];
+	char w[4][128];
+	for (int i = 0; i < 4; i++)
+		snprintf(w[i], sizeof(w[i]), "/attempts/%s$", j.id[i]);
+	want[0] = (typeof(want[0])){ w[0], 0 };
+	want[1] = (typeof(want[0])){ w[1], 1 };
+	want[2] = (typeof(want[0])){ w[2], 0 };
+	want[3] = (typeof(want[0])){ w[3], 1 };
+	for (int i = 0; i < 4; i++) {
+		test_watched = want[i].watch;
+		test_watched_lists = 0;
+		if (!CHECK_INT_EQ(es_jobview_load(j.dir, 0, 0, &v), 0))
+			return;
+		test_watched = NULL;
+		if (!CHECK_INT_EQ(test_watched_lists > 0, want[i].lists))
+			fprintf(stderr, "  shard %d: its folder listed %d time(s)\n", i, test_watched_lists);
+		if (i < 3)
+			CHECK_INT_EQ((int)v.st.shards[i].state, ES_SHARD_DONE);
+		es_jobview_free(&v);
+	}
+	CHECK_INT_EQ(es_jobview_load(j.dir, 0, 0, &v), 0);
+	CHECK_INT_EQ(attempts_of(&v, 0), 1);
+	CHECK_INT_EQ(attempts_of(&v, 1), 2);
+	CHECK_INT_EQ(attempts_of(&v, 2), 1);
+	CHECK_INT_EQ(attempts_of(&v, 3), 0); /* neither folder holds an attempt.json */
+	CHECK_INT_EQ(v.st.shards[0].attempts_clean, 1);
+	CHECK_INT_EQ(v.st.shards[1].attempts_clean, 0);
+	CHECK_INT_EQ(v.st.shards[2].attempts_clean, 1);
+	CHECK_INT_EQ(v.st.shards[3].attempts_clean, 0);
+	CHECK(v.st.shards[0].claimed_at_epoch > 0);
+	check_claims(&v, "attempts read by name");
+	es_jobview_free(&v);
+}
+
 int main(void)
 {
 	struct es_rate r;
@@ -487,5 +556,6 @@ int main(void)
 	test_init_listings(test_tmpdir());
 	test_unchanged_not_listed(test_tmpdir());
 	test_events_name_changes(test_tmpdir());
+	test_published_by_name(test_tmpdir());
 	return test_done();
 }
