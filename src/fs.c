@@ -555,9 +555,11 @@ int es_fs_lstat_beneath(const char *path, struct stat *st)
 	es_log_quiet_end();
 	if (rc)
 		return -1;
-	rc = strcmp(name, ".") && strcmp(name, "..") && fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -1;
+	/* AT_FDCWD: the boundary went away since the check above, and name is the whole path. */
+	int ok = dfd != AT_FDCWD && strcmp(name, ".") && strcmp(name, "..") &&
+		 fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) == 0;
 	close_dir(dfd);
-	return rc;
+	return ok ? 0 : -1;
 }
 
 /* The name of tmp (a sibling of the target that beneath() gave dfd for) as seen from dfd. */

@@ -309,10 +309,13 @@ static int take_attempt(struct es_jobview *r, const char *shard, const char *lea
  * without a listing of the shard's folder (a stat from the walk cache's attempts/ in place of an
  * open, two reads and a close; at a file server, a lookup in place of OPENDIR, READDIRP and
  * RELEASEDIR). A file system whose folders do not count their sub-folders so (btrfs, an overlay
- * of two, a count past its limit: 1) never shows 3 for more than one, and is listed. 0 when
- * taken, 1 when the listing must do (nothing reported), an error code (out of memory). Only
- * folders count: a listing finds no attempt in another kind of entry, and merge sweeps only
- * folders (its attempts_clean). */
+ * of two, a count past its limit) shows 1, and is listed. A client that caches attributes (NFS,
+ * a FUSE client) can show a count from before a second attempt's folder was made, as its
+ * listing can be from before: the view then shows one attempt, and merge's sweep passes the
+ * folder by (temporaries a killed writer left there stay); the record decides the result
+ * either way. 0 when taken, 1 when the listing must do (nothing reported), an error code (out of
+ * memory). Only folders count: a listing finds no attempt in another kind of entry, and merge
+ * sweeps only folders (its attempts_clean). */
 static int read_published_only(struct es_jobview *r, const char *sdir, const char *shard, long idx, struct es_buf *text)
 {
 	const struct es_shard_status *s = &r->st.shards[idx];

@@ -94,11 +94,12 @@ struct es_shard_status {
 	char *result_path;         /* done: the record's output_path resolved as merge resolves it,
 	                            * or NULL when the record is unusable */
 	char *result_sha256;       /* done: the record's sha256 (with result_path), or NULL */
-	int attempts_clean;        /* done, in a job view (jobview.h): the view listed the shard's
-	                            * folder while the shard was final and found one entry, the
-	                            * attempt that published, whose attempt.json says done: its
-	                            * writer finished its last write there, so no temporary of a
-	                            * killed writer can be in it (merge's sweep passes it by) */
+	int attempts_clean;        /* done, in a job view (jobview.h): the view found one folder in
+	                            * the shard's folder while the shard was final (a listing of one
+	                            * entry, or a link count of 3), the attempt that published, whose
+	                            * attempt.json says done: its writer finished its last write
+	                            * there, so no temporary of a killed writer can be in it
+	                            * (merge's sweep passes it by) */
 };
 
 struct es_status_counts {
