@@ -401,6 +401,7 @@ static int work_phase(struct run *r)
 	job_worker_options(r->cli, r->rid, r->cap, "run", &wo);
 	wo.quiet_end = r->ag.rank != 0; /* rank 0 says how the job ended, once */
 	wo.leave_end_repair = r->ag.rank != 0; /* and fences what a listing alone showed done */
+	wo.attempts_checked = 1; /* rank 0's prepare loaded the manifest, links looked for */
 	wo.claim_first = (size_t)r->ag.rank; /* busy passes try this rank's shards (worker.h) */
 	wo.claim_step = (size_t)r->ag.size;
 	wo.should_stop = agree_peer_stopped;

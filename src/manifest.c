@@ -205,7 +205,7 @@ static int check_entry(const char *p, int is_dir)
 	return 0;
 }
 
-static int check_layout(const char *jd)
+static int check_layout(const char *jd, int flags)
 {
 	static const char *const files[] = { ES_JOB_MANIFEST, ES_JOB_RECIPE, NULL };
 	struct es_buf p = ES_BUF_INIT;
@@ -217,7 +217,7 @@ static int check_layout(const char *jd)
 		if (!(rc = es_jobpath_join(&p, jd, files[i])))
 			rc = check_entry(p.data, 0);
 	es_buf_free(&p);
-	return rc ? rc : check_attempt_dirs(jd);
+	return rc || (flags & ES_MANIFEST_ATTEMPTS_CHECKED) ? rc : check_attempt_dirs(jd);
 }
 
 static int load_doc(const cJSON *doc, const char *jd, struct es_manifest *m, const char *path)
@@ -258,6 +258,11 @@ static int load_doc(const cJSON *doc, const char *jd, struct es_manifest *m, con
 
 int es_manifest_load(const char *job_dir, struct es_manifest *m)
 {
+	return es_manifest_load_ex(job_dir, 0, m);
+}
+
+int es_manifest_load_ex(const char *job_dir, int flags, struct es_manifest *m)
+{
 	memset(m, 0, sizeof(*m));
 	struct es_buf jd = ES_BUF_INIT, path = ES_BUF_INIT;
 	cJSON *doc = NULL;
@@ -270,7 +275,7 @@ int es_manifest_load(const char *job_dir, struct es_manifest *m)
 			rc = es_error(ES_ENOENT, "Job manifest not found: %s (is '%s' a prepared job folder?)", path.data, job_dir);
 	}
 	if (!rc)
-		rc = check_layout(jd.data);
+		rc = check_layout(jd.data, flags);
 	if (!rc)
 		rc = load_doc(doc, jd.data, m, path.data);
 	if (!rc)

@@ -1363,7 +1363,7 @@ static int worker_init(struct worker *w)
 {
 	const struct es_worker_opts *o = w->o;
 	es_proc_test_hook("ESHARD_TEST_HOOK_WORKER_START");
-	int rc = es_manifest_load(o->job_dir, &w->m);
+	int rc = es_manifest_load_ex(o->job_dir, o->attempts_checked ? ES_MANIFEST_ATTEMPTS_CHECKED : 0, &w->m);
 	if (rc)
 		return rc;
 	w->have_manifest = 1;

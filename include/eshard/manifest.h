@@ -85,6 +85,13 @@ struct es_manifest {
 };
 
 int es_manifest_load(const char *job_dir, struct es_manifest *m);
+/* The same; with ES_MANIFEST_ATTEMPTS_CHECKED in flags, without the look for a link among the
+ * shards' folders (a listing of attempts/: at 100,000 shards of a resumed job, about a thousand
+ * requests at a file server), for a caller that knows it was done moments before (run: rank
+ * 0's prepare loaded the manifest before any rank works). Every write and read below the job
+ * folder refuses a link on its own (fs.h es_fs_set_boundary); the listing only says so first. */
+#define ES_MANIFEST_ATTEMPTS_CHECKED 1
+int es_manifest_load_ex(const char *job_dir, int flags, struct es_manifest *m);
 void es_manifest_free(struct es_manifest *m);
 /* Index of a shard id in manifest order, or -1. */
 long es_manifest_find(const struct es_manifest *m, const char *shard_id);

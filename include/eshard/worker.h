@@ -75,6 +75,10 @@ struct es_worker_opts {
 	 * state/done (es_claim_learn_done) to another process's repair: every rank of run but
 	 * rank 0, so that the end costs one read of each such lock, not one per rank. */
 	int leave_end_repair;
+	/* The manifest was loaded and attempts/ looked at for links moments before (run: rank 0's
+	 * prepare, before any rank works): the worker's load does not list attempts/ again
+	 * (es_manifest_load_ex, ES_MANIFEST_ATTEMPTS_CHECKED). */
+	int attempts_checked;
 	/* Where a pass looks first (run: this rank's number and the number of ranks; 0 and 0 or 1:
 	 * everywhere). With claim_step > 1, the first pass and a pass after a claim try the shards
 	 * claim_first, claim_first + claim_step, ... and those whose locks this worker has read

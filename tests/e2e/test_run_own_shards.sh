@@ -90,6 +90,13 @@ echo "  rank 1: $claims claims of its own shards, $reads reads of its peers' loc
 [ "$reads" -le 3 ] || fail "rank 1 read $reads of its peers' locks while it claimed its own shards (expected at most 3)"
 pass "rank 1 claimed $claims of its own shards and read $reads of its peers' locks meanwhile"
 
+# Rank 1's worker took the manifest without listing attempts/ to look for links: rank 0's
+# prepare had done that before any rank worked (at 100,000 shards of a resumed job, a listing of
+# 100,000 names per rank at a file server).
+lists=$(grep -cF "\"$T/job/attempts\", O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_DIRECTORY" "$T/rank1.trace" || true)
+[ "$lists" = 0 ] || fail "rank 1 listed attempts/ $lists time(s)"
+pass "rank 1 did not list attempts/ to take the manifest"
+
 # The pass that tries every shard once per quarter lease (a lease of 4 s here: every second)
 # learns the shards its peers finished from one listing of state/done instead of reading their
 # locks: over 160 shards, rank 1 reads its peers' running locks in each such pass (three, or a

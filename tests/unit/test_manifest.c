@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static int last_unsharded = -1; /* m.unsharded of the last good load */
 
@@ -67,6 +68,29 @@ static void policy_numbers(const char *t)
 	CHECK_INT_EQ(es_i64_of_double(-7.5), -7);
 }
 
+/* A link planted among the shards' folders is refused by a load that lists attempts/, and not
+ * looked for by one told it was done before (run's workers, after rank 0's prepare): that load
+ * succeeds, so it did not list attempts/ (the writes and reads that follow refuse the link). */
+static void attempts_checked(const char *t)
+{
+	char dir[4096], p[4200], q[4200];
+	snprintf(dir, sizeof(dir), "%s/linked", t);
+	CHECK_INT_EQ(load_with(t, "linked", "{\"schema_version\": 2, " OK_EXEC ", " ONE_SHARD "}"), 0);
+	snprintf(p, sizeof(p), "%s/attempts", dir);
+	CHECK_INT_EQ(es_fs_mkdirs(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/attempts/a", dir);
+	snprintf(q, sizeof(q), "%s/elsewhere", t);
+	CHECK_INT_EQ(es_fs_mkdirs(q, 0755), 0);
+	CHECK_INT_EQ(symlink(q, p), 0);
+	struct es_manifest m;
+	es_log_quiet_begin();
+	CHECK_INT_EQ(es_manifest_load(dir, &m), ES_EINVAL);
+	es_log_quiet_end();
+	CHECK(strstr(es_last_error(), "is a symbolic link") != NULL);
+	if (CHECK_INT_EQ(es_manifest_load_ex(dir, ES_MANIFEST_ATTEMPTS_CHECKED, &m), 0))
+		es_manifest_free(&m);
+}
+
 int main(void)
 {
 	char *t = test_tmpdir();
@@ -100,6 +124,7 @@ int main(void)
 		CHECK_INT_EQ(load_with(t, name, json), ES_EINVAL);
 	}
 	policy_numbers(t);
+	attempts_checked(t);
 	struct es_manifest m;
 	es_log_quiet_begin();
 	CHECK_INT_EQ(es_manifest_load("/nonexistent/job", &m), ES_ENOENT);
